@@ -1,0 +1,126 @@
+# hunion - union/overlay filesystem layers at rest.
+#
+#   make            build ./hunion
+#   make deps       install the Debian packages the build and tests need
+#   make check      build, then every test suite, plain and under ASan+UBSan
+#   make demo       merge the bundled example stack and show the result
+#   make bench      benchmarks against cp -a and an overlay mount (slow)
+#   make install    PREFIX=/usr/local DESTDIR=
+
+CC      ?= cc
+PREFIX  ?= /usr/local
+BINDIR  ?= $(PREFIX)/bin
+MANDIR  ?= $(PREFIX)/share/man
+BASHDIR ?= $(PREFIX)/share/bash-completion/completions
+ZSHDIR  ?= $(PREFIX)/share/zsh/vendor-completions
+FISHDIR ?= $(PREFIX)/share/fish/vendor_completions.d
+
+PKGS     = libarchive libattr libzstd
+WARN     = -Wall -Wextra -Wformat=2 -Wmissing-prototypes -Wvla -Wshadow \
+           -Wstrict-prototypes -Wno-unused-parameter
+ifeq ($(WERROR),1)
+WARN    += -Werror
+endif
+OPT     ?= -O2 -g
+CPPFLAGS += -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64
+CFLAGS  += -std=c11 $(OPT) $(WARN) $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+LDLIBS  += $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -larchive -lattr -lzstd)
+
+B       ?= build
+LIB_SRC  = $(sort $(wildcard lib/*.c))
+CMD_SRC  = $(sort $(wildcard cmd/*.c))
+UNIT_SRC = $(sort $(wildcard tests/unit/*.c))
+LIB_OBJ  = $(LIB_SRC:%.c=$(B)/%.o)
+CMD_OBJ  = $(CMD_SRC:%.c=$(B)/%.o)
+UNIT_OBJ = $(UNIT_SRC:%.c=$(B)/%.o)
+MANS     = $(patsubst man/%.scd,$(B)/man/%,$(wildcard man/*.scd))
+
+# The Debian packages the build, the docs and the tests use.
+DEB_PKGS = build-essential clang pkg-config libarchive-dev libattr1-dev \
+           libzstd-dev libcriterion-dev scdoc attr python3 \
+           libarchive-tools e2fsprogs util-linux kmod rsync zstd
+
+.PHONY: all deps check check-plain check-asan demo bench install lint \
+        clean completions man unit-bin
+.DELETE_ON_ERROR:
+
+all: hunion man
+
+hunion: $(B)/hunion
+	ln -sf $(B)/hunion hunion
+
+$(B)/hunion: $(LIB_OBJ) $(CMD_OBJ)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(B)/libhunion.a: $(LIB_OBJ)
+	rm -f $@ && ar rcs $@ $^
+
+$(B)/%.o: %.c lib/*.h cmd/*.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
+
+$(B)/unit-tests: $(UNIT_OBJ) $(B)/libhunion.a
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(UNIT_OBJ) $(B)/libhunion.a \
+		$(LDLIBS) -lcriterion
+
+unit-bin: $(B)/unit-tests
+
+man: $(MANS)
+$(B)/man/%: man/%.scd
+	@mkdir -p $(dir $@)
+	@if command -v scdoc >/dev/null; then scdoc < $< > $@; \
+	 else echo "scdoc missing (make deps): skipping $@"; fi
+
+# Install what is missing; as non-root print the command instead.
+deps:
+	@missing=$$(for p in $(DEB_PKGS); do \
+		dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | \
+		grep -q '^install ok installed' || echo $$p; done); \
+	if [ -z "$$missing" ]; then echo "deps: all present"; \
+	elif [ "$$(id -u)" = 0 ]; then \
+		echo "deps: installing" $$missing; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+		apt-get install -y -qq --no-install-recommends $$missing >/dev/null \
+		|| exit 1; \
+	else echo "deps: run as root: apt-get install -y" $$missing; exit 1; fi
+
+check: deps
+	$(MAKE) WERROR=1 check-plain
+	$(MAKE) WERROR=1 check-asan
+	@echo "check: all suites passed"
+
+check-plain: all unit-bin
+	tests/run-all.sh $(B)
+
+check-asan:
+	$(MAKE) B=build-asan CC=clang \
+		OPT="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" \
+		LDFLAGS="-fsanitize=address,undefined" build-asan/hunion unit-bin
+	HUNION_SANITIZED=1 tests/run-all.sh build-asan
+
+demo: deps all
+	examples/demo.sh ./hunion
+
+bench: deps all
+	bench/run.sh ./hunion
+
+completions: hunion
+	./hunion __complete bash > completions/hunion.bash
+	./hunion __complete zsh > completions/_hunion
+	./hunion __complete fish > completions/hunion.fish
+
+install: all
+	install -Dm755 $(B)/hunion $(DESTDIR)$(BINDIR)/hunion
+	for m in $(MANS); do s=$${m##*.}; \
+		install -Dm644 $$m $(DESTDIR)$(MANDIR)/man$$s/$$(basename $$m); done
+	install -Dm644 completions/hunion.bash $(DESTDIR)$(BASHDIR)/hunion
+	install -Dm644 completions/_hunion $(DESTDIR)$(ZSHDIR)/_hunion
+	install -Dm644 completions/hunion.fish $(DESTDIR)$(FISHDIR)/hunion.fish
+
+lint:
+	cppcheck --quiet --enable=warning,performance,portability \
+		--error-exitcode=1 -D_GNU_SOURCE lib cmd
+	shellcheck tests/*.sh tests/*/*.sh examples/*.sh bench/*.sh
+
+clean:
+	rm -rf build build-asan hunion

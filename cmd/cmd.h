@@ -1,0 +1,122 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The command table: one entry per (sub)command with its options.  It is at
+ * once the parser, the --help text, and the source of the shell
+ * completions (hunion __complete); tests/cli/doc-sync checks the man pages
+ * against it.
+ */
+#ifndef HUNION_CMD_H
+#define HUNION_CMD_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "../lib/hunion.h"
+
+/* Exit codes outside fsck and diff. */
+enum { EXIT_OK = 0, EXIT_TROUBLE = 1, EXIT_USAGE = 2 };
+
+enum opt_arg { OPT_NONE = 0, OPT_REQUIRED };
+
+struct cmd_opt {
+	const char *long_name;
+	char short_name;	/* 0 when none */
+	enum opt_arg arg;
+	const char *arg_name;	/* for help: "OUT", "FORMAT" */
+	const char *values;	/* '|'-separated choices for completion, or
+				 * "@dir" / "@file" for paths; may be NULL */
+	const char *help;
+};
+
+struct cmd;
+typedef int (*cmd_fn)(const struct cmd *c, int argc, char **argv);
+
+struct cmd {
+	const char *name;
+	cmd_fn run;			/* NULL for a group with subcommands */
+	const char *summary;		/* one line */
+	const char *usage;		/* operands after the options */
+	const struct cmd_opt *opts;	/* terminated by a zeroed entry */
+	const struct cmd *subs;		/* terminated by a zeroed entry */
+	const char *operands;		/* "@dir" / "@file": completion hint */
+};
+
+extern const struct cmd hunion_cmds[];	/* the top-level table */
+
+/* Options shared by commands that read layers. */
+#define OPT_FORMAT { "format", 0, OPT_REQUIRED, "FORMAT", \
+	"auto|union|overlay|oci", "layer format (default: detect per layer)" }
+#define OPT_USERXATTR { "userxattr", 0, OPT_NONE, NULL, NULL, \
+	"markers live under user.* instead of trusted.*" }
+#define OPT_HELP { "help", 'h', OPT_NONE, NULL, NULL, "show this help" }
+#define OPT_VERBOSE { "verbose", 'v', OPT_NONE, NULL, NULL, \
+	"say more about what is done" }
+#define OPT_QUIET { "quiet", 'q', OPT_NONE, NULL, NULL, \
+	"print errors only, no warnings" }
+#define OPT_DRY_RUN { "dry-run", 'n', OPT_NONE, NULL, NULL, \
+	"show what would be done, change nothing" }
+#define OPT_JSON { "json", 0, OPT_NONE, NULL, NULL, \
+	"one JSON object per line" }
+#define OPT_END { NULL, 0, OPT_NONE, NULL, NULL, NULL }
+
+/* ---- option parsing (common.c) --------------------------------------- */
+
+/* One parsed option: the long name it matched and its argument. */
+struct parsed_opt {
+	const char *name;
+	const char *arg;
+};
+
+/*
+ * Parse @argv against @c's option table (argv[0] is the command name).
+ * Calls @on_opt for each option; stops at the first operand or "--".
+ * Handles -h/--help itself (prints help, exits 0).  Returns the index of
+ * the first operand, or -1 after printing a usage error.
+ */
+int cmd_parse(const struct cmd *c, int argc, char **argv,
+	      int (*on_opt)(void *ctx, const struct parsed_opt *o), void *ctx);
+void cmd_help(const struct cmd *c, FILE *to);
+int cmd_usage_error(const struct cmd *c, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* Shared front-end state: program name, verbosity, how errors look. */
+struct front {
+	const char *cmdname;	/* "hunion merge" */
+	int verbosity;		/* -1 quiet, 0 normal, 1 verbose */
+	bool progress;		/* stderr is a terminal */
+	bool warned_owner;
+};
+extern struct front front;
+
+/* Print "hunion CMD: PATH: message: strerror(err)" to stderr. */
+void print_error(const struct hu_error *e);
+/* A hu_report that prints warnings (unless quiet) and progress on a tty. */
+struct hu_report front_report(void);
+void front_progress_done(void);
+
+/* Layer options shared by every command that reads layers. */
+struct layer_opts {
+	struct hu_stack_opts stack;
+	bool json;
+	bool dry_run;
+};
+/* Handle --format, --userxattr, -v, -q, --json, -n: returns 1 if @o was
+ * one of them, 0 if not, -1 on a bad value. */
+int layer_opt(const struct cmd *c, struct layer_opts *lo,
+	      const struct parsed_opt *o);
+
+/* JSON string output, escaping everything a parser could trip on. */
+void json_string(FILE *f, const char *s);
+/* A path for a line-oriented listing: C-style escapes for control bytes,
+ * backslash and non-UTF-8, so no name can forge a line. */
+void print_path_escaped(FILE *f, const char *s);
+
+int cmd_merge(const struct cmd *c, int argc, char **argv);
+int cmd_whiteout_ls(const struct cmd *c, int argc, char **argv);
+int cmd_whiteout_add(const struct cmd *c, int argc, char **argv);
+int cmd_whiteout_rm(const struct cmd *c, int argc, char **argv);
+int cmd_whiteout_opaque(const struct cmd *c, int argc, char **argv);
+int cmd_whiteout_convert(const struct cmd *c, int argc, char **argv);
+int cmd_complete(const struct cmd *c, int argc, char **argv);
+
+#endif /* HUNION_CMD_H */

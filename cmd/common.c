@@ -1,0 +1,281 @@
+/* SPDX-License-Identifier: MIT */
+/* What every command shares: option parsing from the table, help, the one
+ * place errors are formatted, warnings and progress. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cmd.h"
+
+struct front front;
+
+static size_t count_opts(const struct cmd_opt *o)
+{
+	size_t n = 0;
+
+	while (o && o[n].long_name)
+		n++;
+	return n;
+}
+
+void cmd_help(const struct cmd *c, FILE *to)
+{
+	const char *name = front.cmdname ? front.cmdname : "hunion";
+
+	fprintf(to, "usage: %s %s\n", name, c->usage ? c->usage : "");
+	if (c->summary)
+		fprintf(to, "\n%s\n", c->summary);
+	if (c->subs) {
+		fprintf(to, "\ncommands:\n");
+		for (const struct cmd *s = c->subs; s->name; s++)
+			if (s->summary)
+				fprintf(to, "  %-10s %s\n", s->name, s->summary);
+	}
+	if (count_opts(c->opts)) {
+		fprintf(to, "\noptions:\n");
+		for (const struct cmd_opt *o = c->opts; o->long_name; o++) {
+			char left[64];
+
+			snprintf(left, sizeof(left), "%c%c%c --%s%s%s",
+				 o->short_name ? '-' : ' ',
+				 o->short_name ? o->short_name : ' ',
+				 o->short_name ? ',' : ' ', o->long_name,
+				 o->arg ? "=" : "", o->arg ? o->arg_name : "");
+			fprintf(to, "  %-26s %s\n", left, o->help);
+		}
+	}
+	if (c->subs)
+		fprintf(to, "\nSee '%s COMMAND --help' and man %s.\n", name,
+			"hunion(1)");
+}
+
+int cmd_usage_error(const struct cmd *c, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "%s: ", front.cmdname);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\nusage: %s %s\n", front.cmdname,
+		c->usage ? c->usage : "");
+	return -1;
+}
+
+int cmd_parse(const struct cmd *c, int argc, char **argv,
+	      int (*on_opt)(void *ctx, const struct parsed_opt *o), void *ctx)
+{
+	size_t n = count_opts(c->opts);
+	struct option *lopts = calloc(n + 1, sizeof(*lopts));
+	char shorts[128] = "+:";	/* stop at the first operand */
+	size_t sl = 2;
+	int rc = -1, ch, idx;
+
+	if (!lopts)
+		return cmd_usage_error(c, "out of memory");
+	for (size_t i = 0; i < n; i++) {
+		const struct cmd_opt *o = &c->opts[i];
+
+		lopts[i] = (struct option){ o->long_name,
+			o->arg ? required_argument : no_argument, NULL,
+			o->short_name ? o->short_name : 256 + (int)i };
+		if (o->short_name && sl + 3 < sizeof(shorts)) {
+			shorts[sl++] = o->short_name;
+			if (o->arg)
+				shorts[sl++] = ':';
+		}
+	}
+	shorts[sl] = '\0';
+	optind = 1;
+	opterr = 0;
+	while ((ch = getopt_long(argc, argv, shorts, lopts, &idx)) != -1) {
+		const struct cmd_opt *o = NULL;
+		struct parsed_opt p;
+
+		if (ch == '?' || ch == ':') {
+			const char *bad = argv[optind - 1];
+
+			cmd_usage_error(c, ch == '?' ?
+				"unknown option '%s'" :
+				"option '%s' needs an argument", bad);
+			goto out;
+		}
+		for (size_t i = 0; i < n && !o; i++)
+			if ((c->opts[i].short_name &&
+			     c->opts[i].short_name == ch) || ch == 256 + (int)i)
+				o = &c->opts[i];
+		if (!o)
+			continue;
+		if (!strcmp(o->long_name, "help")) {
+			cmd_help(c, stdout);
+			free(lopts);
+			exit(EXIT_OK);
+		}
+		p = (struct parsed_opt){ o->long_name, optarg };
+		if (on_opt(ctx, &p) < 0)
+			goto out;
+	}
+	rc = optind;
+out:
+	free(lopts);
+	return rc;
+}
+
+void print_error(const struct hu_error *e)
+{
+	fprintf(stderr, "%s: ", front.cmdname);
+	if (e->path && *e->path) {
+		print_path_escaped(stderr, e->path);
+		fputs(": ", stderr);
+	}
+	fputs(e->msg[0] ? e->msg : "failed", stderr);
+	if (e->err)
+		fprintf(stderr, ": %s", strerror(e->err));
+	fputc('\n', stderr);
+}
+
+static bool progress_shown;
+
+static void report_warn(void *ctx, const struct hu_error *w)
+{
+	if (front.verbosity < 0)
+		return;
+	front_progress_done();
+	fprintf(stderr, "%s: warning: ", front.cmdname);
+	if (w->path && *w->path) {
+		print_path_escaped(stderr, w->path);
+		fputs(": ", stderr);
+	}
+	fputs(w->msg, stderr);
+	if (w->err)
+		fprintf(stderr, ": %s", strerror(w->err));
+	fputc('\n', stderr);
+}
+
+static void report_progress(void *ctx, uint64_t done)
+{
+	if (!front.progress || front.verbosity < 0)
+		return;
+	fprintf(stderr, "\r%s: %llu entries", front.cmdname,
+		(unsigned long long)done);
+	progress_shown = true;
+}
+
+void front_progress_done(void)
+{
+	if (progress_shown)
+		fputs("\r\033[K", stderr);
+	progress_shown = false;
+}
+
+struct hu_report front_report(void)
+{
+	return (struct hu_report){ report_warn, report_progress, NULL };
+}
+
+int layer_opt(const struct cmd *c, struct layer_opts *lo,
+	      const struct parsed_opt *o)
+{
+	if (!strcmp(o->name, "format")) {
+		if (hu_format_parse(o->arg, &lo->stack.format) < 0) {
+			cmd_usage_error(c, "invalid --format '%s' (choose "
+					"auto, union, overlay or oci)", o->arg);
+			return -1;
+		}
+	} else if (!strcmp(o->name, "userxattr")) {
+		lo->stack.userxattr = true;
+	} else if (!strcmp(o->name, "verbose")) {
+		front.verbosity = 1;
+	} else if (!strcmp(o->name, "quiet")) {
+		front.verbosity = -1;
+	} else if (!strcmp(o->name, "json")) {
+		lo->json = true;
+	} else if (!strcmp(o->name, "dry-run")) {
+		lo->dry_run = true;
+	} else {
+		return 0;
+	}
+	return 1;
+}
+
+/* Decode one UTF-8 sequence at @s; its length, or 0 when invalid. */
+static size_t utf8_len(const unsigned char *s)
+{
+	size_t n;
+	unsigned int cp;
+
+	if (s[0] < 0x80)
+		return 1;
+	if ((s[0] & 0xe0) == 0xc0)
+		n = 2, cp = s[0] & 0x1f;
+	else if ((s[0] & 0xf0) == 0xe0)
+		n = 3, cp = s[0] & 0x0f;
+	else if ((s[0] & 0xf8) == 0xf0)
+		n = 4, cp = s[0] & 0x07;
+	else
+		return 0;
+	for (size_t i = 1; i < n; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		cp = cp << 6 | (s[i] & 0x3f);
+	}
+	if ((n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) ||
+	    (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+	    (cp >= 0xd800 && cp <= 0xdfff))
+		return 0;
+	return n;
+}
+
+void json_string(FILE *f, const char *s)
+{
+	const unsigned char *p = (const unsigned char *)s;
+
+	fputc('"', f);
+	while (*p) {
+		size_t n = utf8_len(p);
+
+		if (*p == '"' || *p == '\\') {
+			fprintf(f, "\\%c", *p++);
+		} else if (*p < 0x20 || *p == 0x7f) {
+			fprintf(f, "\\u%04x", *p++);
+		} else if (n == 0) {
+			/* Not UTF-8: JSON cannot carry the byte itself, so
+			 * name it as a private-use escape a reader can
+			 * map back (U+DC80 + byte, as Python's
+			 * surrogateescape does). */
+			fprintf(f, "\\udc%02x", *p++);
+		} else {
+			fwrite(p, 1, n, f);
+			p += n;
+		}
+	}
+	fputc('"', f);
+}
+
+void print_path_escaped(FILE *f, const char *s)
+{
+	const unsigned char *p = (const unsigned char *)s;
+
+	while (*p) {
+		size_t n = utf8_len(p);
+
+		if (*p == '\\') {
+			fputs("\\\\", f);
+			p++;
+		} else if (*p == '\n') {
+			fputs("\\n", f);
+			p++;
+		} else if (*p == '\t') {
+			fputs("\\t", f);
+			p++;
+		} else if (*p < 0x20 || *p == 0x7f || n == 0) {
+			fprintf(f, "\\x%02x", *p++);
+		} else {
+			fwrite(p, 1, n, f);
+			p += n;
+		}
+	}
+}

@@ -1,0 +1,160 @@
+/* SPDX-License-Identifier: MIT */
+/* hunion: the multicall front end and its one command table. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "cmd.h"
+
+#ifndef HUNION_VERSION
+#define HUNION_VERSION "0.1"
+#endif
+
+static const struct cmd_opt merge_opts[] = {
+	{ "output", 'o', OPT_REQUIRED, "OUT", "@dir",
+	  "write the merged view as a new tree OUT (must not exist)" },
+	{ "link", 0, OPT_NONE, NULL, NULL,
+	  "hard-link regular files to their source instead of copying" },
+	OPT_FORMAT, OPT_USERXATTR, OPT_DRY_RUN, OPT_VERBOSE, OPT_QUIET,
+	OPT_HELP, OPT_END
+};
+
+static const struct cmd_opt wh_ls_opts[] = {
+	OPT_JSON, OPT_FORMAT, OPT_USERXATTR, OPT_HELP, OPT_END
+};
+
+static const struct cmd_opt wh_edit_opts[] = {
+	OPT_FORMAT, OPT_USERXATTR, OPT_DRY_RUN, OPT_VERBOSE, OPT_QUIET,
+	OPT_HELP, OPT_END
+};
+
+static const struct cmd_opt wh_opaque_opts[] = {
+	{ "clear", 0, OPT_NONE, NULL, NULL,
+	  "remove the opaque marker instead of setting it" },
+	OPT_FORMAT, OPT_USERXATTR, OPT_DRY_RUN, OPT_VERBOSE, OPT_QUIET,
+	OPT_HELP, OPT_END
+};
+
+static const struct cmd_opt wh_convert_opts[] = {
+	{ "to", 't', OPT_REQUIRED, "FORMAT", "union|overlay|oci",
+	  "the format to write (required)" },
+	{ "output", 'o', OPT_REQUIRED, "NEWLAYER", "@dir",
+	  "write the converted layer as a new directory NEWLAYER" },
+	{ "in-place", 0, OPT_NONE, NULL, NULL,
+	  "rewrite the markers of LAYER itself" },
+	{ "to-userxattr", 0, OPT_NONE, NULL, NULL,
+	  "write markers under user.* instead of trusted.*" },
+	OPT_FORMAT, OPT_USERXATTR, OPT_DRY_RUN, OPT_VERBOSE, OPT_QUIET,
+	OPT_HELP, OPT_END
+};
+
+static const struct cmd_opt help_only[] = { OPT_HELP, OPT_END };
+
+static const struct cmd whiteout_cmds[] = {
+	{ "ls", cmd_whiteout_ls, "list the whiteouts and opaque directories of a layer",
+	  "LAYER", wh_ls_opts, NULL, "@dir" },
+	{ "add", cmd_whiteout_add, "create whiteouts for PATHs in a layer",
+	  "LAYER PATH...", wh_edit_opts, NULL, "@dir" },
+	{ "rm", cmd_whiteout_rm, "remove the whiteouts of PATHs from a layer",
+	  "LAYER PATH...", wh_edit_opts, NULL, "@dir" },
+	{ "opaque", cmd_whiteout_opaque, "mark directories of a layer opaque (or clear)",
+	  "LAYER DIR...", wh_opaque_opts, NULL, "@dir" },
+	{ "convert", cmd_whiteout_convert,
+	  "rewrite every marker of a layer into another format",
+	  "LAYER", wh_convert_opts, NULL, "@dir" },
+	{ NULL, NULL, NULL, NULL, NULL, NULL, NULL }
+};
+
+const struct cmd hunion_cmds[] = {
+	{ "merge", cmd_merge, "write the merged view of a stack of layers",
+	  "-o OUT LAYER...", merge_opts, NULL, "@dir" },
+	{ "whiteout", NULL, "create, list, remove and convert whiteouts",
+	  "ls|add|rm|opaque|convert ...", help_only, whiteout_cmds, NULL },
+	{ "__complete", cmd_complete, NULL, "bash|zsh|fish", help_only,
+	  NULL, NULL },
+	{ NULL, NULL, NULL, NULL, NULL, NULL, NULL }
+};
+
+static const struct cmd top = {
+	"hunion", NULL, "union/overlay filesystem layers at rest",
+	"COMMAND [OPTIONS] [ARGS]", help_only, hunion_cmds, NULL
+};
+
+static void raise_fd_limit(void)
+{
+	struct rlimit rl;
+
+	/* Deep trees hold one fd per level and layer. */
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		(void)setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
+static const struct cmd *find_sub(const struct cmd *group, const char *name)
+{
+	for (const struct cmd *c = group->subs; c->name; c++)
+		if (strcmp(c->name, name) == 0)
+			return c;
+	return NULL;
+}
+
+/* Walk down the table: "hunion whiteout ls ..." runs whiteout_cmds' "ls". */
+static int dispatch(const struct cmd *group, const char *prefix, int argc,
+		    char **argv)
+{
+	static char name[128];
+	const struct cmd *c;
+
+	if (argc < 2 || argv[1][0] == '-') {
+		if (argc >= 2 && (!strcmp(argv[1], "-h") ||
+				  !strcmp(argv[1], "--help"))) {
+			cmd_help(group, stdout);
+			return EXIT_OK;
+		}
+		if (argc >= 2 && !strcmp(argv[1], "--version") &&
+		    group == &top) {
+			printf("hunion %s\n", HUNION_VERSION);
+			return EXIT_OK;
+		}
+		front.cmdname = prefix;
+		cmd_help(group, stderr);
+		return EXIT_USAGE;
+	}
+	c = find_sub(group, argv[1]);
+	if (!c) {
+		fprintf(stderr, "%s: '%s' is not a command; see '%s --help'\n",
+			prefix, argv[1], prefix);
+		return EXIT_USAGE;
+	}
+	snprintf(name, sizeof(name), "%s %s", prefix, c->name);
+	front.cmdname = name;
+	if (!c->run) {
+		char *sub_prefix = strdup(name);
+		int rc;
+
+		if (!sub_prefix)
+			return EXIT_TROUBLE;
+		rc = dispatch(c, sub_prefix, argc - 1, argv + 1);
+		free(sub_prefix);
+		return rc;
+	}
+	return c->run(c, argc - 1, argv + 1);
+}
+
+int main(int argc, char **argv)
+{
+	front.cmdname = "hunion";
+	front.progress = isatty(STDERR_FILENO);
+	raise_fd_limit();
+	return dispatch(&top, "hunion", argc, argv);
+}
+
+/* For help and completion of the top level. */
+const struct cmd *cmd_top(void);
+const struct cmd *cmd_top(void)
+{
+	return &top;
+}

@@ -1,0 +1,174 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Copying an entry's bytes and extended attributes.  Data: a reflink when
+ * the filesystem shares extents, else copy_file_range (in-kernel), else
+ * read/write; holes are kept by copying only the data segments.  Xattrs:
+ * libattr's filtered copy, so /etc/xattr.conf is honoured as cp does.
+ */
+#include <attr/error_context.h>
+#include <attr/libattr.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+/* The errors that mean "this way of copying does not work here". */
+static bool unsupported(int err)
+{
+	return err == EXDEV || err == EOPNOTSUPP || err == EINVAL ||
+	       err == ENOTTY || err == ENOSYS || err == EBADF ||
+	       err == ETXTBSY || err == EPERM;
+}
+
+static int copy_rw(int in, int out, off_t off, off_t end, struct hu_error *e)
+{
+	enum { BUF = 1 << 20 };
+	char *buf = malloc(BUF);
+
+	if (!buf)
+		return hu_error_set(e, ENOMEM, NULL, "out of memory");
+	while (off < end) {
+		size_t want = end - off < BUF ? (size_t)(end - off) : BUF;
+		ssize_t n = pread(in, buf, want, off), w;
+
+		if (n < 0) {
+			free(buf);
+			return hu_error_set(e, errno, NULL, "cannot read");
+		}
+		if (n == 0)
+			break;		/* the source shrank: copy what is */
+		for (ssize_t done = 0; done < n; done += w) {
+			w = hu_wr_pwrite(out, buf + done, n - done,
+					 off + done);
+			if (w < 0) {
+				free(buf);
+				return hu_error_set(e, errno, NULL,
+						    "cannot write");
+			}
+		}
+		off += n;
+	}
+	free(buf);
+	return 0;
+}
+
+/* Copy [off, end) of @in to the same offsets of @out. */
+static int copy_range(struct hu_copy_state *cs, int in, int out, off_t off,
+		      off_t end, struct hu_error *e)
+{
+	while (off < end && !cs->no_copy_range) {
+		off_t in_off = off, out_off = off;
+		ssize_t n = hu_wr_copy_range(in, &in_off, out, &out_off,
+					     end - off);
+
+		if (n > 0) {
+			off += n;
+			continue;
+		}
+		if (n == 0)
+			return 0;	/* the source shrank */
+		if (!unsupported(errno))
+			return hu_error_set(e, errno, NULL, "cannot copy data");
+		cs->no_copy_range = true;
+	}
+	return copy_rw(in, out, off, end, e);
+}
+
+int hu_copy_data(struct hu_copy_state *cs, int in, const struct stat *st,
+		 int out, struct hu_error *e)
+{
+	off_t data, hole = 0;
+
+	if (st->st_size == 0)
+		return 0;
+	if (!cs->no_clone) {
+		if (hu_wr_clone(in, out) == 0)
+			return 0;
+		if (!unsupported(errno))
+			return hu_error_set(e, errno, NULL, "cannot clone data");
+		cs->no_clone = true;
+	}
+	/* Not sparse (st_blocks counts every byte): one range. */
+	if ((off_t)st->st_blocks * 512 >= st->st_size)
+		return copy_range(cs, in, out, 0, st->st_size, e);
+	while (hole < st->st_size) {
+		data = lseek(in, hole, SEEK_DATA);
+		if (data < 0) {
+			if (errno == ENXIO)
+				break;		/* only a hole remains */
+			return copy_range(cs, in, out, hole, st->st_size, e);
+		}
+		hole = lseek(in, data, SEEK_HOLE);
+		if (hole < 0)
+			hole = st->st_size;
+		if (copy_range(cs, in, out, data, hole, e) < 0)
+			return -1;
+	}
+	if (hu_wr_ftruncate(out, st->st_size) < 0)
+		return hu_error_set(e, errno, NULL, "cannot set file size");
+	return 0;
+}
+
+/* libattr reports through a callback: keep the first error and its errno
+ * instead of printing. */
+struct xattr_ctx {
+	struct error_context ctx;
+	int err;
+	char msg[160];
+};
+
+__attribute__((format(printf, 2, 3)))
+static void xattr_error(struct error_context *ctx, const char *fmt, ...)
+{
+	struct xattr_ctx *x = (struct xattr_ctx *)ctx;
+	va_list ap;
+
+	if (x->err)
+		return;
+	x->err = errno ? errno : EIO;
+	va_start(ap, fmt);
+	vsnprintf(x->msg, sizeof(x->msg), fmt, ap);
+	va_end(ap);
+}
+
+static const char *xattr_quote(struct error_context *ctx, const char *s)
+{
+	return s;
+}
+
+static void xattr_quote_free(struct error_context *ctx, const char *s)
+{
+}
+
+static int xattr_check(const char *name, struct error_context *ctx)
+{
+	if (hu_xattr_is_private(name))
+		return 0;
+	return attr_copy_action(name, ctx) != ATTR_ACTION_SKIP;
+}
+
+int hu_copy_xattrs(int sfd, const char *sname, int dfd, const char *dname,
+		   struct hu_error *e)
+{
+	struct xattr_ctx x = {
+		.ctx = { xattr_error, xattr_quote, xattr_quote_free } };
+	char sp[HU_FDPATH_MAX], dp[HU_FDPATH_MAX];
+	int rc;
+
+	errno = 0;
+	if (!sname && !dname)
+		rc = attr_copy_fd("", sfd, "", dfd, xattr_check, &x.ctx);
+	else
+		rc = attr_copy_file(hu_fdpath(sp, sfd, sname),
+				    hu_fdpath(dp, dfd, dname), xattr_check,
+				    &x.ctx);
+	if (rc == 0 && !x.err)
+		return 0;
+	return hu_error_set(e, x.err ? x.err : errno, NULL,
+			    "cannot copy xattrs%s%s", x.msg[0] ? ": " : "",
+			    x.msg);
+}

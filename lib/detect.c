@@ -1,0 +1,204 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Format detection: one light walk of a layer (directory listings, the
+ * xattrs of directories, and a stat or readlink only for entries whose type
+ * could make them markers).  Union and overlay markers are unambiguous; a
+ * .wh. file is a marker only in a layer that has neither, since in a union
+ * or overlay layer it is an ordinary file.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+struct detect {
+	struct hu_layer *l;
+	struct hu_pathbuf path;
+	enum hu_format found;	/* NONE, UNION or OVERLAY */
+	char *found_path;
+	bool seen_user, seen_trusted, seen_oci;
+	struct hu_error *e;
+};
+
+static int note(struct detect *d, enum hu_format f, bool user,
+		const char *name)
+{
+	char *here = hu_path_join(d->path.s, name);
+
+	if (!here)
+		return hu_error_set(d->e, ENOMEM, NULL, "out of memory");
+	if (user)
+		d->seen_user = true;
+	else
+		d->seen_trusted = true;
+	if (d->found == HU_FMT_NONE) {
+		d->found = f;
+		d->found_path = here;
+		return 0;
+	}
+	if (d->found == f) {
+		free(here);
+		return 0;
+	}
+	hu_error_set(d->e, 0, here,
+		     "%s marker in a layer whose first marker is %s (%s): "
+		     "mixed formats; convert one with 'hunion whiteout "
+		     "convert'", hu_format_name(f), hu_format_name(d->found),
+		     *d->found_path ? d->found_path : ".");
+	free(here);
+	return -1;
+}
+
+/* Is the xattr value exactly one byte, @a or @b?  Returns that byte or 0. */
+static char byte_value(int fd, const char *attr, char a, char b)
+{
+	char v;
+
+	if (fgetxattr(fd, attr, &v, 1) == 1 && (v == a || v == b))
+		return v;
+	return 0;
+}
+
+static int check_dir_xattrs(struct detect *d, int fd)
+{
+	char *list;
+	ssize_t len;
+
+	if (hu_llistxattr_at(fd, NULL, &list, &len) < 0)
+		return hu_error_set(d->e, errno, d->path.s,
+				    "cannot list xattrs");
+	for (char *a = list; a && a < list + len; a += strlen(a) + 1) {
+		bool user = strncmp(a, "user.", 5) == 0;
+		const char *rest = user ? a + 5 :
+			strncmp(a, "trusted.", 8) == 0 ? a + 8 : NULL;
+		int rc = 0;
+
+		if (!rest || (user != d->l->userxattr && d->l->userxattr))
+			continue;
+		if (strcmp(rest, "overlay.opaque") == 0) {
+			if (byte_value(fd, a, 'y', 'x'))
+				rc = note(d, HU_FMT_OVERLAY, user, "");
+		} else if (strcmp(rest, "overlay.redirect") == 0) {
+			rc = note(d, HU_FMT_OVERLAY, user, "");
+		} else if (strcmp(rest, "union.opaque") == 0) {
+			if (byte_value(fd, a, 'y', 'y'))
+				rc = note(d, HU_FMT_UNION, user, "");
+		}
+		if (rc < 0) {
+			free(list);
+			return -1;
+		}
+	}
+	free(list);
+	return 0;
+}
+
+static int check_symlink(struct detect *d, int dirfd, const char *name)
+{
+	static const char *const attrs[] = {
+		"trusted.union.whiteout", "user.union.whiteout" };
+	char target[sizeof(HU_UNION_WHITEOUT_TARGET) + 1];
+	ssize_t n = readlinkat(dirfd, name, target, sizeof(target));
+
+	if (n != (ssize_t)strlen(HU_UNION_WHITEOUT_TARGET) ||
+	    memcmp(target, HU_UNION_WHITEOUT_TARGET, n) != 0)
+		return 0;
+	for (int i = d->l->userxattr ? 1 : 0; i < 2; i++) {
+		char v;
+
+		if (hu_lgetxattr_at(dirfd, name, attrs[i], &v, 1) == 1 &&
+		    v == 'y')
+			return note(d, HU_FMT_UNION, i == 1, name);
+	}
+	return 0;
+}
+
+static int detect_dir(struct detect *d, int fd);
+
+static int detect_entry(struct detect *d, int dirfd, const char *name,
+			unsigned char type)
+{
+	struct stat st;
+	size_t saved;
+	int sub, rc;
+
+	if (type == DT_UNKNOWN) {
+		if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			return hu_error_setat(d->e, errno, d->path.s, name,
+					      "cannot stat");
+		type = IFTODT(st.st_mode);
+	}
+	switch (type) {
+	case DT_CHR:
+		if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			return hu_error_setat(d->e, errno, d->path.s, name,
+					      "cannot stat");
+		if (S_ISCHR(st.st_mode) && st.st_rdev == makedev(0, 0))
+			return note(d, HU_FMT_OVERLAY, d->l->userxattr, name);
+		return 0;
+	case DT_LNK:
+		return check_symlink(d, dirfd, name);
+	case DT_DIR:
+		sub = hu_open_dir_at(dirfd, name);
+		if (sub < 0)
+			return hu_error_setat(d->e, errno, d->path.s, name,
+					      "cannot open directory");
+		if (hu_pathbuf_push(&d->path, name, &saved) < 0) {
+			close(sub);
+			return hu_error_set(d->e, ENOMEM, NULL,
+					    "out of memory");
+		}
+		rc = detect_dir(d, sub);
+		hu_pathbuf_pop(&d->path, saved);
+		close(sub);
+		return rc;
+	default:
+		if (strncmp(name, HU_OCI_WH_PREFIX, 4) == 0)
+			d->seen_oci = true;
+		return 0;
+	}
+}
+
+static int detect_dir(struct detect *d, int fd)
+{
+	struct hu_names names;
+	int rc = 0;
+
+	if (check_dir_xattrs(d, fd) < 0)
+		return -1;
+	if (hu_names_read(fd, &names, d->path.s, d->e) < 0)
+		return -1;
+	for (size_t i = 0; i < names.n && rc == 0; i++)
+		rc = detect_entry(d, fd, names.v[i].name, names.v[i].type);
+	hu_names_free(&names);
+	return rc;
+}
+
+int hu_layer_detect(struct hu_layer *l, struct hu_error *e)
+{
+	struct detect d = { .l = l, .found = HU_FMT_NONE, .e = e };
+	size_t saved;
+	int rc;
+
+	if (hu_pathbuf_push(&d.path, "", &saved) < 0)
+		return hu_error_set(e, ENOMEM, NULL, "out of memory");
+	rc = detect_dir(&d, l->fd);
+	if (rc < 0) {
+		/* Paths in messages are relative to the layer: name it. */
+		hu_error_prefix(e, l->path);
+	} else if (d.found != HU_FMT_NONE) {
+		l->format = d.found;
+		if (d.seen_user && !d.seen_trusted)
+			l->userxattr = true;
+	} else {
+		l->format = d.seen_oci ? HU_FMT_OCI : HU_FMT_NONE;
+	}
+	free(d.found_path);
+	hu_pathbuf_free(&d.path);
+	return rc;
+}

@@ -1,0 +1,103 @@
+/* SPDX-License-Identifier: MIT */
+/* Errors and warnings: the library fills them in, the front end prints. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hunion.h"
+#include "internal.h"
+
+__attribute__((format(printf, 4, 0)))
+static void error_fill(struct hu_error *e, int err, char *path,
+		       const char *fmt, va_list ap)
+{
+	free(e->path);
+	e->err = err;
+	e->path = path;
+	vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
+}
+
+int hu_error_set(struct hu_error *e, int err, const char *path,
+		 const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!e)
+		return -1;
+	va_start(ap, fmt);
+	error_fill(e, err, path ? strdup(path) : NULL, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+int hu_error_setat(struct hu_error *e, int err, const char *dir,
+		   const char *name, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!e)
+		return -1;
+	va_start(ap, fmt);
+	error_fill(e, err, hu_path_join(dir, name), fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+void hu_error_clear(struct hu_error *e)
+{
+	free(e->path);
+	e->path = NULL;
+	e->err = 0;
+	e->msg[0] = '\0';
+}
+
+void hu_report_warn(const struct hu_report *r, int err, const char *dir,
+		    const char *name, const char *fmt, ...)
+{
+	struct hu_error w = { 0 };
+	va_list ap;
+
+	if (!r || !r->warn)
+		return;
+	va_start(ap, fmt);
+	error_fill(&w, err, hu_path_join(dir, name), fmt, ap);
+	va_end(ap);
+	r->warn(r->ctx, &w);
+	hu_error_clear(&w);
+}
+
+/* "dir/name", "name" when dir is empty, "dir" when name is empty; NULL
+ * only when memory runs out. */
+char *hu_path_join(const char *dir, const char *name)
+{
+	size_t dl = dir ? strlen(dir) : 0, nl = name ? strlen(name) : 0;
+	bool slash = dl && nl && dir[dl - 1] != '/';
+	char *p = malloc(dl + slash + nl + 1);
+
+	if (!p)
+		return NULL;
+	if (dl)
+		memcpy(p, dir, dl);
+	if (slash)
+		p[dl] = '/';
+	if (nl)
+		memcpy(p + dl + slash, name, nl);
+	p[dl + slash + nl] = '\0';
+	return p;
+}
+
+/* Make @e's path "@dir/<path>": lower levels name what they touched
+ * relative to a directory, the level above knows where that lies. */
+void hu_error_prefix(struct hu_error *e, const char *dir)
+{
+	char *p;
+
+	if (!e || !dir || !*dir)
+		return;
+	p = hu_path_join(dir, e->path ? e->path : "");
+	if (p) {
+		free(e->path);
+		e->path = p;
+	}
+}

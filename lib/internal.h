@@ -1,0 +1,125 @@
+/* SPDX-License-Identifier: MIT */
+/* Private helpers shared by the modules of lib/. */
+#ifndef HUNION_INTERNAL_H
+#define HUNION_INTERNAL_H
+
+#include <dirent.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/stat.h>
+
+#include "hunion.h"
+
+#define HU_UNION_WHITEOUT_TARGET "(union-whiteout)"
+#define HU_OCI_WH_PREFIX ".wh."
+#define HU_OCI_OPAQUE ".wh..wh..opq"
+
+char *hu_path_join(const char *dir, const char *name);
+
+/* Find @l's format and xattr namespace from the markers it holds (detect.c).
+ * Refuses a layer with both union and overlay markers. */
+int hu_layer_detect(struct hu_layer *l, struct hu_error *e);
+
+/* The names of a directory, sorted bytewise ('.' and '..' left out). */
+struct hu_name {
+	const char *name;
+	unsigned char type;	/* d_type, DT_UNKNOWN on some filesystems */
+};
+struct hu_names {
+	struct hu_name *v;
+	size_t n;
+	char *pool;		/* one allocation backing every name */
+};
+/* List @fd (read from its start; @fd keeps its offset after). */
+int hu_names_read(int fd, struct hu_names *out, const char *path,
+		  struct hu_error *e);
+void hu_names_free(struct hu_names *l);
+
+/* openat() of a directory, never following a symlink. */
+int hu_open_dir_at(int dirfd, const char *name);
+
+/* Read xattr @name of entry @name in @dirfd without following it.  Returns
+ * the value length, or -1 with errno (ENODATA when absent). */
+ssize_t hu_lgetxattr_at(int dirfd, const char *name, const char *attr,
+			void *buf, size_t size);
+/* List the xattr names of entry @name in @dirfd (NULL name: @dirfd itself).
+ * Returns a malloc'd buffer in *@list (NULL when none) and its size. */
+int hu_llistxattr_at(int dirfd, const char *name, char **list, ssize_t *len);
+
+/* The "/proc/self/fd/N/name" path that reaches an entry without
+ * following it; @buf must hold HU_FDPATH_MAX bytes. */
+#define HU_FDPATH_MAX 300
+const char *hu_fdpath(char *buf, int dirfd, const char *name);
+
+/* A growable path relative to a tree's root, for messages. */
+struct hu_pathbuf {
+	char *s;
+	size_t len, cap;
+};
+int hu_pathbuf_push(struct hu_pathbuf *p, const char *name, size_t *saved);
+void hu_pathbuf_pop(struct hu_pathbuf *p, size_t saved);
+void hu_pathbuf_free(struct hu_pathbuf *p);
+
+/*
+ * Every change to a filesystem goes through these wrappers (wr.c), so that
+ * dry runs and fault injection live in one place.  They behave like the
+ * system calls they wrap: -1 and errno on failure.
+ *
+ * Fault injection for tests: HUNION_FAULT=OP:N[:ERRNO] makes the Nth call
+ * of wrapper OP (e.g. "write", "mkdir", "setxattr") fail with ERRNO
+ * (default EIO).
+ */
+void hu_wr_set_dry_run(bool on);
+bool hu_wr_dry_run(void);
+int hu_wr_mkdirat(int dirfd, const char *name, mode_t mode);
+int hu_wr_mknodat(int dirfd, const char *name, mode_t mode, dev_t dev);
+int hu_wr_symlinkat(const char *target, int dirfd, const char *name);
+int hu_wr_linkat(int olddirfd, const char *oldname, int newdirfd,
+		 const char *newname);
+int hu_wr_create(int dirfd, const char *name, mode_t mode);
+int hu_wr_unlinkat(int dirfd, const char *name, int flags);
+int hu_wr_renameat2(int olddirfd, const char *oldname, int newdirfd,
+		    const char *newname, unsigned int flags);
+int hu_wr_fchownat(int dirfd, const char *name, uid_t uid, gid_t gid,
+		   int flags);
+int hu_wr_fchmod(int fd, mode_t mode);
+int hu_wr_fchmodat(int dirfd, const char *name, mode_t mode);
+int hu_wr_futimens(int fd, const struct timespec ts[2]);
+int hu_wr_utimensat(int dirfd, const char *name, const struct timespec ts[2],
+		    int flags);
+/* xattrs of entry @name in @dirfd, never following it (NULL name: the fd) */
+int hu_wr_setxattr_at(int dirfd, const char *name, const char *attr,
+		      const void *value, size_t len, int flags);
+int hu_wr_removexattr_at(int dirfd, const char *name, const char *attr);
+/* data */
+ssize_t hu_wr_pwrite(int fd, const void *buf, size_t len, off_t off);
+ssize_t hu_wr_copy_range(int in, off_t *in_off, int out, off_t *out_off,
+			 size_t len);
+int hu_wr_clone(int in, int out);
+int hu_wr_ftruncate(int fd, off_t len);
+
+/* linkat() to @newname in @newdirfd from @oldpath, a relative path below
+ * @rootfd of any length, walked one component at a time. */
+int hu_linkat_path(int rootfd, const char *oldpath, int newdirfd,
+		   const char *newname);
+
+/* Remove @name in @dirfd and everything below it (through the wrapper). */
+int hu_rmtree(int dirfd, const char *name);
+
+/* Copying one entry's bytes and xattrs (copy.c). */
+struct hu_copy_state {
+	bool no_clone;		/* FICLONE failed once: the fs cannot */
+	bool no_copy_range;	/* copy_file_range cannot either */
+};
+/* Copy the data of @in (whose stat is @st) into the empty file @out,
+ * keeping holes. */
+int hu_copy_data(struct hu_copy_state *cs, int in, const struct stat *st,
+		 int out, struct hu_error *e);
+/* Copy the xattrs of a source entry to a destination entry, leaving out
+ * the private union/overlay ones and what /etc/xattr.conf says to skip.
+ * Each side is an open fd (@name NULL), or @name in directory @fd (for
+ * symlinks and devices, which are never opened). */
+int hu_copy_xattrs(int sfd, const char *sname, int dfd, const char *dname,
+		   struct hu_error *e);
+
+#endif /* HUNION_INTERNAL_H */

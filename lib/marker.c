@@ -1,0 +1,287 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Markers: what makes an entry of a layer a whiteout, and a directory
+ * opaque, in each of the three on-disk formats (hunion-layers(7)).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+static const char *const format_names[] = {
+	[HU_FMT_AUTO] = "auto", [HU_FMT_NONE] = "none",
+	[HU_FMT_UNION] = "union", [HU_FMT_OVERLAY] = "overlay",
+	[HU_FMT_OCI] = "oci",
+};
+
+const char *hu_format_name(enum hu_format f)
+{
+	return (unsigned)f < sizeof(format_names) / sizeof(format_names[0]) ?
+		format_names[f] : "?";
+}
+
+int hu_format_parse(const char *s, enum hu_format *out)
+{
+	for (enum hu_format f = HU_FMT_AUTO; f <= HU_FMT_OCI; f++) {
+		if (f != HU_FMT_NONE && strcmp(s, format_names[f]) == 0) {
+			*out = f;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+const char *hu_marker_xattr(enum hu_format f, bool userxattr,
+			    const char *what, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s.%s.%s", userxattr ? "user" : "trusted",
+		 f == HU_FMT_OVERLAY ? "overlay" : "union", what);
+	return buf;
+}
+
+bool hu_xattr_is_private(const char *name)
+{
+	static const char *const prefixes[] = {
+		"trusted.union.", "user.union.",
+		"trusted.overlay.", "user.overlay.",
+	};
+
+	for (size_t i = 0; i < 4; i++)
+		if (strncmp(name, prefixes[i], strlen(prefixes[i])) == 0)
+			return true;
+	return false;
+}
+
+/* Is xattr @attr of the entry exactly the one byte @want?  Like the
+ * kernel, read at most one byte: a longer value is not a match. */
+static int xattr_is_byte(int dirfd, const char *name, const char *attr,
+			 char want, bool *match)
+{
+	char v;
+	ssize_t n = hu_lgetxattr_at(dirfd, name, attr, &v, 1);
+
+	*match = false;
+	if (n < 0) {
+		if (errno == ENODATA || errno == ERANGE || errno == ENOTSUP)
+			return 0;
+		return -1;
+	}
+	*match = (n == 1 && v == want);
+	return 0;
+}
+
+static int classify_union(const struct hu_layer *l, int dirfd,
+			  const char *name, const struct stat *st,
+			  enum hu_marker *kind, struct hu_error *e)
+{
+	char target[sizeof(HU_UNION_WHITEOUT_TARGET) + 1];
+	char attr[64];
+	bool match;
+	ssize_t n;
+
+	if (!S_ISLNK(st->st_mode) ||
+	    st->st_size != (off_t)strlen(HU_UNION_WHITEOUT_TARGET))
+		return 0;
+	n = readlinkat(dirfd, name, target, sizeof(target));
+	if (n < 0)
+		return hu_error_set(e, errno, name, "cannot read symlink");
+	if ((size_t)n != strlen(HU_UNION_WHITEOUT_TARGET) ||
+	    memcmp(target, HU_UNION_WHITEOUT_TARGET, n) != 0)
+		return 0;
+	hu_marker_xattr(HU_FMT_UNION, l->userxattr, "whiteout", attr,
+			sizeof(attr));
+	if (xattr_is_byte(dirfd, name, attr, 'y', &match) < 0)
+		return hu_error_set(e, errno, name, "cannot read %s", attr);
+	if (match)
+		*kind = HU_MARK_WHITEOUT;
+	return 0;
+}
+
+static int classify_overlay(const struct hu_layer *l, int dirfd,
+			    const char *name, const struct stat *st,
+			    bool xwhiteouts, enum hu_marker *kind,
+			    struct hu_error *e)
+{
+	char attr[64];
+
+	if (S_ISCHR(st->st_mode) && st->st_rdev == makedev(0, 0)) {
+		*kind = HU_MARK_WHITEOUT;
+		return 0;
+	}
+	/* An xattr whiteout: an empty regular file carrying
+	 * overlay.whiteout, honoured only in a directory marked "x". */
+	if (xwhiteouts && S_ISREG(st->st_mode) && st->st_size == 0) {
+		hu_marker_xattr(HU_FMT_OVERLAY, l->userxattr, "whiteout",
+				attr, sizeof(attr));
+		if (hu_lgetxattr_at(dirfd, name, attr, NULL, 0) >= 0)
+			*kind = HU_MARK_WHITEOUT;
+		else if (errno != ENODATA && errno != ENOTSUP)
+			return hu_error_set(e, errno, name, "cannot read %s",
+					    attr);
+	}
+	return 0;
+}
+
+static int classify_oci(const char *name, enum hu_marker *kind,
+			const char **target, struct hu_error *e)
+{
+	const char *t;
+
+	if (strncmp(name, HU_OCI_WH_PREFIX, 4) != 0)
+		return 0;
+	if (strcmp(name, HU_OCI_OPAQUE) == 0) {
+		*kind = HU_MARK_OPAQUE_FILE;
+		return 0;
+	}
+	if (strncmp(name, ".wh..wh.", 8) == 0) {
+		*kind = HU_MARK_META;
+		return 0;
+	}
+	t = name + 4;
+	if (!*t || strcmp(t, ".") == 0 || strcmp(t, "..") == 0)
+		return hu_error_set(e, 0, name,
+				    "invalid OCI whiteout name (hides '%s')",
+				    t);
+	*kind = HU_MARK_WHITEOUT;
+	*target = t;
+	return 0;
+}
+
+int hu_marker_classify(const struct hu_layer *l, int dirfd, const char *name,
+		       const struct stat *st, bool xwhiteouts,
+		       enum hu_marker *kind, const char **target,
+		       struct hu_error *e)
+{
+	*kind = HU_MARK_NONE;
+	*target = name;
+	switch (l->format) {
+	case HU_FMT_UNION:
+		return classify_union(l, dirfd, name, st, kind, e);
+	case HU_FMT_OVERLAY:
+		return classify_overlay(l, dirfd, name, st, xwhiteouts, kind,
+					e);
+	case HU_FMT_OCI:
+		return classify_oci(name, kind, target, e);
+	default:
+		return 0;
+	}
+}
+
+int hu_marker_dir_opaque(const struct hu_layer *l, int fd,
+			 enum hu_opaque *out, struct hu_error *e)
+{
+	char attr[64], v[2];
+	ssize_t n;
+
+	*out = HU_OPAQUE_NO;
+	if (l->format != HU_FMT_UNION && l->format != HU_FMT_OVERLAY)
+		return 0;
+	hu_marker_xattr(l->format, l->userxattr, "opaque", attr, sizeof(attr));
+	n = fgetxattr(fd, attr, v, 1);
+	if (n < 0) {
+		if (errno == ENODATA || errno == ERANGE || errno == ENOTSUP)
+			return 0;
+		return hu_error_set(e, errno, NULL, "cannot read %s", attr);
+	}
+	if (n == 1 && v[0] == 'y')
+		*out = HU_OPAQUE_YES;
+	else if (n == 1 && v[0] == 'x' && l->format == HU_FMT_OVERLAY)
+		*out = HU_OPAQUE_XWHITEOUTS;
+	return 0;
+}
+
+int hu_marker_add_whiteout(const struct hu_layer *l, enum hu_format f,
+			   int dirfd, const char *name, struct hu_error *e)
+{
+	char attr[64], whname[NAME_MAX + 8];
+	int fd;
+
+	switch (f) {
+	case HU_FMT_UNION:
+		if (hu_wr_symlinkat(HU_UNION_WHITEOUT_TARGET, dirfd, name) < 0)
+			return hu_error_set(e, errno, name,
+					    "cannot create whiteout");
+		hu_marker_xattr(f, l->userxattr, "whiteout", attr,
+				sizeof(attr));
+		if (hu_wr_setxattr_at(dirfd, name, attr, "y", 1, 0) < 0) {
+			int err = errno;
+
+			(void)hu_wr_unlinkat(dirfd, name, 0);
+			return hu_error_set(e, err, name, "cannot set %s%s",
+					    attr, err == EPERM && l->userxattr ?
+					    " (user.* xattrs cannot be set on "
+					    "symlinks: use the overlay or oci "
+					    "format)" : "");
+		}
+		return 0;
+	case HU_FMT_OVERLAY:
+		if (hu_wr_mknodat(dirfd, name, S_IFCHR | 0, makedev(0, 0)) < 0)
+			return hu_error_set(e, errno, name,
+					    "cannot create whiteout device");
+		return 0;
+	case HU_FMT_OCI:
+		if (strlen(name) + 4 > NAME_MAX)
+			return hu_error_set(e, ENAMETOOLONG, name,
+					    "name too long for an OCI whiteout");
+		snprintf(whname, sizeof(whname), ".wh.%s", name);
+		fd = hu_wr_create(dirfd, whname, 0644);
+		if (fd < 0)
+			return hu_error_set(e, errno, whname,
+					    "cannot create whiteout");
+		close(fd);
+		return 0;
+	default:
+		return hu_error_set(e, EINVAL, name,
+				    "no whiteout format given");
+	}
+}
+
+int hu_marker_set_opaque(const struct hu_layer *l, enum hu_format f,
+			 int dirfd, const char *name, bool opaque,
+			 struct hu_error *e)
+{
+	char attr[64];
+	int fd;
+
+	if (f == HU_FMT_OCI) {
+		int dfd = hu_open_dir_at(dirfd, name);
+		int rc = 0;
+
+		if (dfd < 0)
+			return hu_error_set(e, errno, name,
+					    "cannot open directory");
+		if (opaque) {
+			fd = hu_wr_create(dfd, HU_OCI_OPAQUE, 0644);
+			if (fd < 0 && errno != EEXIST)
+				rc = hu_error_setat(e, errno, name,
+						    HU_OCI_OPAQUE,
+						    "cannot create");
+			if (fd >= 0)
+				close(fd);
+		} else if (hu_wr_unlinkat(dfd, HU_OCI_OPAQUE, 0) < 0 &&
+			   errno != ENOENT) {
+			rc = hu_error_setat(e, errno, name, HU_OCI_OPAQUE,
+					    "cannot remove");
+		}
+		close(dfd);
+		return rc;
+	}
+	if (f != HU_FMT_UNION && f != HU_FMT_OVERLAY)
+		return hu_error_set(e, EINVAL, name, "no opaque format given");
+	hu_marker_xattr(f, l->userxattr, "opaque", attr, sizeof(attr));
+	if (opaque) {
+		if (hu_wr_setxattr_at(dirfd, name, attr, "y", 1, 0) < 0)
+			return hu_error_set(e, errno, name, "cannot set %s",
+					    attr);
+	} else if (hu_wr_removexattr_at(dirfd, name, attr) < 0 &&
+		   errno != ENODATA) {
+		return hu_error_set(e, errno, name, "cannot remove %s", attr);
+	}
+	return 0;
+}

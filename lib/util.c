@@ -1,0 +1,282 @@
+/* SPDX-License-Identifier: MIT */
+/* Small fd-relative helpers: sorted directory listings, xattrs of entries
+ * that may be symlinks, and the relative paths used in messages. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+static int name_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct hu_name *)a)->name,
+		      ((const struct hu_name *)b)->name);
+}
+
+struct name_acc {
+	size_t *offs;
+	unsigned char *types;
+	size_t n, cap;
+	char *pool;
+	size_t plen, pcap;
+};
+
+static int acc_add(struct name_acc *a, const char *name, unsigned char type)
+{
+	size_t len = strlen(name) + 1;
+
+	if (a->n == a->cap) {
+		size_t cap = a->cap ? a->cap * 2 : 64;
+		size_t *offs = realloc(a->offs, cap * sizeof(*offs));
+		unsigned char *types;
+
+		if (!offs)
+			return -1;
+		a->offs = offs;
+		types = realloc(a->types, cap);
+		if (!types)
+			return -1;
+		a->types = types;
+		a->cap = cap;
+	}
+	if (a->plen + len > a->pcap) {
+		size_t cap = a->pcap ? a->pcap * 2 : 4096;
+		char *pool;
+
+		while (cap < a->plen + len)
+			cap *= 2;
+		pool = realloc(a->pool, cap);
+		if (!pool)
+			return -1;
+		a->pool = pool;
+		a->pcap = cap;
+	}
+	memcpy(a->pool + a->plen, name, len);
+	a->offs[a->n] = a->plen;
+	a->types[a->n++] = type;
+	a->plen += len;
+	return 0;
+}
+
+int hu_names_read(int fd, struct hu_names *out, const char *path,
+		  struct hu_error *e)
+{
+	struct name_acc a = { 0 };
+	struct dirent *de;
+	DIR *dir;
+	int dfd = dup(fd);
+
+	memset(out, 0, sizeof(*out));
+	if (dfd < 0)
+		return hu_error_set(e, errno, path, "cannot list directory");
+	dir = fdopendir(dfd);
+	if (!dir) {
+		close(dfd);
+		return hu_error_set(e, errno, path, "cannot list directory");
+	}
+	rewinddir(dir);
+	for (errno = 0; (de = readdir(dir)); errno = 0) {
+		const char *n = de->d_name;
+
+		if (n[0] == '.' && (!n[1] || (n[1] == '.' && !n[2])))
+			continue;
+		if (acc_add(&a, n, de->d_type) < 0)
+			goto fail;
+	}
+	if (errno)
+		goto fail;
+	closedir(dir);
+
+	out->v = malloc((a.n ? a.n : 1) * sizeof(*out->v));
+	if (!out->v) {
+		errno = ENOMEM;
+		dir = NULL;
+		goto fail;
+	}
+	for (size_t i = 0; i < a.n; i++) {
+		out->v[i].name = a.pool + a.offs[i];
+		out->v[i].type = a.types[i];
+	}
+	out->n = a.n;
+	out->pool = a.pool;
+	free(a.offs);
+	free(a.types);
+	qsort(out->v, out->n, sizeof(*out->v), name_cmp);
+	return 0;
+fail:
+	hu_error_set(e, errno, path, "cannot list directory");
+	if (dir)
+		closedir(dir);
+	free(a.offs);
+	free(a.types);
+	free(a.pool);
+	return -1;
+}
+
+void hu_names_free(struct hu_names *l)
+{
+	free(l->v);
+	free(l->pool);
+	memset(l, 0, sizeof(*l));
+}
+
+int hu_open_dir_at(int dirfd, const char *name)
+{
+	return openat(dirfd, name,
+		      O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+}
+
+const char *hu_fdpath(char *buf, int dirfd, const char *name)
+{
+	if (name && *name)
+		snprintf(buf, HU_FDPATH_MAX, "/proc/self/fd/%d/%s", dirfd, name);
+	else
+		snprintf(buf, HU_FDPATH_MAX, "/proc/self/fd/%d", dirfd);
+	return buf;
+}
+
+ssize_t hu_lgetxattr_at(int dirfd, const char *name, const char *attr,
+			void *buf, size_t size)
+{
+	char p[HU_FDPATH_MAX];
+
+	if (!name || !*name)
+		return fgetxattr(dirfd, attr, buf, size);
+	/* The entry may be a symlink: reach it through its directory's
+	 * /proc fd link so that it is named, never followed. */
+	return lgetxattr(hu_fdpath(p, dirfd, name), attr, buf, size);
+}
+
+int hu_llistxattr_at(int dirfd, const char *name, char **list, ssize_t *len)
+{
+	char p[HU_FDPATH_MAX];
+	bool self = !name || !*name;
+	char *buf = NULL;
+	ssize_t n;
+
+	*list = NULL;
+	*len = 0;
+	if (!self)
+		hu_fdpath(p, dirfd, name);
+	for (;;) {
+		n = self ? flistxattr(dirfd, NULL, 0) : llistxattr(p, NULL, 0);
+		if (n < 0)
+			return (errno == ENOTSUP) ? 0 : -1;
+		if (n == 0)
+			return 0;
+		free(buf);
+		buf = malloc(n);
+		if (!buf)
+			return -1;
+		n = self ? flistxattr(dirfd, buf, n) : llistxattr(p, buf, n);
+		if (n >= 0)
+			break;
+		if (errno != ERANGE) {
+			free(buf);
+			return -1;
+		}
+	}
+	*list = buf;
+	*len = n;
+	return 0;
+}
+
+int hu_pathbuf_push(struct hu_pathbuf *p, const char *name, size_t *saved)
+{
+	size_t nl = strlen(name), need = p->len + 1 + nl + 1;
+
+	*saved = p->len;
+	if (need > p->cap) {
+		size_t cap = p->cap ? p->cap : 256;
+		char *s;
+
+		while (cap < need)
+			cap *= 2;
+		s = realloc(p->s, cap);
+		if (!s)
+			return -1;
+		p->s = s;
+		p->cap = cap;
+	}
+	if (p->len)
+		p->s[p->len++] = '/';
+	memcpy(p->s + p->len, name, nl + 1);
+	p->len += nl;
+	return 0;
+}
+
+void hu_pathbuf_pop(struct hu_pathbuf *p, size_t saved)
+{
+	p->len = saved;
+	if (p->s)
+		p->s[saved] = '\0';
+}
+
+void hu_pathbuf_free(struct hu_pathbuf *p)
+{
+	free(p->s);
+	memset(p, 0, sizeof(*p));
+}
+
+int hu_rmtree(int dirfd, const char *name)
+{
+	struct hu_names names;
+	struct stat st;
+	int fd, rc = 0;
+
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return errno == ENOENT ? 0 : -1;
+	if (!S_ISDIR(st.st_mode))
+		return hu_wr_unlinkat(dirfd, name, 0);
+	fd = hu_open_dir_at(dirfd, name);
+	if (fd < 0)
+		return -1;
+	/* A directory we made read-only must become writable again. */
+	if ((st.st_mode & 0700) != 0700)
+		(void)hu_wr_fchmod(fd, 0700);
+	if (hu_names_read(fd, &names, NULL, NULL) < 0) {
+		close(fd);
+		return -1;
+	}
+	for (size_t i = 0; i < names.n; i++)
+		if (hu_rmtree(fd, names.v[i].name) < 0)
+			rc = -1;
+	hu_names_free(&names);
+	close(fd);
+	if (hu_wr_unlinkat(dirfd, name, AT_REMOVEDIR) < 0)
+		rc = -1;
+	return rc;
+}
+
+int hu_linkat_path(int rootfd, const char *oldpath, int newdirfd,
+		   const char *newname)
+{
+	char *copy = strdup(oldpath), *leaf, *slash;
+	int fd = rootfd, rc = -1;
+
+	if (!copy)
+		return -1;
+	leaf = copy;
+	while ((slash = strchr(leaf, '/'))) {
+		int next;
+
+		*slash = '\0';
+		next = hu_open_dir_at(fd, leaf);
+		if (fd != rootfd)
+			close(fd);
+		if (next < 0)
+			goto out;
+		fd = next;
+		leaf = slash + 1;
+	}
+	rc = hu_wr_linkat(fd, leaf, newdirfd, newname);
+out:
+	if (fd != rootfd && fd >= 0)
+		close(fd);
+	free(copy);
+	return rc;
+}

@@ -1,0 +1,777 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The merged view: for one directory of the view, the layer directories
+ * that make it up (topmost first) and their merged, sorted listing.
+ *
+ * The rules are the kernel's (fs/overlayfs/namei.c and readdir.c): a name
+ * is looked up from the top down; a whiteout ends the lookup and hides the
+ * name; a non-directory wins over everything below it; directories merge
+ * until one is opaque or something that is not a directory is met.
+ * Overlay redirects move the lookup below a directory elsewhere, and
+ * metacopy files take their data from further down.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+struct vlayer {
+	size_t layer;		/* index into the stack */
+	int fd;
+	bool own;		/* close fd with the vdir */
+	bool xwhiteouts;	/* may hold overlay xattr whiteouts */
+};
+
+struct hu_vdir {
+	const struct hu_stack *s;
+	struct hu_vdir *parent;
+	char *path;		/* relative to the view root, "" at the root */
+	struct vlayer *d;	/* topmost first */
+	size_t nd;
+	struct hu_names *lists;	/* one per vlayer, backing entry names */
+	struct hu_ventry *ents;
+	size_t nents;
+	bool listed;
+};
+
+/* One name of one layer directory, as a candidate for the listing. */
+struct vrec {
+	const char *key;	/* the name in the view */
+	const char *name;	/* the name on disk (.wh.key for OCI) */
+	size_t rank;		/* index into vdir->d: 0 is the topmost */
+	bool whiteout;		/* an OCI whiteout (known from the name) */
+};
+
+/* Errors below name paths relative to a layer directory of @d. */
+static int vfail(const struct hu_vdir *d, size_t layer, struct hu_error *e)
+{
+	hu_error_prefix(e, d->path);
+	hu_error_prefix(e, d->s->layers[layer].path);
+	return -1;
+}
+
+/* The same for a path relative to layer @layer's root (@rel may be NULL). */
+static int lfail(const struct hu_stack *s, size_t layer, const char *rel,
+		 struct hu_error *e)
+{
+	hu_error_prefix(e, rel);
+	hu_error_prefix(e, s->layers[layer].path);
+	return -1;
+}
+
+static bool is_middle(const struct hu_stack *s, size_t layer)
+{
+	return layer > 0 && layer + 1 < s->n;
+}
+
+static int vdir_push(struct hu_vdir *d, size_t layer, int fd, bool own)
+{
+	struct vlayer *v = realloc(d->d, (d->nd + 1) * sizeof(*v));
+
+	if (!v)
+		return -1;
+	d->d = v;
+	d->d[d->nd++] = (struct vlayer){ .layer = layer, .fd = fd, .own = own };
+	return 0;
+}
+
+/*
+ * Opaque state of directory @fd in @layer: whether it stops the lookup
+ * of lower layers, and whether it may hold xattr whiteouts.
+ */
+static int dir_stops(const struct hu_stack *s, size_t layer, int fd,
+		     bool *stop, bool *xwh, struct hu_error *e)
+{
+	const struct hu_layer *l = &s->layers[layer];
+	enum hu_opaque op;
+	struct stat st;
+
+	*stop = *xwh = false;
+	if (l->format == HU_FMT_OCI) {
+		if (fstatat(fd, HU_OCI_OPAQUE, &st, AT_SYMLINK_NOFOLLOW) == 0)
+			*stop = true;
+		else if (errno != ENOENT)
+			return hu_error_set(e, errno, HU_OCI_OPAQUE,
+					    "cannot stat");
+		return 0;
+	}
+	if (hu_marker_dir_opaque(l, fd, &op, e) < 0)
+		return -1;
+	*stop = op == HU_OPAQUE_YES;
+	*xwh = op == HU_OPAQUE_XWHITEOUTS && is_middle(s, layer);
+	return 0;
+}
+
+/* The overlay.redirect of directory or file @fd, or NULL. */
+static int read_redirect(const struct hu_layer *l, int fd, char **out,
+			 struct hu_error *e)
+{
+	char attr[64];
+	ssize_t n;
+	char *v;
+
+	*out = NULL;
+	if (l->format != HU_FMT_OVERLAY)
+		return 0;
+	hu_marker_xattr(HU_FMT_OVERLAY, l->userxattr, "redirect", attr,
+			sizeof(attr));
+	n = fgetxattr(fd, attr, NULL, 0);
+	if (n < 0)
+		return (errno == ENODATA || errno == ENOTSUP) ? 0 :
+			hu_error_set(e, errno, NULL, "cannot read %s", attr);
+	v = malloc(n + 1);
+	if (!v)
+		return hu_error_set(e, ENOMEM, NULL, "out of memory");
+	n = fgetxattr(fd, attr, v, n);
+	if (n < 0) {
+		free(v);
+		return hu_error_set(e, errno, NULL, "cannot read %s", attr);
+	}
+	v[n] = '\0';
+	*out = v;
+	return 0;
+}
+
+/* A redirect the kernel accepts: "/a/b" with no empty component, or one
+ * name.  "." and ".." would walk out of place: refused, as the kernel's
+ * lookup refuses them. */
+static bool redirect_valid(const char *r)
+{
+	if (!*r)
+		return false;
+	if (r[0] != '/')
+		return !strchr(r, '/') && strcmp(r, ".") && strcmp(r, "..");
+	for (const char *s = r; *s == '/';) {
+		const char *next = strchrnul(s + 1, '/');
+		size_t len = next - (s + 1);
+
+		if (len == 0 || (len == 1 && s[1] == '.') ||
+		    (len == 2 && s[1] == '.' && s[2] == '.'))
+			return false;
+		s = next;
+	}
+	return true;
+}
+
+/* Where the lookup of one name goes in the layers below. */
+struct lookup {
+	char *path;	/* components joined by '/' */
+	bool abs;	/* from each layer's root, not the parent's dirs */
+	bool stop;	/* nothing further down counts */
+};
+
+/*
+ * Apply redirect @r met at component @k of @comps (@n components) to @lk:
+ * the layers below look up the redirected path followed by the components
+ * after @k.
+ */
+static int apply_redirect(struct lookup *lk, const char *r, char **comps,
+			  size_t n, size_t k)
+{
+	size_t len = strlen(r) + 2;
+	char *p;
+
+	for (size_t i = 0; i < n; i++)
+		len += strlen(comps[i]) + 1;
+	p = malloc(len);
+	if (!p)
+		return -1;
+	p[0] = '\0';
+	if (r[0] == '/') {
+		strcat(p, r + 1);
+		lk->abs = true;
+		lk->stop = false;
+	} else {
+		for (size_t i = 0; i < k; i++) {
+			strcat(p, comps[i]);
+			strcat(p, "/");
+		}
+		strcat(p, r);
+	}
+	for (size_t i = k + 1; i < n; i++) {
+		strcat(p, "/");
+		strcat(p, comps[i]);
+	}
+	free(lk->path);
+	lk->path = p;
+	return 0;
+}
+
+static size_t split_path(char *p, char **comps, size_t max)
+{
+	size_t n = 0;
+
+	for (char *t = strtok(p, "/"); t && n < max; t = strtok(NULL, "/"))
+		comps[n++] = t;
+	return n;
+}
+
+#define MAX_COMPS 4096
+
+/* Does OCI directory @fd hold ".wh.@name"? */
+static bool oci_whiteout(int fd, const char *name)
+{
+	char wh[NAME_MAX + 8];
+	struct stat st;
+
+	if (strlen(name) + 4 > NAME_MAX)
+		return false;
+	snprintf(wh, sizeof(wh), ".wh.%s", name);
+	return fstatat(fd, wh, &st, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+/*
+ * Look @lk up in layer @j from directory @base (whose xattr-whiteout state
+ * is @base_xwh).  On success *@found is an open fd of the final entry (or
+ * -1 when this layer does not have it) and *@st its stat; *@found_xwh
+ * says whether a found directory may hold xattr whiteouts.
+ */
+static int lookup_layer(const struct hu_stack *s, size_t j, int base,
+			bool base_xwh, struct lookup *lk, bool want_dir,
+			int *found, struct stat *st, bool *found_xwh,
+			struct hu_error *e)
+{
+	const struct hu_layer *l = &s->layers[j];
+	char *copy = strdup(lk->path), **comps = NULL;
+	int fd = base, rc = -1;
+	bool xwh = base_xwh;
+	size_t n;
+
+	*found = -1;
+	*found_xwh = false;
+	if (!copy || !(comps = malloc(MAX_COMPS * sizeof(*comps)))) {
+		hu_error_set(e, ENOMEM, NULL, "out of memory");
+		goto out;
+	}
+	n = split_path(copy, comps, MAX_COMPS);
+	for (size_t k = 0; k < n; k++) {
+		bool last = k + 1 == n, stop, sub_xwh;
+		enum hu_marker kind;
+		const char *target;
+		char *r = NULL;
+		int sub;
+
+		if (l->format == HU_FMT_OCI && oci_whiteout(fd, comps[k]))
+			lk->stop = true;	/* hides what lies below */
+		if (fstatat(fd, comps[k], st, AT_SYMLINK_NOFOLLOW) < 0) {
+			rc = (errno == ENOENT || errno == ENAMETOOLONG ||
+			      errno == ENOTDIR) ? 0 :
+				hu_error_set(e, errno, comps[k], "cannot stat");
+			goto out;
+		}
+		kind = HU_MARK_NONE;
+		if (l->format != HU_FMT_OCI &&
+		    hu_marker_classify(l, fd, comps[k], st, xwh, &kind,
+				       &target, e) < 0)
+			goto out;
+		if (kind == HU_MARK_WHITEOUT || !S_ISDIR(st->st_mode)) {
+			/* A whiteout or a non-directory ends the lookup;
+			 * only a wanted non-directory at the end is found. */
+			lk->stop = true;
+			if (last && !want_dir && kind == HU_MARK_NONE)
+				break;
+			rc = 0;
+			goto out;
+		}
+		if (last && !want_dir) {
+			lk->stop = true;	/* a directory under a file */
+			rc = 0;
+			goto out;
+		}
+		sub = hu_open_dir_at(fd, comps[k]);
+		if (sub < 0) {
+			hu_error_set(e, errno, comps[k], "cannot open directory");
+			goto out;
+		}
+		if (fd != base)
+			close(fd);
+		fd = sub;
+		xwh = false;
+		if (j == 0)
+			continue;	/* the bottom: nothing below to steer */
+		if (dir_stops(s, j, fd, &stop, &sub_xwh, e) < 0)
+			goto out;
+		xwh = sub_xwh;
+		if (stop) {
+			lk->stop = true;
+			continue;
+		}
+		if (read_redirect(l, fd, &r, e) < 0)
+			goto out;
+		if (r && redirect_valid(r) &&
+		    apply_redirect(lk, r, comps, n, k) < 0) {
+			free(r);
+			hu_error_set(e, ENOMEM, NULL, "out of memory");
+			goto out;
+		}
+		free(r);
+	}
+	if (want_dir) {
+		*found = fd;
+		*found_xwh = xwh;
+		fd = base;
+	} else {
+		*found = openat(fd, comps[n - 1],
+				O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		if (*found < 0) {
+			hu_error_set(e, errno, comps[n - 1], "cannot open");
+			goto out;
+		}
+	}
+	rc = 0;
+out:
+	if (fd != base)
+		close(fd);
+	free(comps);
+	free(copy);
+	return rc;
+}
+
+static struct vlayer *vlayer_of(const struct hu_vdir *d, size_t layer)
+{
+	for (size_t i = 0; i < d->nd; i++)
+		if (d->d[i].layer == layer)
+			return &d->d[i];
+	return NULL;
+}
+
+/*
+ * Follow @lk down from layer @from (exclusive): in the parent's layer
+ * directories while the path is relative, from each layer's root once a
+ * redirect made it absolute.  Directories found join @child.
+ */
+static int lookup_below(struct hu_vdir *parent, struct hu_vdir *child,
+			size_t from, struct lookup *lk, struct hu_error *e)
+{
+	const struct hu_stack *s = parent->s;
+
+	for (size_t j = from; j-- > 0 && !lk->stop;) {
+		const struct vlayer *pv = vlayer_of(parent, j);
+		bool xwh = false, base_xwh;
+		struct stat st;
+		int base, fd;
+
+		if (lk->abs) {
+			enum hu_opaque op = HU_OPAQUE_NO;
+
+			base = s->layers[j].fd;
+			if (is_middle(s, j) &&
+			    hu_marker_dir_opaque(&s->layers[j], base, &op, e) < 0)
+				return lfail(s, j, NULL, e);
+			base_xwh = op == HU_OPAQUE_XWHITEOUTS;
+		} else if (pv) {
+			base = pv->fd;
+			base_xwh = pv->xwhiteouts;
+		} else {
+			continue;
+		}
+		if (lookup_layer(s, j, base, base_xwh, lk, true, &fd, &st,
+				 &xwh, e) < 0)
+			return lfail(s, j, lk->abs ? NULL : parent->path, e);
+		if (fd < 0)
+			continue;
+		if (vdir_push(child, j, fd, true) < 0) {
+			close(fd);
+			return hu_error_set(e, ENOMEM, NULL, "out of memory");
+		}
+		child->d[child->nd - 1].xwhiteouts = xwh;
+	}
+	return 0;
+}
+
+static struct hu_vdir *vdir_new(const struct hu_stack *s,
+				struct hu_vdir *parent, const char *name)
+{
+	struct hu_vdir *d = calloc(1, sizeof(*d));
+
+	if (!d)
+		return NULL;
+	d->s = s;
+	d->parent = parent;
+	d->path = parent ? hu_path_join(parent->path, name) : strdup("");
+	if (!d->path) {
+		free(d);
+		return NULL;
+	}
+	return d;
+}
+
+int hu_vdir_open_root(const struct hu_stack *s, struct hu_vdir **out,
+		      struct hu_error *e)
+{
+	struct hu_vdir *d = vdir_new(s, NULL, NULL);
+
+	*out = NULL;
+	if (!d)
+		return hu_error_set(e, ENOMEM, NULL, "out of memory");
+	for (size_t j = s->n; j-- > 0;) {
+		bool stop, xwh;
+
+		if (vdir_push(d, j, s->layers[j].fd, false) < 0) {
+			hu_vdir_close(d);
+			return hu_error_set(e, ENOMEM, NULL, "out of memory");
+		}
+		if (j == 0)
+			break;
+		if (dir_stops(s, j, s->layers[j].fd, &stop, &xwh, e) < 0) {
+			hu_vdir_close(d);
+			return vfail(d, j, e);
+		}
+		d->d[d->nd - 1].xwhiteouts = xwh;
+		if (stop)
+			break;
+	}
+	*out = d;
+	return 0;
+}
+
+/* Where the layers below @ent look: its name, or where its redirect
+ * points.  *@stop when nothing below counts. */
+static int child_lookup(struct hu_vdir *parent, const struct hu_ventry *ent,
+			int fd, struct lookup *lk, bool *xwh,
+			struct hu_error *e)
+{
+	const struct hu_layer *l = &parent->s->layers[ent->layer];
+	char *comps[1], *r = NULL;
+	int rc;
+
+	*xwh = false;
+	lk->stop = ent->hides_lower || ent->layer == 0;
+	if (lk->stop)
+		return 0;
+	if (dir_stops(parent->s, ent->layer, fd, &lk->stop, xwh, e) < 0)
+		return -1;
+	if (lk->stop)
+		return 0;
+	if (read_redirect(l, fd, &r, e) < 0)
+		return -1;
+	lk->path = strdup(ent->name);
+	comps[0] = lk->path;
+	rc = lk->path ? 0 : -1;
+	if (rc == 0 && r && redirect_valid(r))
+		rc = apply_redirect(lk, r, comps, 1, 0);
+	free(r);
+	return rc < 0 ? hu_error_set(e, ENOMEM, NULL, "out of memory") : 0;
+}
+
+int hu_vdir_open_child(struct hu_vdir *parent, const struct hu_ventry *ent,
+		       struct hu_vdir **out, struct hu_error *e)
+{
+	struct hu_vdir *d = vdir_new(parent->s, parent, ent->name);
+	struct lookup lk = { 0 };
+	bool xwh;
+	int fd;
+
+	*out = NULL;
+	if (!d)
+		return hu_error_set(e, ENOMEM, NULL, "out of memory");
+	fd = hu_open_dir_at(ent->dirfd, ent->name);
+	if (fd < 0 || vdir_push(d, ent->layer, fd, true) < 0) {
+		hu_error_set(e, fd < 0 ? errno : ENOMEM, NULL,
+			     "cannot open directory");
+		if (fd >= 0)
+			close(fd);
+		goto fail_here;
+	}
+	if (child_lookup(parent, ent, fd, &lk, &xwh, e) < 0)
+		goto fail_here;
+	d->d[0].xwhiteouts = xwh;
+	if (!lk.stop && lookup_below(parent, d, ent->layer, &lk, e) < 0)
+		goto fail;
+	free(lk.path);
+	*out = d;
+	return 0;
+fail_here:
+	vfail(d, ent->layer, e);
+fail:
+	free(lk.path);
+	hu_vdir_close(d);
+	return -1;
+}
+
+void hu_vdir_close(struct hu_vdir *d)
+{
+	if (!d)
+		return;
+	for (size_t i = 0; i < d->nd; i++) {
+		if (d->d[i].own)
+			close(d->d[i].fd);
+		if (d->lists)
+			hu_names_free(&d->lists[i]);
+	}
+	free(d->lists);
+	free(d->ents);
+	free(d->d);
+	free(d->path);
+	free(d);
+}
+
+const char *hu_vdir_path(const struct hu_vdir *d)
+{
+	return d->path;
+}
+
+int hu_vdir_fd(const struct hu_vdir *d, size_t *layer)
+{
+	if (layer)
+		*layer = d->d[0].layer;
+	return d->d[0].fd;
+}
+
+bool hu_vdir_is_merged(const struct hu_vdir *d)
+{
+	return d->nd > 1;
+}
+
+static int vrec_cmp(const void *pa, const void *pb)
+{
+	const struct vrec *a = pa, *b = pb;
+	int c = strcmp(a->key, b->key);
+
+	if (c)
+		return c;
+	if (a->rank != b->rank)
+		return a->rank < b->rank ? -1 : 1;
+	return (int)a->whiteout - (int)b->whiteout;	/* real first */
+}
+
+/* Every name of every layer directory of @d, as records. */
+static int collect(struct hu_vdir *d, struct vrec **out, size_t *nout,
+		   struct hu_error *e)
+{
+	size_t total = 0, n = 0;
+	struct vrec *recs;
+
+	d->lists = calloc(d->nd, sizeof(*d->lists));
+	if (!d->lists)
+		return hu_error_set(e, ENOMEM, NULL, "out of memory");
+	for (size_t i = 0; i < d->nd; i++) {
+		if (hu_names_read(d->d[i].fd, &d->lists[i], NULL, e) < 0)
+			return vfail(d, d->d[i].layer, e);
+		total += d->lists[i].n;
+	}
+	recs = malloc((total ? total : 1) * sizeof(*recs));
+	if (!recs)
+		return hu_error_set(e, ENOMEM, NULL, "out of memory");
+	for (size_t i = 0; i < d->nd; i++) {
+		const struct hu_layer *l = &d->s->layers[d->d[i].layer];
+
+		for (size_t k = 0; k < d->lists[i].n; k++) {
+			const char *name = d->lists[i].v[k].name;
+			struct vrec r = { name, name, i, false };
+
+			if (l->format == HU_FMT_OCI) {
+				enum hu_marker kind;
+				const char *target;
+
+				if (hu_marker_classify(l, d->d[i].fd, name,
+						       NULL, false, &kind,
+						       &target, e) < 0) {
+					free(recs);
+					return vfail(d, l - d->s->layers, e);
+				}
+				if (kind == HU_MARK_OPAQUE_FILE ||
+				    kind == HU_MARK_META)
+					continue;
+				r.key = target;
+				r.whiteout = kind == HU_MARK_WHITEOUT;
+			}
+			recs[n++] = r;
+		}
+	}
+	/* Per-layer lists are sorted, but OCI whiteouts change the keys:
+	 * one sort of everything keeps the code obvious. */
+	qsort(recs, n, sizeof(*recs), vrec_cmp);
+	*out = recs;
+	*nout = n;
+	return 0;
+}
+
+/*
+ * Decide one name: the topmost record wins unless it is a whiteout.
+ * Returns 1 with *@ent filled when the name is in the view, 0 when hidden.
+ */
+static int decide(struct hu_vdir *d, const struct vrec *g, size_t ng,
+		  struct hu_ventry *ent, struct hu_error *e)
+{
+	const struct vrec *top = &g[0];
+	const struct vlayer *v = &d->d[top->rank];
+	const struct hu_layer *l = &d->s->layers[v->layer];
+	enum hu_marker kind = HU_MARK_NONE;
+	const char *target;
+
+	if (top->whiteout)
+		return 0;
+	if (fstatat(v->fd, top->name, &ent->st, AT_SYMLINK_NOFOLLOW) < 0) {
+		hu_error_set(e, errno, top->name, "cannot stat");
+		return vfail(d, v->layer, e);
+	}
+	if (l->format != HU_FMT_OCI &&
+	    hu_marker_classify(l, v->fd, top->name, &ent->st, v->xwhiteouts,
+			       &kind, &target, e) < 0)
+		return vfail(d, v->layer, e);
+	if (kind == HU_MARK_WHITEOUT)
+		return 0;
+	ent->name = top->key;
+	ent->layer = v->layer;
+	ent->dirfd = v->fd;
+	ent->hides_lower = ng > 1 && g[1].rank == top->rank && g[1].whiteout;
+	return 1;
+}
+
+int hu_vdir_list(struct hu_vdir *d, const struct hu_ventry **ents, size_t *n,
+		 struct hu_error *e)
+{
+	struct vrec *recs = NULL;
+	size_t nrecs = 0;
+
+	if (d->listed)
+		goto done;
+	if (collect(d, &recs, &nrecs, e) < 0)
+		return -1;
+	d->ents = malloc((nrecs ? nrecs : 1) * sizeof(*d->ents));
+	if (!d->ents) {
+		free(recs);
+		return hu_error_set(e, ENOMEM, NULL, "out of memory");
+	}
+	for (size_t i = 0, j; i < nrecs; i = j) {
+		int in;
+
+		for (j = i + 1; j < nrecs && !strcmp(recs[j].key, recs[i].key);)
+			j++;
+		in = decide(d, &recs[i], j - i, &d->ents[d->nents], e);
+		if (in < 0) {
+			free(recs);
+			return -1;
+		}
+		d->nents += in;
+	}
+	free(recs);
+	d->listed = true;
+done:
+	*ents = d->ents;
+	*n = d->nents;
+	return 0;
+}
+
+/* The layer directory of @d in @layer, or -1. */
+static int vdir_layer_fd(const struct hu_vdir *d, size_t layer)
+{
+	const struct vlayer *v = vlayer_of(d, layer);
+
+	return v ? v->fd : -1;
+}
+
+static int is_metacopy(const struct hu_layer *l, int fd, bool *mc,
+		       struct hu_error *e)
+{
+	char attr[64];
+
+	*mc = false;
+	if (l->format != HU_FMT_OVERLAY)
+		return 0;
+	hu_marker_xattr(HU_FMT_OVERLAY, l->userxattr, "metacopy", attr,
+			sizeof(attr));
+	if (fgetxattr(fd, attr, NULL, 0) >= 0)
+		*mc = true;
+	else if (errno != ENODATA && errno != ENOTSUP)
+		return hu_error_set(e, errno, NULL, "cannot read %s", attr);
+	return 0;
+}
+
+/*
+ * The data of a metacopy file: look its name (or its redirect) up in the
+ * layers below, through further metacopy files, to a regular file.
+ */
+static int find_data(struct hu_vdir *d, const struct hu_ventry *ent, int fd,
+		     struct hu_error *e)
+{
+	const struct hu_stack *s = d->s;
+	struct lookup lk = { .path = strdup(ent->name) };
+	char *r = NULL;
+	size_t from = ent->layer;
+
+	if (!lk.path)
+		return hu_error_set(e, ENOMEM, NULL, "out of memory");
+	for (;;) {
+		int base, found = -1;
+		bool mc, xwh;
+		struct stat st;
+
+		if (read_redirect(&s->layers[from], fd, &r, e) < 0)
+			break;
+		if (r && r[0] == '/' && redirect_valid(r)) {
+			free(lk.path);
+			lk.path = strdup(r + 1);
+			lk.abs = true;
+			if (!lk.path)
+				break;
+		}
+		free(r);
+		r = NULL;
+		close(fd);
+		fd = -1;
+		lk.stop = false;	/* a metacopy file does not stop it */
+		for (size_t j = from; j-- > 0 && found < 0 && !lk.stop;) {
+			base = lk.abs ? s->layers[j].fd : vdir_layer_fd(d, j);
+			if (base < 0)
+				continue;
+			if (lookup_layer(s, j, base, false, &lk, false,
+					 &found, &st, &xwh, e) < 0) {
+				lfail(s, j, lk.abs ? NULL : d->path, e);
+				free(lk.path);
+				return -1;
+			}
+			from = j;
+		}
+		if (found < 0) {
+			free(lk.path);
+			hu_error_set(e, ENOENT, ent->name,
+				     "metacopy file without lower data");
+			return vfail(d, ent->layer, e);
+		}
+		fd = found;
+		if (!S_ISREG(st.st_mode))
+			break;
+		if (is_metacopy(&s->layers[from], fd, &mc, e) < 0)
+			break;
+		if (!mc) {
+			free(lk.path);
+			return fd;
+		}
+	}
+	if (fd >= 0)
+		close(fd);
+	free(lk.path);
+	free(r);
+	if (!e->msg[0])
+		hu_error_set(e, EIO, ent->name, "metacopy data is not a file");
+	return vfail(d, ent->layer, e);
+}
+
+int hu_vdir_open_data(struct hu_vdir *d, const struct hu_ventry *ent,
+		      struct hu_error *e)
+{
+	const struct hu_layer *l = &d->s->layers[ent->layer];
+	int fd = openat(ent->dirfd, ent->name,
+			O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	bool mc;
+
+	if (fd < 0) {
+		hu_error_set(e, errno, ent->name, "cannot open");
+		return vfail(d, ent->layer, e);
+	}
+	if (is_metacopy(l, fd, &mc, e) < 0) {
+		close(fd);
+		return vfail(d, ent->layer, e);
+	}
+	if (!mc || ent->layer == 0)
+		return fd;
+	return find_data(d, ent, fd, e);
+}

@@ -1,0 +1,223 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The write wrapper: the one door through which hunion changes a
+ * filesystem.  Dry runs succeed without touching anything; HUNION_FAULT
+ * injects a failure into the Nth call of one operation, so tests can prove
+ * that every error path cleans up.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+static bool dry_run;
+
+static struct {
+	bool parsed;
+	char op[32];
+	long nth;
+	int err;
+	long seen;
+} fault;
+
+void hu_wr_set_dry_run(bool on)
+{
+	dry_run = on;
+}
+
+bool hu_wr_dry_run(void)
+{
+	return dry_run;
+}
+
+static int errno_by_name(const char *s)
+{
+	static const struct { const char *name; int err; } names[] = {
+		{ "EIO", EIO }, { "ENOSPC", ENOSPC }, { "EDQUOT", EDQUOT },
+		{ "EPERM", EPERM }, { "EACCES", EACCES }, { "EXDEV", EXDEV },
+		{ "ENOTSUP", ENOTSUP }, { "EROFS", EROFS },
+	};
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (strcmp(s, names[i].name) == 0)
+			return names[i].err;
+	return EIO;
+}
+
+static void fault_parse(void)
+{
+	const char *spec = getenv("HUNION_FAULT");
+	const char *colon;
+
+	fault.parsed = true;
+	if (!spec || !(colon = strchr(spec, ':')) ||
+	    (size_t)(colon - spec) >= sizeof(fault.op))
+		return;
+	memcpy(fault.op, spec, colon - spec);
+	fault.op[colon - spec] = '\0';
+	fault.nth = strtol(colon + 1, NULL, 10);
+	colon = strchr(colon + 1, ':');
+	fault.err = colon ? errno_by_name(colon + 1) : EIO;
+}
+
+/* True when this call of @op must fail (errno is then set). */
+static bool fault_hit(const char *op)
+{
+	if (!fault.parsed)
+		fault_parse();
+	if (!fault.op[0] || strcmp(fault.op, op) != 0)
+		return false;
+	if (++fault.seen != fault.nth)
+		return false;
+	errno = fault.err;
+	return true;
+}
+
+#define WR_GUARD(op)                 \
+	do {                         \
+		if (fault_hit(op))   \
+			return -1;   \
+		if (dry_run)         \
+			return 0;    \
+	} while (0)
+
+int hu_wr_mkdirat(int dirfd, const char *name, mode_t mode)
+{
+	WR_GUARD("mkdir");
+	return mkdirat(dirfd, name, mode);
+}
+
+int hu_wr_mknodat(int dirfd, const char *name, mode_t mode, dev_t dev)
+{
+	WR_GUARD("mknod");
+	return mknodat(dirfd, name, mode, dev);
+}
+
+int hu_wr_symlinkat(const char *target, int dirfd, const char *name)
+{
+	WR_GUARD("symlink");
+	return symlinkat(target, dirfd, name);
+}
+
+int hu_wr_linkat(int olddirfd, const char *oldname, int newdirfd,
+		 const char *newname)
+{
+	WR_GUARD("link");
+	return linkat(olddirfd, oldname, newdirfd, newname, 0);
+}
+
+int hu_wr_create(int dirfd, const char *name, mode_t mode)
+{
+	if (fault_hit("create"))
+		return -1;
+	if (dry_run)
+		return open("/dev/null", O_WRONLY | O_CLOEXEC);
+	return openat(dirfd, name,
+		      O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+		      mode);
+}
+
+int hu_wr_unlinkat(int dirfd, const char *name, int flags)
+{
+	WR_GUARD("unlink");
+	return unlinkat(dirfd, name, flags);
+}
+
+int hu_wr_renameat2(int olddirfd, const char *oldname, int newdirfd,
+		    const char *newname, unsigned int flags)
+{
+	WR_GUARD("rename");
+	return renameat2(olddirfd, oldname, newdirfd, newname, flags);
+}
+
+int hu_wr_fchownat(int dirfd, const char *name, uid_t uid, gid_t gid,
+		   int flags)
+{
+	WR_GUARD("chown");
+	return fchownat(dirfd, name, uid, gid, flags);
+}
+
+int hu_wr_fchmod(int fd, mode_t mode)
+{
+	WR_GUARD("chmod");
+	return fchmod(fd, mode);
+}
+
+int hu_wr_fchmodat(int dirfd, const char *name, mode_t mode)
+{
+	WR_GUARD("chmod");
+	return fchmodat(dirfd, name, mode, 0);
+}
+
+int hu_wr_futimens(int fd, const struct timespec ts[2])
+{
+	WR_GUARD("utimens");
+	return futimens(fd, ts);
+}
+
+int hu_wr_utimensat(int dirfd, const char *name, const struct timespec ts[2],
+		    int flags)
+{
+	WR_GUARD("utimens");
+	return utimensat(dirfd, name, ts, flags);
+}
+
+int hu_wr_setxattr_at(int dirfd, const char *name, const char *attr,
+		      const void *value, size_t len, int flags)
+{
+	char p[HU_FDPATH_MAX];
+
+	WR_GUARD("setxattr");
+	if (!name || !*name)
+		return fsetxattr(dirfd, attr, value, len, flags);
+	return lsetxattr(hu_fdpath(p, dirfd, name), attr, value, len, flags);
+}
+
+int hu_wr_removexattr_at(int dirfd, const char *name, const char *attr)
+{
+	char p[HU_FDPATH_MAX];
+
+	WR_GUARD("removexattr");
+	if (!name || !*name)
+		return fremovexattr(dirfd, attr);
+	return lremovexattr(hu_fdpath(p, dirfd, name), attr);
+}
+
+ssize_t hu_wr_pwrite(int fd, const void *buf, size_t len, off_t off)
+{
+	if (fault_hit("write"))
+		return -1;
+	if (dry_run)
+		return (ssize_t)len;
+	return pwrite(fd, buf, len, off);
+}
+
+ssize_t hu_wr_copy_range(int in, off_t *in_off, int out, off_t *out_off,
+			 size_t len)
+{
+	if (fault_hit("write"))
+		return -1;
+	if (dry_run)
+		return (ssize_t)len;
+	return copy_file_range(in, in_off, out, out_off, len, 0);
+}
+
+int hu_wr_clone(int in, int out)
+{
+	WR_GUARD("clone");
+	return ioctl(out, FICLONE, in);
+}
+
+int hu_wr_ftruncate(int fd, off_t len)
+{
+	WR_GUARD("truncate");
+	return ftruncate(fd, len);
+}
