@@ -1,0 +1,111 @@
+/* SPDX-License-Identifier: MIT */
+/* Layers and stacks: detection of the format and refusals. */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "testutil.h"
+
+static void teardown(void)
+{
+	tu_cleanup();
+}
+
+TestSuite(layer, .fini = teardown);
+
+static enum hu_format detect(const char *rel)
+{
+	struct hu_stack_opts o = { 0 };
+	struct hu_error e = { 0 };
+	struct hu_layer l;
+	enum hu_format f;
+
+	cr_assert_eq(hu_layer_open(&l, tu_path(rel), &o, &e), 0, "%s: %s",
+		     e.path, e.msg);
+	f = l.format;
+	hu_layer_close(&l);
+	return f;
+}
+
+Test(layer, detects_each_format)
+{
+	tu_file("plain/a", "");
+	tu_wh_union("u/x");
+	tu_wh_overlay("o/d/x");
+	tu_opaque("o2/d", "overlay");
+	tu_file("oci/d/.wh.x", "");
+	cr_expect_eq(detect("plain"), HU_FMT_NONE);
+	cr_expect_eq(detect("u"), HU_FMT_UNION);
+	cr_expect_eq(detect("o"), HU_FMT_OVERLAY);
+	cr_expect_eq(detect("o2"), HU_FMT_OVERLAY);
+	cr_expect_eq(detect("oci"), HU_FMT_OCI);
+}
+
+Test(layer, wh_file_in_an_overlay_layer_is_not_oci)
+{
+	tu_file("o/.wh.x", "");
+	tu_wh_overlay("o/y");
+	cr_expect_eq(detect("o"), HU_FMT_OVERLAY);
+}
+
+Test(layer, mixed_union_and_overlay_is_refused_naming_the_path)
+{
+	struct hu_stack_opts o = { 0 };
+	struct hu_error e = { 0 };
+	struct hu_layer l;
+
+	tu_wh_overlay("m/a");
+	tu_wh_union("m/b/c");
+	cr_assert_eq(hu_layer_open(&l, tu_path("m"), &o, &e), -1);
+	cr_expect_str_eq(e.path, tu_path("m/b/c"));
+	cr_expect(strstr(e.msg, "mixed formats") != NULL, "%s", e.msg);
+	hu_error_clear(&e);
+}
+
+Test(layer, user_namespace_detected)
+{
+	struct hu_stack_opts o = { 0 };
+	struct hu_error e = { 0 };
+	struct hu_layer l;
+
+	tu_mkdir("u/d");
+	tu_xattr("u/d", "user.overlay.opaque", "y");
+	cr_assert_eq(hu_layer_open(&l, tu_path("u"), &o, &e), 0);
+	cr_expect_eq(l.format, HU_FMT_OVERLAY);
+	cr_expect(l.userxattr);
+	hu_layer_close(&l);
+}
+
+Test(layer, refuses_missing_file_and_duplicate_layers)
+{
+	struct hu_stack s;
+	struct hu_error e = { 0 };
+
+	tu_mkdir("a");
+	tu_file("f", "not a tarball");
+	cr_expect_eq(tu_stack(&s, &e, 1, "missing"), -1);
+	cr_expect_str_eq(e.msg, "no such layer");
+	cr_expect_eq(tu_stack(&s, &e, 1, "f"), -1);
+	cr_expect_str_eq(e.msg, "not a directory, nor a tarball");
+	cr_expect_eq(tu_stack(&s, &e, 2, "a", "a/."), -1);
+	cr_expect(strstr(e.msg, "the same directory") != NULL);
+	hu_error_clear(&e);
+}
+
+Test(layer, format_names_round_trip)
+{
+	enum hu_format f;
+
+	cr_expect_eq(hu_format_parse("overlay", &f), 0);
+	cr_expect_eq(f, HU_FMT_OVERLAY);
+	cr_expect_eq(hu_format_parse("none", &f), -1);
+	cr_expect_eq(hu_format_parse("zip", &f), -1);
+	cr_expect_str_eq(hu_format_name(HU_FMT_OCI), "oci");
+}
+
+Test(layer, private_xattrs)
+{
+	cr_expect(hu_xattr_is_private("trusted.overlay.origin"));
+	cr_expect(hu_xattr_is_private("user.union.opaque"));
+	cr_expect(!hu_xattr_is_private("user.overlayish"));
+	cr_expect(!hu_xattr_is_private("security.capability"));
+}

@@ -1,0 +1,203 @@
+/* SPDX-License-Identifier: MIT */
+/* The merged view: the lookup and listing rules of each format. */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+
+static void teardown(void)
+{
+	tu_cleanup();
+}
+
+TestSuite(view, .fini = teardown);
+
+static char *dump2(const char *lower, const char *upper)
+{
+	struct hu_stack s;
+	struct hu_error e = { 0 };
+	char *d;
+
+	cr_assert_eq(tu_stack(&s, &e, 2, lower, upper), 0, "%s: %s",
+		     e.path, e.msg);
+	d = tu_view_dump(&s);
+	hu_stack_close(&s);
+	return d;
+}
+
+#define expect_view(got, want)                                          \
+	do {                                                            \
+		char *g_ = (got);                                       \
+		cr_expect_str_eq(g_, want);                             \
+		free(g_);                                               \
+	} while (0)
+
+Test(view, upper_file_wins_and_dirs_merge)
+{
+	tu_file("lo/a", "lower");
+	tu_file("lo/d/x", "");
+	tu_file("up/a", "upper");
+	tu_file("up/d/y", "");
+	expect_view(dump2("lo", "up"), "a:1\nd:1\nd/x:0\nd/y:1\n");
+}
+
+Test(view, union_whiteout_hides_lower_name)
+{
+	tu_file("lo/a", "");
+	tu_file("lo/d/x", "");
+	tu_mkdir("up");
+	tu_wh_union("up/a");
+	tu_wh_union("up/d");
+	expect_view(dump2("lo", "up"), "");
+}
+
+Test(view, symlink_to_union_whiteout_without_xattr_is_an_entry)
+{
+	tu_file("lo/a", "");
+	tu_symlink("(union-whiteout)", "up/a");
+	tu_wh_union("up/other");	/* makes the layer union format */
+	expect_view(dump2("lo", "up"), "a:1\n");
+}
+
+Test(view, union_whiteout_xattr_other_than_y_is_not_a_whiteout)
+{
+	tu_file("lo/a", "");
+	tu_symlink("(union-whiteout)", "up/a");
+	tu_xattr("up/a", "trusted.union.whiteout", "n");
+	tu_wh_union("up/b");
+	expect_view(dump2("lo", "up"), "a:1\n");
+}
+
+Test(view, opaque_union_dir_hides_lower_contents)
+{
+	tu_file("lo/d/x", "");
+	tu_opaque("up/d", "union");
+	tu_file("up/d/y", "");
+	expect_view(dump2("lo", "up"), "d:1\nd/y:1\n");
+}
+
+Test(view, overlay_char_0_0_is_a_whiteout_but_0_1_and_block_are_not)
+{
+	tu_file("lo/a", "");
+	tu_file("lo/b", "");
+	tu_file("lo/c", "");
+	tu_wh_overlay("up/a");
+	tu_mknod("up/b", S_IFCHR, 0, 1);
+	tu_mknod("up/c", S_IFBLK, 0, 0);
+	expect_view(dump2("lo", "up"), "b:1\nc:1\n");
+}
+
+Test(view, whiteout_in_dir_that_merges_with_nothing_is_not_an_entry)
+{
+	tu_mkdir("lo");
+	tu_wh_overlay("up/new/gone");
+	tu_file("up/new/kept", "");
+	expect_view(dump2("lo", "up"), "new:1\nnew/kept:1\n");
+}
+
+Test(view, upper_dir_over_lower_file_does_not_merge)
+{
+	tu_file("lo/d", "file");
+	tu_file("lo/e/x", "");
+	tu_file("up/d/y", "");
+	tu_file("up/e", "file");
+	expect_view(dump2("lo", "up"), "d:1\nd/y:1\ne:1\n");
+}
+
+Test(view, overlay_opaque_y_hides_but_x_and_n_do_not)
+{
+	tu_file("lo/y/a", "");
+	tu_file("lo/x/a", "");
+	tu_file("lo/n/a", "");
+	tu_opaque("up/y", "overlay");
+	tu_mkdir("up/x");
+	tu_xattr("up/x", "trusted.overlay.opaque", "x");
+	tu_mkdir("up/n");
+	tu_xattr("up/n", "trusted.overlay.opaque", "n");
+	expect_view(dump2("lo", "up"),
+		    "n:1\nn/a:0\nx:1\nx/a:0\ny:1\n");
+}
+
+Test(view, oci_whiteouts_and_opaque_marker)
+{
+	tu_file("lo/a", "");
+	tu_file("lo/d/x", "");
+	tu_file("lo/keep", "");
+	tu_file("up/.wh.a", "");
+	tu_file("up/d/.wh..wh..opq", "");
+	tu_file("up/d/y", "");
+	expect_view(dump2("lo", "up"), "d:1\nd/y:1\nkeep:0\n");
+}
+
+Test(view, oci_whiteout_only_affects_lower_layers)
+{
+	tu_file("lo/a/old", "");
+	tu_file("up/.wh.a", "");
+	tu_file("up/a/new", "");
+	expect_view(dump2("lo", "up"), "a:1\na/new:1\n");
+}
+
+Test(view, oci_wh_files_are_ordinary_in_a_union_layer)
+{
+	tu_file("lo/a", "");
+	tu_file("up/.wh.a", "");
+	tu_opaque("up/o", "union");
+	expect_view(dump2("lo", "up"), ".wh.a:1\na:0\no:1\n");
+}
+
+Test(view, three_layers_middle_whiteout_and_reappearance)
+{
+	struct hu_stack s;
+	struct hu_error e = { 0 };
+	char *d;
+
+	tu_file("l0/a", "");
+	tu_file("l0/d/x", "");
+	tu_wh_overlay("l1/a");
+	tu_wh_overlay("l1/d");
+	tu_file("l2/d/z", "");
+	cr_assert_eq(tu_stack(&s, &e, 3, "l0", "l1", "l2"), 0);
+	d = tu_view_dump(&s);
+	cr_expect_str_eq(d, "d:2\nd/z:2\n");
+	free(d);
+	hu_stack_close(&s);
+}
+
+Test(view, overlay_relative_redirect_merges_the_old_name)
+{
+	tu_file("lo/old/f", "");
+	tu_wh_overlay("up/old");
+	tu_mkdir("up/new");
+	tu_xattr("up/new", "trusted.overlay.redirect", "old");
+	tu_file("up/new/g", "");
+	expect_view(dump2("lo", "up"), "new:1\nnew/f:0\nnew/g:1\n");
+}
+
+Test(view, overlay_absolute_redirect_from_layer_root)
+{
+	tu_file("lo/a/b/f", "");
+	tu_mkdir("up/a");
+	tu_wh_overlay("up/a/b");
+	tu_mkdir("up/c/moved");
+	tu_xattr("up/c/moved", "trusted.overlay.redirect", "/a/b");
+	expect_view(dump2("lo", "up"), "a:1\nc:1\nc/moved:1\nc/moved/f:0\n");
+}
+
+Test(view, redirect_with_dotdot_is_ignored)
+{
+	tu_file("lo/d/f", "");
+	tu_mkdir("up/e");
+	tu_xattr("up/e", "trusted.overlay.redirect", "/../d");
+	expect_view(dump2("lo", "up"), "d:0\nd/f:0\ne:1\n");
+}
+
+Test(view, names_are_sorted_bytewise)
+{
+	tu_file("lo/b", "");
+	tu_file("lo/\xc3\xa9", "");
+	tu_file("up/B", "");
+	tu_file("up/a", "");
+	tu_wh_overlay("up/zz");
+	expect_view(dump2("lo", "up"), "B:1\na:1\nb:0\n\xc3\xa9:0\n");
+}
