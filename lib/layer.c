@@ -63,7 +63,7 @@ static int open_root(struct hu_layer *l, const char *path, struct hu_error *e)
 			"is a tarball; tarball layers are not supported yet" :
 			"not a directory, nor a tarball");
 	if (errno == ENOENT)
-		return hu_error_set(e, errno, path, "no such layer");
+		return hu_error_set(e, 0, path, "no such layer");
 	return hu_error_set(e, errno, path, "cannot open layer");
 }
 

@@ -416,7 +416,7 @@ static int open_parent(const char *out, int *parentfd, char **base,
 		goto out;
 	}
 	if (fstatat(*parentfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
-		hu_error_set(e, EEXIST, out, "output already exists");
+		hu_error_set(e, 0, out, "output already exists");
 		goto out;
 	}
 	if (errno != ENOENT) {
