@@ -42,6 +42,7 @@ struct cmd {
 };
 
 extern const struct cmd hunion_cmds[];	/* the top-level table */
+const struct cmd *cmd_top(void);	/* "hunion" itself, holding them */
 
 /* Options shared by commands that read layers. */
 #define OPT_FORMAT { "format", 0, OPT_REQUIRED, "FORMAT", \
@@ -76,6 +77,7 @@ struct parsed_opt {
 int cmd_parse(const struct cmd *c, int argc, char **argv,
 	      int (*on_opt)(void *ctx, const struct parsed_opt *o), void *ctx);
 void cmd_help(const struct cmd *c, FILE *to);
+/* Print "hunion CMD: message" and the usage line; returns -1. */
 int cmd_usage_error(const struct cmd *c, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 

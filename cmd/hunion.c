@@ -51,6 +51,10 @@ static const struct cmd_opt wh_convert_opts[] = {
 };
 
 static const struct cmd_opt help_only[] = { OPT_HELP, OPT_END };
+static const struct cmd_opt top_opts[] = {
+	{ "version", 0, OPT_NONE, NULL, NULL, "print the version and exit" },
+	OPT_HELP, OPT_END
+};
 
 static const struct cmd whiteout_cmds[] = {
 	{ "ls", cmd_whiteout_ls, "list the whiteouts and opaque directories of a layer",
@@ -79,7 +83,7 @@ const struct cmd hunion_cmds[] = {
 
 static const struct cmd top = {
 	"hunion", NULL, "union/overlay filesystem layers at rest",
-	"COMMAND [OPTIONS] [ARGS]", help_only, hunion_cmds, NULL
+	"COMMAND [OPTIONS] [ARGS]", top_opts, hunion_cmds, NULL
 };
 
 static void raise_fd_limit(void)
@@ -152,8 +156,6 @@ int main(int argc, char **argv)
 	return dispatch(&top, "hunion", argc, argv);
 }
 
-/* For help and completion of the top level. */
-const struct cmd *cmd_top(void);
 const struct cmd *cmd_top(void)
 {
 	return &top;

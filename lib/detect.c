@@ -25,16 +25,19 @@ struct detect {
 	struct hu_error *e;
 };
 
-static int note(struct detect *d, enum hu_format f, bool user,
-		const char *name)
+/* @ns: the namespace the marker showed (NS_NONE: a device whiteout, which
+ * says nothing about where the xattrs live). */
+enum { NS_NONE, NS_TRUSTED, NS_USER };
+
+static int note(struct detect *d, enum hu_format f, int ns, const char *name)
 {
 	char *here = hu_path_join(d->path.s, name);
 
 	if (!here)
 		return hu_error_set(d->e, ENOMEM, NULL, "out of memory");
-	if (user)
+	if (ns == NS_USER)
 		d->seen_user = true;
-	else
+	else if (ns == NS_TRUSTED)
 		d->seen_trusted = true;
 	if (d->found == HU_FMT_NONE) {
 		d->found = f;
@@ -82,12 +85,12 @@ static int check_dir_xattrs(struct detect *d, int fd)
 			continue;
 		if (strcmp(rest, "overlay.opaque") == 0) {
 			if (byte_value(fd, a, 'y', 'x'))
-				rc = note(d, HU_FMT_OVERLAY, user, "");
+				rc = note(d, HU_FMT_OVERLAY, user ? NS_USER : NS_TRUSTED, "");
 		} else if (strcmp(rest, "overlay.redirect") == 0) {
-			rc = note(d, HU_FMT_OVERLAY, user, "");
+			rc = note(d, HU_FMT_OVERLAY, user ? NS_USER : NS_TRUSTED, "");
 		} else if (strcmp(rest, "union.opaque") == 0) {
 			if (byte_value(fd, a, 'y', 'y'))
-				rc = note(d, HU_FMT_UNION, user, "");
+				rc = note(d, HU_FMT_UNION, user ? NS_USER : NS_TRUSTED, "");
 		}
 		if (rc < 0) {
 			free(list);
@@ -113,7 +116,7 @@ static int check_symlink(struct detect *d, int dirfd, const char *name)
 
 		if (hu_lgetxattr_at(dirfd, name, attrs[i], &v, 1) == 1 &&
 		    v == 'y')
-			return note(d, HU_FMT_UNION, i == 1, name);
+			return note(d, HU_FMT_UNION, i == 1 ? NS_USER : NS_TRUSTED, name);
 	}
 	return 0;
 }
@@ -139,7 +142,7 @@ static int detect_entry(struct detect *d, int dirfd, const char *name,
 			return hu_error_setat(d->e, errno, d->path.s, name,
 					      "cannot stat");
 		if (S_ISCHR(st.st_mode) && st.st_rdev == makedev(0, 0))
-			return note(d, HU_FMT_OVERLAY, d->l->userxattr, name);
+			return note(d, HU_FMT_OVERLAY, NS_NONE, name);
 		return 0;
 	case DT_LNK:
 		return check_symlink(d, dirfd, name);

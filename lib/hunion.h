@@ -221,4 +221,126 @@ int hu_merge_tree(const struct hu_stack *s, const char *out,
 		  const struct hu_merge_opts *o, struct hu_merge_stats *st,
 		  struct hu_error *e);
 
+/* ---- whiteouts of one layer (whiteout.c, convert.c) ---------------------- */
+
+/* The markers of ONE layer (not the merged view), as 'whiteout ls' lists
+ * them. */
+enum hu_wh_kind {
+	HU_WH_WHITEOUT = 0,	/* @path is hidden from the layers beneath */
+	HU_WH_XWHITEOUT,	/* overlay xattr whiteout: an empty file with
+				 * overlay.whiteout in a dir whose
+				 * overlay.opaque is "x" (middle layers only) */
+	HU_WH_OPAQUE,		/* directory @path hides those beneath */
+	HU_WH_REDIRECT,		/* overlay: @path looks up @target beneath */
+	HU_WH_METACOPY,		/* overlay: the data of @path lie beneath */
+	HU_WH_META,		/* OCI: other .wh..wh.* (AUFS) metadata;
+				 * never listed, only dropped by convert */
+};
+
+/* "whiteout", "xwhiteout", "opaque", "redirect", "metacopy", "meta". */
+const char *hu_wh_kind_name(enum hu_wh_kind k);
+
+struct hu_wh_marker {
+	enum hu_wh_kind kind;
+	const char *path;	/* relative to the layer root, "." for the
+				 * root; for an OCI whiteout the path it
+				 * hides (a/b for a/.wh.b) */
+	const char *target;	/* HU_WH_REDIRECT: the xattr value, else NULL */
+	enum hu_format format;
+	bool userxattr;		/* under user.* (union, overlay) */
+};
+
+/* Return 0 to go on, -1 (with @e filled) to stop the walk. */
+typedef int (*hu_wh_fn)(void *ctx, const struct hu_wh_marker *m,
+			struct hu_error *e);
+
+/* Call @fn for every marker of layer @l in order: depth first, the entries
+ * of each directory sorted bytewise (an OCI whiteout by the name it
+ * hides), a directory's own markers before its contents, as every walk of
+ * hunion.  Never follows a symlink; no path length limit. */
+int hu_wh_list(const struct hu_layer *l, hu_wh_fn fn, void *ctx,
+	       struct hu_error *e);
+
+/*
+ * Edit the markers of @l by path: @path is relative to the layer root (a
+ * leading '/' is allowed and means the same); a ".." component, a
+ * component that is a symlink and a missing parent directory are refused.
+ * Errors name "LAYER/PATH".  Return 0 when changed (or, dry, when it would
+ * change), 1 when there is nothing to do (already a whiteout, already
+ * (not) opaque), -1 on error.
+ */
+struct hu_wh_edit {
+	enum hu_format format;	/* to write: AUTO for hu_wh_write_format() */
+	bool dry_run;		/* check everything, change nothing */
+};
+
+/* The format hu_wh_add() and hu_wh_set_opaque() write in @l: its own;
+ * for a layer with no markers (HU_FMT_NONE) @want, or union when @want is
+ * AUTO.  A @want other than AUTO and the layer's own format is refused:
+ * the layer would mix formats. */
+int hu_wh_write_format(const struct hu_layer *l, enum hu_format want,
+		       enum hu_format *out, struct hu_error *e);
+/* Create a whiteout for @path.  @path must not exist in the layer. */
+int hu_wh_add(const struct hu_layer *l, const struct hu_wh_edit *o,
+	      const char *path, struct hu_error *e);
+/* Remove the whiteout of @path (in @l's format; OCI: .wh.NAME). */
+int hu_wh_remove(const struct hu_layer *l, const struct hu_wh_edit *o,
+		 const char *path, struct hu_error *e);
+/* Set or clear the opaque marker of directory @path ("", "." or "/": the
+ * layer root). */
+int hu_wh_set_opaque(const struct hu_layer *l, const struct hu_wh_edit *o,
+		     const char *path, bool opaque, struct hu_error *e);
+
+/* What convert does with one marker of the source layer. */
+enum hu_wh_action {
+	HU_WH_CONVERTED = 0,	/* rewritten in the target format */
+	HU_WH_MADE_OPAQUE,	/* OCI whiteout of a directory the layer also
+				 * holds: that directory made opaque */
+	HU_WH_DROPPED,		/* means nothing in the target: left out (an
+				 * OCI whiteout of a non-directory the layer
+				 * also holds, AUFS metadata) */
+};
+
+struct hu_convert_opts {
+	enum hu_format to;	/* UNION, OVERLAY or OCI */
+	bool to_userxattr;	/* write markers under user.* */
+	bool dry_run;		/* check and report, write nothing */
+	/* Called for each marker changed (or, dry, that would change). */
+	void (*change)(void *ctx, const struct hu_wh_marker *m,
+		       enum hu_wh_action a);
+	void *ctx;
+	const struct hu_report *report;
+};
+
+struct hu_convert_stats {
+	uint64_t converted;	/* CONVERTED and MADE_OPAQUE */
+	uint64_t dropped;
+	uint64_t entries;	/* -o: entries written */
+	bool started;		/* in place: the layer was changed (so a failure
+				 * left it partly converted) */
+};
+
+/*
+ * Rewrite every marker of layer @l in format @o->to.  Refused, before
+ * anything is written: overlay redirects and metacopy files when the
+ * target is not overlay (naming the first such path).
+ *
+ * @out non-NULL: write a converted copy of the whole layer as the new
+ * directory @out (must not exist, nor lie inside @l), keeping data, hard
+ * links, modes, owners (as root), times and public xattrs; built beside
+ * @out, renamed into place when complete, removed on failure.  Entries
+ * that would read as markers of the target format (a ".wh.*" file for
+ * oci, a char device 0/0 for overlay) are refused.
+ *
+ * @out NULL: in place, through the write wrapper.  A new marker is made
+ * before the old one goes (for the same name: made under a temporary name
+ * and renamed over it), so no name is ever left unhidden; directory times
+ * are restored.  Markers already in the target format are kept, so a
+ * conversion that stopped midway can be run again (with the source
+ * format forced if the layer is then refused as mixed).
+ */
+int hu_wh_convert(const struct hu_layer *l, const char *out,
+		  const struct hu_convert_opts *o,
+		  struct hu_convert_stats *st, struct hu_error *e);
+
 #endif /* HUNION_H */

@@ -87,8 +87,7 @@ int hu_layer_open(struct hu_layer *l, const char *path,
 	if (!l->userxattr && l->format != HU_FMT_OCI && !can_read_trusted()) {
 		hu_error_set(e, EPERM, path,
 			     "trusted.* xattrs are unreadable without "
-			     "CAP_SYS_ADMIN: run as root, or use --userxattr "
-			     "(or --format=oci for OCI layers)");
+			     "CAP_SYS_ADMIN: run as root, or use --userxattr");
 		goto fail;
 	}
 	return 0;

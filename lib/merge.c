@@ -279,6 +279,8 @@ static int on_entry(void *ctx, struct hu_vdir *d, const struct hu_ventry *ent,
 	if (m->o->dry_run) {
 		m->stats->dirs += type == S_IFDIR;
 		m->stats->files += type == S_IFREG;
+		if (type == S_IFREG)
+			m->stats->bytes += ent->st.st_size;
 		m->stats->symlinks += type == S_IFLNK;
 		m->stats->specials += type != S_IFDIR && type != S_IFREG &&
 				      type != S_IFLNK;

@@ -420,11 +420,14 @@ int hu_vdir_open_root(const struct hu_stack *s, struct hu_vdir **out,
 		if (j == 0)
 			break;
 		if (dir_stops(s, j, s->layers[j].fd, &stop, &xwh, e) < 0) {
+			lfail(s, j, NULL, e);
 			hu_vdir_close(d);
-			return vfail(d, j, e);
+			return -1;
 		}
 		d->d[d->nd - 1].xwhiteouts = xwh;
-		if (stop)
+		/* The kernel ignores an opaque mark on a layer's root; an OCI
+		 * layer's root .wh..wh..opq does hide everything below. */
+		if (stop && s->layers[j].format == HU_FMT_OCI)
 			break;
 	}
 	*out = d;
@@ -706,12 +709,18 @@ static int find_data(struct hu_vdir *d, const struct hu_ventry *ent, int fd,
 
 		if (read_redirect(&s->layers[from], fd, &r, e) < 0)
 			break;
-		if (r && r[0] == '/' && redirect_valid(r)) {
-			free(lk.path);
-			lk.path = strdup(r + 1);
-			lk.abs = true;
-			if (!lk.path)
+		if (r && redirect_valid(r)) {
+			char *comps[1] = { lk.path };
+			int rc;
+
+			/* A relative redirect names the data file in the
+			 * same directory; comps[0] aliases lk.path, which
+			 * apply_redirect frees only after copying. */
+			rc = apply_redirect(&lk, r, comps, 1, 0);
+			if (rc < 0) {
+				hu_error_set(e, ENOMEM, NULL, "out of memory");
 				break;
+			}
 		}
 		free(r);
 		r = NULL;

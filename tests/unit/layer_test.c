@@ -109,3 +109,17 @@ Test(layer, private_xattrs)
 	cr_expect(!hu_xattr_is_private("user.overlayish"));
 	cr_expect(!hu_xattr_is_private("security.capability"));
 }
+
+Test(layer, device_whiteouts_do_not_decide_the_namespace)
+{
+	struct hu_stack_opts o = { 0 };
+	struct hu_error e = { 0 };
+	struct hu_layer l;
+
+	tu_wh_overlay("u/a");
+	tu_mkdir("u/d");
+	tu_xattr("u/d", "user.overlay.opaque", "y");
+	cr_assert_eq(hu_layer_open(&l, tu_path("u"), &o, &e), 0);
+	cr_expect(l.userxattr);
+	hu_layer_close(&l);
+}

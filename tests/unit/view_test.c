@@ -3,6 +3,7 @@
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "testutil.h"
 
@@ -200,4 +201,33 @@ Test(view, names_are_sorted_bytewise)
 	tu_file("up/a", "");
 	tu_wh_overlay("up/zz");
 	expect_view(dump2("lo", "up"), "B:1\na:1\nb:0\n\xc3\xa9:0\n");
+}
+
+Test(view, opaque_mark_on_a_layer_root_is_ignored_as_by_the_kernel)
+{
+	tu_file("lo/a", "");
+	tu_opaque("up", "overlay");
+	tu_file("up/b", "");
+	expect_view(dump2("lo", "up"), "a:0\nb:1\n");
+}
+
+Test(view, metacopy_relative_redirect_names_the_data_file)
+{
+	struct hu_stack s;
+	struct hu_error e = { 0 };
+	struct hu_merge_opts mo = { 0 };
+	struct hu_merge_stats st;
+
+	tu_file("lo/orig", "lower data");
+	tu_file("up/renamed", "");
+	cr_assert_eq(truncate(tu_path("up/renamed"), 10), 0);
+	tu_xattr("up/renamed", "trusted.overlay.metacopy", "");
+	tu_xattr("up/renamed", "trusted.overlay.redirect", "orig");
+	tu_wh_overlay("up/orig");
+	cr_assert_eq(tu_stack(&s, &e, 2, "lo", "up"), 0);
+	cr_assert_eq(hu_merge_tree(&s, tu_path("out"), &mo, &st, &e), 0,
+		     "%s", e.msg);
+	hu_stack_close(&s);
+	cr_expect_str_eq(tu_read("out/renamed"), "lower data");
+	cr_expect(!tu_exists("out/orig"));
 }
