@@ -161,7 +161,9 @@ static int classify(const struct hu_layer *l, struct wh_dir *d,
 		    struct wh_ent *ent, unsigned char dtype,
 		    struct hu_error *e)
 {
-	bool xwh = d->opaque == HU_OPAQUE_XWHITEOUTS;
+	/* As in the view: the kernel's lookup honours an xattr whiteout
+	 * wherever it is, not only under an "x" parent. */
+	bool xwh = l->format == HU_FMT_OVERLAY;
 	struct stat st = { .st_mode = dt_to_type(dtype) };
 
 	ent->type = st.st_mode;

@@ -115,7 +115,10 @@ static int classify_overlay(const struct hu_layer *l, int dirfd,
 		return 0;
 	}
 	/* An xattr whiteout: an empty regular file carrying
-	 * overlay.whiteout, honoured only in a directory marked "x". */
+	 * overlay.whiteout.  The kernel's lookup honours it in any layer;
+	 * only its readdir wants the parent marked "x" (elsewhere it lists
+	 * the name, which then cannot be looked up), so for the view the
+	 * callers pass @xwhiteouts true. */
 	if (xwhiteouts && S_ISREG(st->st_mode) && st->st_size == 0) {
 		hu_marker_xattr(HU_FMT_OVERLAY, l->userxattr, "whiteout",
 				attr, sizeof(attr));

@@ -25,7 +25,6 @@ struct vlayer {
 	size_t layer;		/* index into the stack */
 	int fd;
 	bool own;		/* close fd with the vdir */
-	bool xwhiteouts;	/* may hold overlay xattr whiteouts */
 };
 
 struct hu_vdir {
@@ -65,11 +64,6 @@ static int lfail(const struct hu_stack *s, size_t layer, const char *rel,
 	return -1;
 }
 
-static bool is_middle(const struct hu_stack *s, size_t layer)
-{
-	return layer > 0 && layer + 1 < s->n;
-}
-
 static int vdir_push(struct hu_vdir *d, size_t layer, int fd, bool own)
 {
 	struct vlayer *v = realloc(d->d, (d->nd + 1) * sizeof(*v));
@@ -81,18 +75,15 @@ static int vdir_push(struct hu_vdir *d, size_t layer, int fd, bool own)
 	return 0;
 }
 
-/*
- * Opaque state of directory @fd in @layer: whether it stops the lookup
- * of lower layers, and whether it may hold xattr whiteouts.
- */
+/* Does directory @fd in @layer stop the lookup of the layers below? */
 static int dir_stops(const struct hu_stack *s, size_t layer, int fd,
-		     bool *stop, bool *xwh, struct hu_error *e)
+		     bool *stop, struct hu_error *e)
 {
 	const struct hu_layer *l = &s->layers[layer];
 	enum hu_opaque op;
 	struct stat st;
 
-	*stop = *xwh = false;
+	*stop = false;
 	if (l->format == HU_FMT_OCI) {
 		if (fstatat(fd, HU_OCI_OPAQUE, &st, AT_SYMLINK_NOFOLLOW) == 0)
 			*stop = true;
@@ -104,7 +95,6 @@ static int dir_stops(const struct hu_stack *s, size_t layer, int fd,
 	if (hu_marker_dir_opaque(l, fd, &op, e) < 0)
 		return -1;
 	*stop = op == HU_OPAQUE_YES;
-	*xwh = op == HU_OPAQUE_XWHITEOUTS && is_middle(s, layer);
 	return 0;
 }
 
@@ -227,31 +217,27 @@ static bool oci_whiteout(int fd, const char *name)
 }
 
 /*
- * Look @lk up in layer @j from directory @base (whose xattr-whiteout state
- * is @base_xwh).  On success *@found is an open fd of the final entry (or
- * -1 when this layer does not have it) and *@st its stat; *@found_xwh
- * says whether a found directory may hold xattr whiteouts.
+ * Look @lk up in layer @j from directory @base.  On success *@found is an
+ * open fd of the final entry (or -1 when this layer does not have it) and
+ * *@st its stat.
  */
 static int lookup_layer(const struct hu_stack *s, size_t j, int base,
-			bool base_xwh, struct lookup *lk, bool want_dir,
-			int *found, struct stat *st, bool *found_xwh,
-			struct hu_error *e)
+			struct lookup *lk, bool want_dir, int *found,
+			struct stat *st, struct hu_error *e)
 {
 	const struct hu_layer *l = &s->layers[j];
 	char *copy = strdup(lk->path), **comps = NULL;
 	int fd = base, rc = -1;
-	bool xwh = base_xwh;
 	size_t n;
 
 	*found = -1;
-	*found_xwh = false;
 	if (!copy || !(comps = malloc(MAX_COMPS * sizeof(*comps)))) {
 		hu_error_set(e, ENOMEM, NULL, "out of memory");
 		goto out;
 	}
 	n = split_path(copy, comps, MAX_COMPS);
 	for (size_t k = 0; k < n; k++) {
-		bool last = k + 1 == n, stop, sub_xwh;
+		bool last = k + 1 == n, stop;
 		enum hu_marker kind;
 		const char *target;
 		char *r = NULL;
@@ -267,7 +253,7 @@ static int lookup_layer(const struct hu_stack *s, size_t j, int base,
 		}
 		kind = HU_MARK_NONE;
 		if (l->format != HU_FMT_OCI &&
-		    hu_marker_classify(l, fd, comps[k], st, xwh, &kind,
+		    hu_marker_classify(l, fd, comps[k], st, true, &kind,
 				       &target, e) < 0)
 			goto out;
 		if (kind == HU_MARK_WHITEOUT || !S_ISDIR(st->st_mode)) {
@@ -292,12 +278,10 @@ static int lookup_layer(const struct hu_stack *s, size_t j, int base,
 		if (fd != base)
 			close(fd);
 		fd = sub;
-		xwh = false;
 		if (j == 0)
 			continue;	/* the bottom: nothing below to steer */
-		if (dir_stops(s, j, fd, &stop, &sub_xwh, e) < 0)
+		if (dir_stops(s, j, fd, &stop, e) < 0)
 			goto out;
-		xwh = sub_xwh;
 		if (stop) {
 			lk->stop = true;
 			continue;
@@ -314,7 +298,6 @@ static int lookup_layer(const struct hu_stack *s, size_t j, int base,
 	}
 	if (want_dir) {
 		*found = fd;
-		*found_xwh = xwh;
 		fd = base;
 	} else {
 		*found = openat(fd, comps[n - 1],
@@ -353,26 +336,16 @@ static int lookup_below(struct hu_vdir *parent, struct hu_vdir *child,
 
 	for (size_t j = from; j-- > 0 && !lk->stop;) {
 		const struct vlayer *pv = vlayer_of(parent, j);
-		bool xwh = false, base_xwh;
 		struct stat st;
 		int base, fd;
 
-		if (lk->abs) {
-			enum hu_opaque op = HU_OPAQUE_NO;
-
+		if (lk->abs)
 			base = s->layers[j].fd;
-			if (is_middle(s, j) &&
-			    hu_marker_dir_opaque(&s->layers[j], base, &op, e) < 0)
-				return lfail(s, j, NULL, e);
-			base_xwh = op == HU_OPAQUE_XWHITEOUTS;
-		} else if (pv) {
+		else if (pv)
 			base = pv->fd;
-			base_xwh = pv->xwhiteouts;
-		} else {
+		else
 			continue;
-		}
-		if (lookup_layer(s, j, base, base_xwh, lk, true, &fd, &st,
-				 &xwh, e) < 0)
+		if (lookup_layer(s, j, base, lk, true, &fd, &st, e) < 0)
 			return lfail(s, j, lk->abs ? NULL : parent->path, e);
 		if (fd < 0)
 			continue;
@@ -380,7 +353,6 @@ static int lookup_below(struct hu_vdir *parent, struct hu_vdir *child,
 			close(fd);
 			return hu_error_set(e, ENOMEM, NULL, "out of memory");
 		}
-		child->d[child->nd - 1].xwhiteouts = xwh;
 	}
 	return 0;
 }
@@ -411,7 +383,7 @@ int hu_vdir_open_root(const struct hu_stack *s, struct hu_vdir **out,
 	if (!d)
 		return hu_error_set(e, ENOMEM, NULL, "out of memory");
 	for (size_t j = s->n; j-- > 0;) {
-		bool stop, xwh;
+		bool stop;
 
 		if (vdir_push(d, j, s->layers[j].fd, false) < 0) {
 			hu_vdir_close(d);
@@ -419,12 +391,11 @@ int hu_vdir_open_root(const struct hu_stack *s, struct hu_vdir **out,
 		}
 		if (j == 0)
 			break;
-		if (dir_stops(s, j, s->layers[j].fd, &stop, &xwh, e) < 0) {
+		if (dir_stops(s, j, s->layers[j].fd, &stop, e) < 0) {
 			lfail(s, j, NULL, e);
 			hu_vdir_close(d);
 			return -1;
 		}
-		d->d[d->nd - 1].xwhiteouts = xwh;
 		/* The kernel ignores an opaque mark on a layer's root; an OCI
 		 * layer's root .wh..wh..opq does hide everything below. */
 		if (stop && s->layers[j].format == HU_FMT_OCI)
@@ -437,18 +408,16 @@ int hu_vdir_open_root(const struct hu_stack *s, struct hu_vdir **out,
 /* Where the layers below @ent look: its name, or where its redirect
  * points.  *@stop when nothing below counts. */
 static int child_lookup(struct hu_vdir *parent, const struct hu_ventry *ent,
-			int fd, struct lookup *lk, bool *xwh,
-			struct hu_error *e)
+			int fd, struct lookup *lk, struct hu_error *e)
 {
 	const struct hu_layer *l = &parent->s->layers[ent->layer];
 	char *comps[1], *r = NULL;
 	int rc;
 
-	*xwh = false;
 	lk->stop = ent->hides_lower || ent->layer == 0;
 	if (lk->stop)
 		return 0;
-	if (dir_stops(parent->s, ent->layer, fd, &lk->stop, xwh, e) < 0)
+	if (dir_stops(parent->s, ent->layer, fd, &lk->stop, e) < 0)
 		return -1;
 	if (lk->stop)
 		return 0;
@@ -468,7 +437,6 @@ int hu_vdir_open_child(struct hu_vdir *parent, const struct hu_ventry *ent,
 {
 	struct hu_vdir *d = vdir_new(parent->s, parent, ent->name);
 	struct lookup lk = { 0 };
-	bool xwh;
 	int fd;
 
 	*out = NULL;
@@ -482,9 +450,8 @@ int hu_vdir_open_child(struct hu_vdir *parent, const struct hu_ventry *ent,
 			close(fd);
 		goto fail_here;
 	}
-	if (child_lookup(parent, ent, fd, &lk, &xwh, e) < 0)
+	if (child_lookup(parent, ent, fd, &lk, e) < 0)
 		goto fail_here;
-	d->d[0].xwhiteouts = xwh;
 	if (!lk.stop && lookup_below(parent, d, ent->layer, &lk, e) < 0)
 		goto fail;
 	free(lk.path);
@@ -616,7 +583,7 @@ static int decide(struct hu_vdir *d, const struct vrec *g, size_t ng,
 		return vfail(d, v->layer, e);
 	}
 	if (l->format != HU_FMT_OCI &&
-	    hu_marker_classify(l, v->fd, top->name, &ent->st, v->xwhiteouts,
+	    hu_marker_classify(l, v->fd, top->name, &ent->st, true,
 			       &kind, &target, e) < 0)
 		return vfail(d, v->layer, e);
 	if (kind == HU_MARK_WHITEOUT)
@@ -704,7 +671,7 @@ static int find_data(struct hu_vdir *d, const struct hu_ventry *ent, int fd,
 		return hu_error_set(e, ENOMEM, NULL, "out of memory");
 	for (;;) {
 		int base, found = -1;
-		bool mc, xwh;
+		bool mc;
 		struct stat st;
 
 		if (read_redirect(&s->layers[from], fd, &r, e) < 0)
@@ -731,8 +698,8 @@ static int find_data(struct hu_vdir *d, const struct hu_ventry *ent, int fd,
 			base = lk.abs ? s->layers[j].fd : vdir_layer_fd(d, j);
 			if (base < 0)
 				continue;
-			if (lookup_layer(s, j, base, false, &lk, false,
-					 &found, &st, &xwh, e) < 0) {
+			if (lookup_layer(s, j, base, &lk, false, &found,
+					 &st, e) < 0) {
 				lfail(s, j, lk.abs ? NULL : d->path, e);
 				free(lk.path);
 				return -1;

@@ -231,3 +231,18 @@ Test(view, metacopy_relative_redirect_names_the_data_file)
 	cr_expect_str_eq(tu_read("out/renamed"), "lower data");
 	cr_expect(!tu_exists("out/orig"));
 }
+
+Test(view, xattr_whiteouts_hide_names_in_any_overlay_layer_like_the_kernel)
+{
+	tu_file("lo/a", "");
+	tu_file("lo/d/b", "");
+	tu_file("up/a", "");
+	tu_xattr("up/a", "trusted.overlay.whiteout", "");
+	tu_file("up/d/b", "");
+	tu_xattr("up/d/b", "trusted.overlay.whiteout", "");
+	tu_file("up/d/kept", "not empty");
+	tu_xattr("up/d/kept", "trusted.overlay.whiteout", "");
+	tu_wh_overlay("up/other");	/* xattr whiteouts alone do not make
+					 * a layer's format known */
+	expect_view(dump2("lo", "up"), "d:1\nd/kept:1\n");
+}

@@ -1,0 +1,151 @@
+# SPDX-License-Identifier: MIT
+# shellcheck shell=bash
+#
+# Helpers for the CLI case scripts (tests/cli/cases/NAME/script).  The
+# runner sources this file first; the script then runs with its cwd a fresh
+# empty temp dir and these variables set:
+#   HUNION  absolute path of the binary under test
+#   TOOLS   absolute path of tests/tools
+#   CASE    absolute path of the case folder
+#   TMPD    the temp dir (the cwd) as an absolute path
+#
+# What a script prints on stdout is compared with CASE/expect, exactly.
+# Print through `run` and `manifest` so the output does not depend on where
+# the temp dir or the binary lives.
+
+# `hunion ARGS` in a script runs the binary under test.
+hunion() {
+	"$HUNION" "$@"
+}
+
+# Replace the temp dir's and the binary's absolute paths in stdin.
+_hu_scrub() {
+	local line
+	while IFS= read -r line || [ -n "$line" ]; do
+		line=${line//"$HUNION"/hunion}
+		line=${line//"$TMPD"/.}
+		printf '%s\n' "$line"
+	done
+}
+
+# run CMD ARGS...: print "$ CMD ARGS", then the command's stdout and
+# stderr merged (in the order written), then "[exit N]".
+run() {
+	local rc
+	printf '$ %s\n' "$*" | _hu_scrub
+	"$@" >"$TMPD/.run-out" 2>&1
+	rc=$?
+	_hu_scrub <"$TMPD/.run-out"
+	rm -f "$TMPD/.run-out"
+	echo "[exit $rc]"
+	return 0
+}
+
+# run_quiet CMD ARGS...: like run, but only "$ CMD ARGS" and "[exit N]"
+# plus the output when the exit status is not 0.
+run_quiet() {
+	local rc
+	printf '$ %s\n' "$*" | _hu_scrub
+	"$@" >"$TMPD/.run-out" 2>&1
+	rc=$?
+	[ $rc != 0 ] && _hu_scrub <"$TMPD/.run-out"
+	rm -f "$TMPD/.run-out"
+	echo "[exit $rc]"
+	return 0
+}
+
+# manifest DIR: one line per entry (see tests/tools/manifest.py), with
+# modes, mtimes (directories too: use fix_times), sizes, hashes, symlink
+# targets, devices, xattrs and hard-link groups, but no owners (cases run
+# as any user; use manifest_owner where ownership matters).
+manifest() {
+	echo "# manifest $1" | _hu_scrub
+	python3 "$TOOLS/manifest.py" --no-owner "$@" | _hu_scrub
+}
+# manifest_owner DIR: the same with UID:GID.
+manifest_owner() {
+	echo "# manifest $1" | _hu_scrub
+	python3 "$TOOLS/manifest.py" "$@" | _hu_scrub
+}
+# manifest_nomtime DIR: no mtimes at all, no owners.
+manifest_nomtime() {
+	echo "# manifest $1" | _hu_scrub
+	python3 "$TOOLS/manifest.py" --no-owner --no-mtime "$@" | _hu_scrub
+}
+
+# fix_times DIR [SECONDS]: set the mtime (and atime) of everything under DIR,
+# DIR included, to SECONDS since the epoch (default 1000000000), children
+# before their directories, symlinks themselves.
+fix_times() {
+	find "$1" -depth -exec touch -h -d "@${2:-1000000000}" {} +
+}
+
+# mkfile PATH [CONTENT [SECONDS]]: a regular file (parents created) holding
+# CONTENT and a newline, with a fixed mtime.
+mkfile() {
+	mkdir -p "$(dirname "$1")" &&
+		printf '%s\n' "${2:-$1}" >"$1" &&
+		touch -d "@${3:-1000000000}" "$1"
+}
+
+# ---- markers.  MARK_NS=user puts the xattr markers under user.* (the
+# --userxattr namespace) instead of trusted.*.
+
+_hu_ns() {
+	echo "${MARK_NS:-trusted}"
+}
+
+# wh_union PATH: a union whiteout, a symlink to "(union-whiteout)" with
+# <ns>.union.whiteout = "y".
+wh_union() {
+	mkdir -p "$(dirname "$1")" &&
+		ln -s '(union-whiteout)' "$1" &&
+		setfattr -h -n "$(_hu_ns).union.whiteout" -v y "$1"
+}
+# opaque_union DIR: mark DIR (created if missing) opaque, union style.
+opaque_union() {
+	mkdir -p "$1" && setfattr -n "$(_hu_ns).union.opaque" -v y "$1"
+}
+# wh_overlay PATH: an overlayfs whiteout, a character device 0/0.
+wh_overlay() {
+	mkdir -p "$(dirname "$1")" && mknod "$1" c 0 0
+}
+# opaque_overlay DIR: <ns>.overlay.opaque = "y".
+opaque_overlay() {
+	mkdir -p "$1" && setfattr -n "$(_hu_ns).overlay.opaque" -v y "$1"
+}
+# xwh_overlay PATH: an overlayfs xattr whiteout (empty file with
+# <ns>.overlay.whiteout), and its parent marked opaque "x".
+xwh_overlay() {
+	mkdir -p "$(dirname "$1")" && : >"$1" &&
+		setfattr -n "$(_hu_ns).overlay.whiteout" -v "" "$1" &&
+		setfattr -n "$(_hu_ns).overlay.opaque" -v x "$(dirname "$1")"
+}
+# wh_oci PATH: an OCI/AUFS whiteout, the empty file DIR/.wh.NAME.
+wh_oci() {
+	mkdir -p "$(dirname "$1")" &&
+		: >"$(dirname "$1")/.wh.$(basename "$1")"
+}
+# opq_oci DIR: the OCI opaque marker DIR/.wh..wh..opq.
+opq_oci() {
+	mkdir -p "$1" && : >"$1/.wh..wh..opq"
+}
+
+# ---- requirements.  A case that cannot run says why and exits 77: the
+# runner counts it as skipped.
+
+needs_root() {
+	if [ "$(id -u)" != 0 ]; then
+		echo "SKIP: needs root${1:+ ($1)}"
+		exit 77
+	fi
+}
+needs_cmd() {
+	local c
+	for c in "$@"; do
+		if ! command -v "$c" >/dev/null 2>&1; then
+			echo "SKIP: needs $c"
+			exit 77
+		fi
+	done
+}

@@ -1,0 +1,91 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# tests/run-all.sh BUILD_DIR
+#
+# Every test suite for the build in BUILD_DIR (BUILD_DIR/hunion and
+# BUILD_DIR/unit-tests):
+#   unit    the criterion unit tests
+#   cli     tests/cli/run.sh, the CLI cases
+#   kernel  tests/kernel/run.sh, the differential test against overlayfs
+#           (60 seeds; 20 when HUNION_SANITIZED=1, that build being slow;
+#           HUNION_KERNEL_SEEDS=N overrides)
+# Every suite runs even when an earlier one failed.  Prints one summary
+# line per suite and exits non-zero if any suite failed.
+
+set -u
+export LC_ALL=C
+
+if [ $# != 1 ]; then
+	echo "usage: $0 BUILD_DIR" >&2
+	exit 2
+fi
+B=$(cd "$1" 2>/dev/null && pwd) || { echo "run-all: $1: no such dir" >&2; exit 2; }
+HERE=$(cd "$(dirname "$0")" && pwd)
+bad=0
+summary=()
+
+# ---- unit tests
+unit_log=$(mktemp /tmp/hunion-unit.XXXXXX)
+if [ ! -x "$B/unit-tests" ]; then
+	line="unit: 0 passed, 1 failed ($B/unit-tests is not built)"
+	bad=1
+else
+	echo "== unit: $B/unit-tests"
+	"$B/unit-tests" --jobs=2 >"$unit_log" 2>&1
+	rc=$?
+	# [====] Synthesis: Tested: N | Passing: N | Failing: N | Crashing: N
+	syn=$(sed -n 's/.*Synthesis: Tested: *\([0-9]*\) *| *Passing: *\([0-9]*\) *| *Failing: *\([0-9]*\) *| *Crashing: *\([0-9]*\).*/\1 \2 \3 \4/p' "$unit_log" | tail -n 1)
+	if [ -z "$syn" ]; then
+		tail -n 20 "$unit_log"
+		line="unit: 0 passed, 1 failed (no criterion summary; exit $rc)"
+		bad=1
+	else
+		read -r tested passing failing crashing <<<"$syn"
+		nfail=$((failing + crashing))
+		line="unit: $passing passed, $nfail failed"
+		if [ "$nfail" != 0 ] || [ $rc != 0 ] ||
+		   [ "$tested" != "$passing" ]; then
+			grep -v '^\[----\]\|^\[RUN \]\|^\[PASS\]' "$unit_log" |
+				tail -n 40
+			[ "$nfail" = 0 ] && line="$line (exit $rc)"
+			bad=1
+		fi
+	fi
+fi
+rm -f "$unit_log"
+echo "$line"
+summary+=("$line")
+
+# ---- a suite that ends with "NAME: N passed, N failed..."
+suite() {
+	local name=$1 log rc line
+	shift
+	echo "== $name: $*"
+	log=$(mktemp /tmp/hunion-suite.XXXXXX)
+	"$@" 2>&1 | tee "$log"
+	rc=${PIPESTATUS[0]}
+	line=$(grep "^$name: [0-9]* passed, [0-9]* failed" "$log" | tail -n 1)
+	rm -f "$log"
+	if [ -z "$line" ]; then
+		line="$name: 0 passed, 1 failed (no summary; exit $rc)"
+		rc=1
+	fi
+	[ "$rc" != 0 ] && bad=1
+	summary+=("$line")
+}
+
+suite cli "$HERE/cli/run.sh" "$B/hunion"
+
+seeds=60
+[ "${HUNION_SANITIZED:-0}" = 1 ] && seeds=20
+seeds=${HUNION_KERNEL_SEEDS:-$seeds}
+suite kernel "$HERE/kernel/run.sh" "$B/hunion" "$seeds"
+
+echo "== summary ($B)"
+printf '%s\n' "${summary[@]}"
+if [ $bad != 0 ]; then
+	echo "run-all: FAILED"
+	exit 1
+fi
+echo "run-all: all suites passed"
