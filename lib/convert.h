@@ -4,7 +4,7 @@
 #ifndef HUNION_CONVERT_H
 #define HUNION_CONVERT_H
 
-#include "linkmap.h"
+#include "treeout.h"
 #include "whiteout.h"
 
 enum cv_pass { CV_PLAN, CV_INPLACE, CV_COPY };
@@ -16,12 +16,8 @@ struct conv {
 	struct hu_convert_stats *st;
 	const char *out;		/* -o as the user named it, or NULL */
 	enum cv_pass pass;
-	unsigned int seed;		/* temporary names */
-	/* -o */
-	int rootfd;			/* the new layer's root (temp name) */
-	struct hu_copy_state cs;
-	struct hu_linkmap links;
-	bool as_root;
+	unsigned int seed;		/* temporary names (in place) */
+	struct hu_treeout t;		/* -o: the new layer */
 };
 
 /* The passes: convert.c, convert_inplace.c. */

@@ -93,6 +93,9 @@ int hu_wr_setxattr_at(int dirfd, const char *name, const char *attr,
 int hu_wr_removexattr_at(int dirfd, const char *name, const char *attr);
 /* data */
 ssize_t hu_wr_pwrite(int fd, const void *buf, size_t len, off_t off);
+/* write(2) at the file offset, for streams (a tarball, standard output);
+ * fault injection counts it as "write", like hu_wr_pwrite. */
+ssize_t hu_wr_write(int fd, const void *buf, size_t len);
 ssize_t hu_wr_copy_range(int in, off_t *in_off, int out, off_t *out_off,
 			 size_t len);
 int hu_wr_clone(int in, int out);
@@ -105,6 +108,12 @@ int hu_linkat_path(int rootfd, const char *oldpath, int newdirfd,
 
 /* Remove @name in @dirfd and everything below it (through the wrapper). */
 int hu_rmtree(int dirfd, const char *name);
+
+/* Refuse an output @out whose directory is @dirfd when that directory or
+ * one above it is the root of one of @layers (treeout.c): writing there
+ * would change a layer while it is read. */
+int hu_check_outside_layers(int dirfd, const struct hu_layer *layers,
+			    size_t n, const char *out, struct hu_error *e);
 
 /* Copying one entry's bytes and xattrs (copy.c). */
 struct hu_copy_state {
@@ -121,5 +130,29 @@ int hu_copy_data(struct hu_copy_state *cs, int in, const struct stat *st,
  * symlinks and devices, which are never opened). */
 int hu_copy_xattrs(int sfd, const char *sname, int dfd, const char *dname,
 		   struct hu_error *e);
+
+/*
+ * Tarball layers (tarlayer.c, tarindex.c): a .tar, .tar.gz or .tar.zst is
+ * unpacked once, when the layer is opened, into a private directory
+ * ($TMPDIR or /var/tmp, mode 0700) read as an OCI layer, and removed when
+ * the layer is closed.
+ */
+/* Does the file @fd hold a tarball (zstd or gzip magic, a ustar header or
+ * an all-zero first block)?  Reads its first block with pread. */
+bool hu_tar_sniff(int fd);
+/* Unpack the tarball @fd into a new private directory: on success @l->fd
+ * is its root, @l->unpacked its path, @l->format OCI.  @below (may be
+ * NULL) are the layers beneath: a directory the tarball only implies (a
+ * parent no entry names) takes its metadata from there.  Errors read
+ * "@l->path: ENTRY: message"; nothing is left behind. */
+int hu_tarlayer_unpack(struct hu_layer *l, int fd, const struct hu_stack *below,
+		       const struct hu_report *r, struct hu_error *e);
+/* Remove @l->unpacked and everything in it. */
+void hu_tarlayer_remove(struct hu_layer *l);
+/* An entry name as a path of the layer: "./a//b/" is "a/b"; "", "." and
+ * "/" are the root (*@is_root).  NULL with *@why for a '..' component, an
+ * empty name, a path through a whiteout and whiteouts that hide nothing
+ * (".wh.", ".wh..", ".wh..."). */
+char *hu_tar_path_norm(const char *in, bool *is_root, const char **why);
 
 #endif /* HUNION_INTERNAL_H */
