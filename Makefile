@@ -15,7 +15,7 @@ BASHDIR ?= $(PREFIX)/share/bash-completion/completions
 ZSHDIR  ?= $(PREFIX)/share/zsh/vendor-completions
 FISHDIR ?= $(PREFIX)/share/fish/vendor_completions.d
 
-PKGS     = libarchive libattr libzstd
+PKGS     = libarchive libattr libzstd libcrypto zlib
 WARN     = -Wall -Wextra -Wformat=2 -Wmissing-prototypes -Wvla -Wshadow \
            -Wstrict-prototypes -Wno-unused-parameter
 ifeq ($(WERROR),1)
@@ -24,7 +24,7 @@ endif
 OPT     ?= -O2 -g
 CPPFLAGS += -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64
 CFLAGS  += -std=c11 $(OPT) $(WARN) $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-LDLIBS  += $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -larchive -lattr -lzstd)
+LDLIBS  += $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -larchive -lattr -lzstd -lcrypto -lz)
 
 B       ?= build
 LIB_SRC  = $(sort $(wildcard lib/*.c))
@@ -37,11 +37,11 @@ MANS     = $(patsubst man/%.scd,$(B)/man/%,$(wildcard man/*.scd))
 
 # The Debian packages the build, the docs and the tests use.
 DEB_PKGS = build-essential clang pkg-config libarchive-dev libattr1-dev \
-           libzstd-dev libcriterion-dev scdoc attr python3 \
-           libarchive-tools e2fsprogs util-linux kmod rsync zstd
+           libzstd-dev libssl-dev zlib1g-dev libcriterion-dev scdoc attr python3 \
+           libarchive-tools e2fsprogs util-linux kmod rsync zstd umoci time
 
 .PHONY: all deps check check-plain check-asan demo bench install lint \
-        clean completions man unit-bin
+        clean completions man unit-bin fuzz fuzz-replay
 .DELETE_ON_ERROR:
 
 all: hunion man
@@ -89,13 +89,14 @@ check: deps
 	$(MAKE) WERROR=1 check-asan
 	@echo "check: all suites passed"
 
-check-plain: all unit-bin
+check-plain: all unit-bin $(B)/libhunion.a
 	tests/run-all.sh $(B)
 
 check-asan:
 	$(MAKE) B=build-asan CC=clang \
 		OPT="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" \
-		LDFLAGS="-fsanitize=address,undefined" build-asan/hunion unit-bin
+		LDFLAGS="-fsanitize=address,undefined" build-asan/hunion unit-bin \
+		build-asan/libhunion.a
 	HUNION_SANITIZED=1 tests/run-all.sh build-asan
 
 demo: deps all
@@ -123,4 +124,25 @@ lint:
 	shellcheck tests/*.sh tests/*/*.sh examples/*.sh bench/*.sh
 
 clean:
-	rm -rf build build-asan hunion
+	rm -rf build build-asan build-fuzz hunion
+
+# ---- fuzzing.  tests/fuzz/NAME_fuzz.c are libFuzzer targets; their seed
+# corpora are tests/fuzz/corpus/NAME/ (replayed by make check).
+FUZZ_SRC  = $(sort $(wildcard tests/fuzz/*_fuzz.c))
+FUZZ_TIME ?= 60
+FUZZ_OPT  = -O1 -g -fsanitize=fuzzer-no-link,address,undefined \
+            -fno-omit-frame-pointer -fno-sanitize-recover=all
+
+fuzz-replay: $(B)/libhunion.a
+	tests/fuzz/replay.sh $(B)
+
+fuzz:
+	$(MAKE) B=build-fuzz CC=clang OPT="$(FUZZ_OPT)" build-fuzz/libhunion.a
+	@for f in $(FUZZ_SRC); do n=$$(basename $$f _fuzz.c); \
+		clang -std=c11 $(CPPFLAGS) $(FUZZ_OPT) -fsanitize=fuzzer \
+			-o build-fuzz/$$n-fuzz $$f build-fuzz/libhunion.a \
+			$(LDLIBS) || exit 1; \
+		mkdir -p build-fuzz/corpus-$$n; \
+		build-fuzz/$$n-fuzz -max_total_time=$(FUZZ_TIME) \
+			build-fuzz/corpus-$$n tests/fuzz/corpus/$$n || exit 1; \
+	done

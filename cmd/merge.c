@@ -58,6 +58,7 @@ int cmd_merge(const struct cmd *c, int argc, char **argv)
 		return cmd_usage_error(c, "-o OUT is required"), EXIT_USAGE;
 	if (first >= argc)
 		return cmd_usage_error(c, "no layers given"), EXIT_USAGE;
+	a.lo.stack.report = &report;
 	if (hu_stack_open(&s, argv + first, argc - first, &a.lo.stack,
 			  &e) < 0) {
 		print_error(&e);

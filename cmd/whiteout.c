@@ -106,6 +106,7 @@ static int print_marker(void *ctx, const struct hu_wh_marker *m,
 
 int cmd_whiteout_ls(const struct cmd *c, int argc, char **argv)
 {
+	struct hu_report report = front_report();
 	struct hu_error e = { 0 };
 	struct wh_args a;
 	struct hu_layer l;
@@ -115,6 +116,7 @@ int cmd_whiteout_ls(const struct cmd *c, int argc, char **argv)
 		return EXIT_USAGE;
 	if (argc - first > 1)
 		return cmd_usage_error(c, "one layer only"), EXIT_USAGE;
+	a.lo.stack.report = &report;
 	if (hu_layer_open(&l, argv[first], &a.lo.stack, &e) < 0)
 		rc = fail(&e);
 	else {
@@ -179,7 +181,8 @@ static int edit(const struct cmd *c, int argc, char **argv, enum edit op)
 		return EXIT_USAGE;
 	/* Always detect: --format only chooses for a layer with no markers
 	 * and must otherwise agree with what the layer holds. */
-	so = (struct hu_stack_opts){ HU_FMT_AUTO, a.lo.stack.userxattr };
+	so = (struct hu_stack_opts){ .format = HU_FMT_AUTO,
+				     .userxattr = a.lo.stack.userxattr };
 	if (hu_layer_open(&l, argv[first], &so, &e) < 0) {
 		rc = fail(&e);
 		hu_error_clear(&e);
@@ -307,6 +310,7 @@ int cmd_whiteout_convert(const struct cmd *c, int argc, char **argv)
 	o.ctx = &o;
 	if (front.verbosity <= 0 && !o.dry_run)
 		o.change = NULL;
+	a.lo.stack.report = &report;
 	if (hu_layer_open(&l, argv[first], &a.lo.stack, &e) < 0) {
 		rc = fail(&e);
 		hu_error_clear(&e);

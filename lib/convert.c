@@ -281,6 +281,9 @@ int hu_wh_convert(const struct hu_layer *l, const char *out,
 	c.to = wh_layer_as(l, o->to, o->to_userxattr);
 	if (out)
 		return cv_copy(&c, e);
+	if (l->unpacked)
+		return hu_error_set(e, 0, l->path, "a tarball layer cannot be "
+				    "converted in place: use -o");
 	if (wh_walk(l, &cv_plan_ops, &c, e) < 0)
 		return -1;
 	if (o->dry_run)

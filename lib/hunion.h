@@ -67,6 +67,9 @@ struct hu_layer {
 	ino_t ino;
 	enum hu_format format;	/* never AUTO once opened */
 	bool userxattr;		/* markers under user.* instead of trusted.* */
+	char *unpacked;		/* a tarball layer: the private directory it
+				 * was unpacked into (removed by
+				 * hu_layer_close); NULL for a directory */
 };
 
 struct hu_stack {
@@ -77,11 +80,18 @@ struct hu_stack {
 struct hu_stack_opts {
 	enum hu_format format;	/* AUTO: detect each layer */
 	bool userxattr;		/* force user.* namespace for markers */
+	const struct hu_report *report;	/* warnings while opening (a
+					 * tarball's duplicate entries);
+					 * may be NULL */
 };
 
 /* Open and check @n layers, bottom first.  Refuses missing or non-directory
  * layers, the same directory twice, mixed-format layers (naming the first
- * offending path) and trusted.* markers that cannot be read. */
+ * offending path) and trusted.* markers that cannot be read.  A regular
+ * file that holds a tarball (.tar, .tar.gz, .tar.zst, known by content) is
+ * unpacked into a private temporary directory and read as an OCI layer
+ * (--format does not apply to it); hunion-layers(7) says what it may
+ * hold. */
 int hu_stack_open(struct hu_stack *s, char *const paths[], size_t n,
 		  const struct hu_stack_opts *o, struct hu_error *e);
 void hu_stack_close(struct hu_stack *s);
@@ -112,8 +122,9 @@ enum hu_marker {
 
 /* Classify entry @name of directory @dirfd in layer @l, whose lstat is
  * @st.  For OCI whiteouts *@target receives the hidden name (a pointer
- * into @name).  @xwhiteouts: the parent dir allows overlay xattr
- * whiteouts (overlay.opaque = "x" in a middle layer). */
+ * into @name).  @xwhiteouts: also recognise overlay xattr whiteouts
+ * (empty files with overlay.whiteout); the kernel's lookup does in every
+ * layer, its readdir only under a parent whose overlay.opaque is "x". */
 int hu_marker_classify(const struct hu_layer *l, int dirfd, const char *name,
 		       const struct stat *st, bool xwhiteouts,
 		       enum hu_marker *kind, const char **target,
@@ -122,7 +133,8 @@ int hu_marker_classify(const struct hu_layer *l, int dirfd, const char *name,
 enum hu_opaque {
 	HU_OPAQUE_NO = 0,
 	HU_OPAQUE_YES,		/* hides lower directories of the same name */
-	HU_OPAQUE_XWHITEOUTS,	/* overlay "x": may hold xattr whiteouts */
+	HU_OPAQUE_XWHITEOUTS,	/* overlay "x": readdir checks for xattr
+				 * whiteouts; not opaque */
 };
 
 /* The opaque state of directory @fd of layer @l (xattr only; an OCI
@@ -342,5 +354,177 @@ struct hu_convert_stats {
 int hu_wh_convert(const struct hu_layer *l, const char *out,
 		  const struct hu_convert_opts *o,
 		  struct hu_convert_stats *st, struct hu_error *e);
+
+/* ---- tar output: OCI layer tarballs with digests (tarout.c) ------------ */
+
+enum hu_compress { HU_COMP_NONE = 0, HU_COMP_GZIP, HU_COMP_ZSTD };
+
+struct hu_tarout_opts {
+	enum hu_compress compress;
+	int level;		/* 0: the compressor's default */
+	int threads;		/* zstd workers; 0: all online cores */
+	bool clamp_mtime;	/* mtimes newer than @mtime_max become it */
+	int64_t mtime_max;
+};
+
+struct hu_digests {
+	char diff_id[72];	/* "sha256:<hex>" of the uncompressed tar */
+	char digest[72];	/* "sha256:<hex>" of the bytes written */
+	uint64_t size;		/* bytes written */
+	const char *media_type;	/* application/vnd.oci.image.layer.v1.tar... */
+};
+
+struct hu_tarout;
+
+/* Start a tar stream into @fd (which stays the caller's). */
+int hu_tarout_open(struct hu_tarout **t, int fd, const struct hu_tarout_opts *o,
+		   struct hu_error *e);
+/* One entry at @path (relative, no leading "./"), described by @st.  Its
+ * xattrs (all but the private ones) are read from @name in @dirfd; a
+ * symlink's target too; a regular file's bytes from @datafd (which may
+ * differ from the entry for metacopy).  Directories before contents. */
+int hu_tarout_entry(struct hu_tarout *t, const char *path,
+		    const struct stat *st, int dirfd, const char *name,
+		    int datafd, struct hu_error *e);
+/* A hard link at @path to @target, an earlier path of this stream. */
+int hu_tarout_hardlink(struct hu_tarout *t, const char *path,
+		       const char *target, const struct stat *st,
+		       struct hu_error *e);
+/* OCI markers in directory @dir ("" for the root): a whiteout of @name,
+ * and the opaque marker. */
+int hu_tarout_whiteout(struct hu_tarout *t, const char *dir, const char *name,
+		       struct hu_error *e);
+int hu_tarout_opaque(struct hu_tarout *t, const char *dir, struct hu_error *e);
+/* Finish the stream and the compressor; fill @d.  Frees @t either way. */
+int hu_tarout_close(struct hu_tarout *t, struct hu_digests *d,
+		    struct hu_error *e);
+/* Drop a stream after an error.  Frees @t.  Nothing more reaches the
+ * output (no end-of-archive blocks), so a reader of a failed stream sees
+ * it cut short. */
+void hu_tarout_abort(struct hu_tarout *t);
+/*
+ * Errors of the hu_tarout_* calls: when the output stream failed (a full
+ * disk, a closed pipe) the error has no path, since the caller knows what
+ * it names its output; a problem with the entry itself (reading its data,
+ * xattrs or target) names the entry's @path.
+ *
+ * Entry paths are bytes, written as given (pax records where a name is
+ * long or not ASCII); "" is the root, written as "./"; directories get a
+ * trailing '/'.  The caller writes entries in canonical order: bytewise by
+ * name within each directory, a directory before its contents, and in a
+ * directory its opaque marker, then its whiteouts, then the rest.
+ */
+
+/* "none", "gzip" or "zstd" (not "auto"); -1 when unknown. */
+int hu_compress_parse(const char *s, enum hu_compress *out);
+/* The compression a file name asks for: .gz, .tgz: gzip; .zst, .tzst:
+ * zstd; anything else (and "-"): none. */
+enum hu_compress hu_compress_for_path(const char *path);
+/* The levels @c accepts in hu_tarout_opts.level (0 always means the
+ * default); -1 when @c has no levels (none). */
+int hu_compress_levels(enum hu_compress c, int *min, int *max);
+
+/* The OCI descriptor of a layer written with @d, as one line of JSON:
+ * {"mediaType":...,"digest":...,"size":N,"diffID":...} and a newline.
+ * Returns its length (like snprintf: truncated when >= @len). */
+size_t hu_descriptor_json(const struct hu_digests *d, char *buf, size_t len);
+
+/* ---- output files: built beside their name, renamed in (outfile.c) ----- */
+
+struct hu_outfile {
+	int fd;			/* write here */
+	const char *name;	/* as given; "-" is standard output */
+	/* private */
+	int dirfd;
+	char *tmp, *base;
+};
+
+/* Start output file @path: a hidden temporary file ".NAME.hunion-XXXXXX"
+ * in the same directory, or standard output for "-".  Refuses a @path
+ * that exists and is not a regular file (a directory...), and one inside
+ * a layer of @s (may be NULL).  An existing file is replaced at commit. */
+int hu_outfile_open(struct hu_outfile *f, const char *path,
+		    const struct hu_stack *s, struct hu_error *e);
+/* Write all of @buf (through the write wrapper). */
+int hu_outfile_write(struct hu_outfile *f, const void *buf, size_t len,
+		     struct hu_error *e);
+/* Rename the complete file into place (nothing for standard output). */
+int hu_outfile_commit(struct hu_outfile *f, struct hu_error *e);
+/* Remove the temporary file; safe after commit and on a failed open. */
+void hu_outfile_abort(struct hu_outfile *f);
+
+/* ---- flatten: the merged view as one tarball (flatten.c) --------------- */
+
+struct hu_flatten_stats {
+	uint64_t entries, dirs, files, symlinks, specials, hardlinks, skipped;
+	uint64_t bytes;		/* regular-file data */
+};
+
+/* Write the merged view of @s into @t: the root as "./", then every entry
+ * depth first, sorted, each directory before its contents.  Names that
+ * are one inode of a layer become hard links to the first of them;
+ * sockets are skipped with a warning. */
+int hu_flatten_write_tar(const struct hu_stack *s, const struct hu_report *r,
+			 struct hu_tarout *t, struct hu_flatten_stats *st,
+			 struct hu_error *e);
+
+/* ---- changes: what the top layers change over the ones beneath (changes.c) */
+
+enum hu_change_kind { HU_CHG_ADD = 'A', HU_CHG_MODIFY = 'M', HU_CHG_DELETE = 'D' };
+
+/* What differs in a modified entry (bits of hu_change.what). */
+enum {
+	HU_DIFF_TYPE = 1 << 0, HU_DIFF_CONTENT = 1 << 1, HU_DIFF_MODE = 1 << 2,
+	HU_DIFF_OWNER = 1 << 3, HU_DIFF_MTIME = 1 << 4, HU_DIFF_XATTRS = 1 << 5,
+};
+
+struct hu_change {
+	enum hu_change_kind kind;
+	const char *path;		/* relative to the root, no "./" */
+	const struct hu_ventry *ent;	/* in the new view (NULL for D) */
+	struct hu_vdir *dir;		/* @ent's directory, for open_data */
+	const struct stat *old;		/* the entry beneath (NULL for A) */
+	unsigned what;			/* M: HU_DIFF_* bits (0 if unknown) */
+	bool opaque;			/* a directory replacing what was
+					 * beneath: lower names not listed
+					 * again are gone */
+};
+
+struct hu_changes_opts {
+	size_t base;		/* layers [0, base) are the old view; the
+				 * whole stack is the new one */
+	bool exact;		/* compare content and metadata; drop copy-ups
+				 * that changed nothing */
+	bool recursive;		/* list the contents of added and deleted dirs */
+	const struct hu_report *report;
+	/* diff --trees: when non-NULL, the old view is this stack's (two
+	 * plain trees are two one-layer stacks opened with HU_FMT_NONE), not
+	 * the bottom layers of the new one; @base is ignored.  Nothing is
+	 * shared then, so every directory is walked and every entry
+	 * compared: the inode and xattrs, the bytes when size and mtime do
+	 * not settle it (always with @exact). */
+	const struct hu_stack *old;
+};
+
+/* Call @fn for every change, in canonical order (bytewise, a directory
+ * before its contents, deletions of a directory's names before the rest).
+ * The root is the path "" (its @ent is named "." in its own fd), M when
+ * its metadata differ.  A directory in both views is M only when its
+ * mode, owner, mtime or xattrs differ (or it is opaque); without @exact
+ * every other entry the upper layers provide over an old one is M. */
+int hu_changes_walk(const struct hu_stack *s, const struct hu_changes_opts *o,
+		    int (*fn)(void *ctx, const struct hu_change *c,
+			      struct hu_error *e),
+		    void *ctx, struct hu_error *e);
+
+/* The change set of @s over its bottom @o->base layers as an OCI layer:
+ * whiteouts for deletions (one per deleted name, never below a deleted or
+ * retyped path), each added or modified entry in full, an opaque directory
+ * as whiteouts of the lower names, or with @opaque_markers a
+ * .wh..wh..opq. */
+struct hu_tarout;
+int hu_changes_write_tar(const struct hu_stack *s,
+			 const struct hu_changes_opts *o, bool opaque_markers,
+			 struct hu_tarout *t, struct hu_error *e);
 
 #endif /* HUNION_H */

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Layers and stacks: open each layer directory once, detect its format
- * (detect.c) and refuse stacks that cannot mean anything.
+ * (detect.c) and refuse stacks that cannot mean anything.  A tarball
+ * layer is unpacked into a private directory first (tarlayer.c).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -26,27 +27,28 @@ static bool can_read_trusted(void)
 	       (1u << (CAP_SYS_ADMIN % 32));
 }
 
-/* A regular file given as a layer: say whether it looks like a tarball,
- * so the message can say what is wrong. */
-static bool looks_like_tarball(const char *path)
+/* @path is a regular file: unpack it if it holds a tarball. */
+static int open_tarball(struct hu_layer *l, const char *path,
+			const struct hu_stack *below,
+			const struct hu_stack_opts *o, struct hu_error *e)
 {
-	unsigned char b[512];
-	ssize_t n;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = open(path, O_RDONLY | O_CLOEXEC), rc;
 
 	if (fd < 0)
-		return false;
-	n = read(fd, b, sizeof(b));
+		return hu_error_set(e, errno, path, "cannot open layer");
+	if (!hu_tar_sniff(fd)) {
+		close(fd);
+		return hu_error_set(e, 0, path,
+				    "not a directory, nor a tarball");
+	}
+	rc = hu_tarlayer_unpack(l, fd, below, o->report, e);
 	close(fd);
-	if (n >= 4 && b[0] == 0x28 && b[1] == 0xb5 && b[2] == 0x2f &&
-	    b[3] == 0xfd)
-		return true;			/* zstd */
-	if (n >= 2 && b[0] == 0x1f && b[1] == 0x8b)
-		return true;			/* gzip */
-	return n == 512 && memcmp(b + 257, "ustar", 5) == 0;
+	return rc;
 }
 
-static int open_root(struct hu_layer *l, const char *path, struct hu_error *e)
+static int open_root(struct hu_layer *l, const char *path,
+		     const struct hu_stack *below,
+		     const struct hu_stack_opts *o, struct hu_error *e)
 {
 	struct stat st;
 
@@ -59,25 +61,27 @@ static int open_root(struct hu_layer *l, const char *path, struct hu_error *e)
 		return 0;
 	}
 	if (errno == ENOTDIR && stat(path, &st) == 0 && S_ISREG(st.st_mode))
-		return hu_error_set(e, 0, path, looks_like_tarball(path) ?
-			"is a tarball; tarball layers are not supported yet" :
-			"not a directory, nor a tarball");
+		return open_tarball(l, path, below, o, e);
 	if (errno == ENOENT)
 		return hu_error_set(e, 0, path, "no such layer");
 	return hu_error_set(e, errno, path, "cannot open layer");
 }
 
-int hu_layer_open(struct hu_layer *l, const char *path,
-		  const struct hu_stack_opts *o, struct hu_error *e)
+/* @below: the layers already open beneath @l (NULL when alone). */
+static int layer_open(struct hu_layer *l, const char *path,
+		      const struct hu_stack *below,
+		      const struct hu_stack_opts *o, struct hu_error *e)
 {
 	memset(l, 0, sizeof(*l));
 	l->fd = -1;
 	l->path = strdup(path);
 	if (!l->path)
 		return hu_error_set(e, ENOMEM, path, "out of memory");
-	if (open_root(l, path, e) < 0)
+	if (open_root(l, path, below, o, e) < 0)
 		goto fail;
 	l->userxattr = o->userxattr;
+	if (l->unpacked)
+		return 0;	/* a tarball: always OCI, no trusted.* */
 	if (o->format != HU_FMT_AUTO)
 		l->format = o->format;
 	else if (hu_layer_detect(l, e) < 0)
@@ -96,11 +100,18 @@ fail:
 	return -1;
 }
 
+int hu_layer_open(struct hu_layer *l, const char *path,
+		  const struct hu_stack_opts *o, struct hu_error *e)
+{
+	return layer_open(l, path, NULL, o, e);
+}
+
 void hu_layer_close(struct hu_layer *l)
 {
 	if (l->fd >= 0)
 		close(l->fd);
 	l->fd = -1;
+	hu_tarlayer_remove(l);
 	free(l->path);
 	l->path = NULL;
 }
@@ -115,7 +126,9 @@ int hu_stack_open(struct hu_stack *s, char *const paths[], size_t n,
 	if (!s->layers)
 		return hu_error_set(e, ENOMEM, NULL, "out of memory");
 	for (size_t i = 0; i < n; i++) {
-		if (hu_layer_open(&s->layers[i], paths[i], o, e) < 0)
+		struct hu_stack below = { i, s->layers };
+
+		if (layer_open(&s->layers[i], paths[i], &below, o, e) < 0)
 			goto fail;
 		s->n = i + 1;
 		for (size_t j = 0; j < i; j++) {

@@ -233,6 +233,11 @@ int hu_rmtree(int dirfd, const char *name)
 	if (!S_ISDIR(st.st_mode))
 		return hu_wr_unlinkat(dirfd, name, 0);
 	fd = hu_open_dir_at(dirfd, name);
+	/* A directory we made unreadable (a tarball's mode 0000, for one)
+	 * must become readable to be emptied. */
+	if (fd < 0 && errno == EACCES &&
+	    hu_wr_fchmodat(dirfd, name, 0700) == 0)
+		fd = hu_open_dir_at(dirfd, name);
 	if (fd < 0)
 		return -1;
 	/* A directory we made read-only must become writable again. */

@@ -437,6 +437,9 @@ static int edit(const struct hu_layer *l, const struct hu_wh_edit *o,
 	bool was = hu_wr_dry_run();
 	int rc;
 
+	if (l->unpacked)
+		return hu_error_set(e, 0, l->path, "a tarball layer cannot be "
+				    "changed in place");
 	hu_wr_set_dry_run(was || o->dry_run);
 	if (op == EDIT_ADD)
 		rc = wh_add(l, o->format, path, e);

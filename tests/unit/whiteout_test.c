@@ -25,7 +25,7 @@ TestSuite(whiteout, .fini = teardown);
 
 static struct hu_layer open_as(const char *rel, enum hu_format f, bool user)
 {
-	struct hu_stack_opts o = { f, user };
+	struct hu_stack_opts o = { .format = f, .userxattr = user };
 	struct hu_error e = { 0 };
 	struct hu_layer l;
 

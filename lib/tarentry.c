@@ -1,0 +1,426 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * One entry of a tarball layer, made in the private directory: its path
+ * normalised and checked before anything is made (tarindex.c), its parent
+ * reached without following a symlink (tardirs.c), then the entry by its
+ * type, its owner (as root), xattrs, mode and times.  Whiteouts and the
+ * opaque marker become empty files, so the view's OCI rules apply.  A
+ * duplicate path: the later entry wins, with a warning.
+ */
+#include <archive.h>
+#include <archive_entry.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "tarlayer.h"
+
+/* ---- metadata ------------------------------------------------------------- */
+
+static bool xattr_unsupported(int err)
+{
+	return err == EPERM || err == EACCES || err == ENOTSUP ||
+	       err == EOPNOTSUPP || err == E2BIG || err == ERANGE ||
+	       err == EINVAL;
+}
+
+/* Owner (as root) and xattrs of the entry just made: @fd itself, or @leaf
+ * in @dfd (never followed). */
+static int set_owner_xattrs(struct tl *t, int fd, int dfd, const char *leaf)
+{
+	const char *name;
+	const void *value;
+	size_t size;
+
+	/* chown first: it clears setuid bits and file capabilities. */
+	if (t->as_root &&
+	    hu_wr_fchownat(fd >= 0 ? fd : dfd, fd >= 0 ? "" : leaf,
+			   (uid_t)archive_entry_uid(t->ae),
+			   (gid_t)archive_entry_gid(t->ae),
+			   fd >= 0 ? AT_EMPTY_PATH : AT_SYMLINK_NOFOLLOW) < 0)
+		return tl_write_fail(t, errno, "set owner");
+	archive_entry_xattr_reset(t->ae);
+	while (archive_entry_xattr_next(t->ae, &name, &value, &size) ==
+	       ARCHIVE_OK) {
+		char esc[256];
+
+		if (!name || !*name || hu_xattr_is_private(name))
+			continue;
+		if (hu_wr_setxattr_at(fd >= 0 ? fd : dfd, fd >= 0 ? NULL : leaf,
+				      name, value, size, 0) == 0)
+			continue;
+		tl_escape(esc, sizeof(esc), name);
+		if (!xattr_unsupported(errno))
+			return tl_write_fail(t, errno, "set xattr");
+		tl_warn(t, errno, "xattr %s not kept", esc);
+	}
+	return 0;
+}
+
+/* Mode and times of a non-directory (directories get theirs at the end). */
+static int set_mode_times(struct tl *t, int fd, int dfd, const char *leaf,
+			  bool is_link)
+{
+	mode_t mode = archive_entry_perm(t->ae) & 07777;
+
+	if (!is_link && (fd >= 0 ? hu_wr_fchmod(fd, mode) :
+			 hu_wr_fchmodat(dfd, leaf, mode)) < 0)
+		return tl_write_fail(t, errno, "set mode");
+	if ((fd >= 0 ? hu_wr_futimens(fd, t->times) :
+	     hu_wr_utimensat(dfd, leaf, t->times, AT_SYMLINK_NOFOLLOW)) < 0)
+		return tl_write_fail(t, errno, "set times");
+	return 0;
+}
+
+static void entry_times(struct tl *t)
+{
+	struct archive_entry *ae = t->ae;
+
+	if (!archive_entry_mtime_is_set(ae)) {
+		t->times[0].tv_nsec = t->times[1].tv_nsec = UTIME_OMIT;
+		t->times[0].tv_sec = t->times[1].tv_sec = 0;
+		return;
+	}
+	t->times[1].tv_sec = archive_entry_mtime(ae);
+	t->times[1].tv_nsec = archive_entry_mtime_nsec(ae);
+	t->times[0] = t->times[1];
+	if (archive_entry_atime_is_set(ae)) {
+		t->times[0].tv_sec = archive_entry_atime(ae);
+		t->times[0].tv_nsec = archive_entry_atime_nsec(ae);
+	}
+}
+
+/* ---- entries -------------------------------------------------------------- */
+
+/* A regular file; @data false for a whiteout (its content is ignored). */
+static int make_file(struct tl *t, int dfd, const char *leaf, bool data)
+{
+	int fd = hu_wr_create(dfd, leaf, 0600);
+	off_t end = 0;
+	int rc = -1;
+
+	if (fd < 0)
+		return tl_write_fail(t, errno, "create");
+	while (data) {
+		const void *buf;
+		size_t size;
+		la_int64_t off;
+		int r = archive_read_data_block(t->a, &buf, &size, &off);
+
+		if (r == ARCHIVE_EOF)
+			break;
+		if (r < ARCHIVE_WARN) {
+			tl_archive_fail(t, "in this entry's data");
+			goto out;
+		}
+		for (size_t done = 0; done < size;) {
+			ssize_t w = hu_wr_pwrite(fd, (const char *)buf + done,
+						 size - done, off + done);
+
+			if (w <= 0) {
+				tl_write_fail(t, w < 0 ? errno : EIO, "write");
+				goto out;
+			}
+			done += w;
+		}
+		if (off + (off_t)size > end)
+			end = off + size;
+	}
+	/* A sparse file's trailing hole. */
+	if (data && archive_entry_size_is_set(t->ae) &&
+	    archive_entry_size(t->ae) > end &&
+	    hu_wr_ftruncate(fd, archive_entry_size(t->ae)) < 0) {
+		tl_write_fail(t, errno, "write");
+		goto out;
+	}
+	if (set_owner_xattrs(t, fd, -1, NULL) < 0 ||
+	    set_mode_times(t, fd, -1, NULL, false) < 0)
+		goto out;
+	rc = 0;
+out:
+	close(fd);
+	return rc;
+}
+
+/* Record what was made at @leaf of directory @parent: a directory (with
+ * the current entry's mode and times, set at the end) or not. */
+static int note_made(struct tl *t, uint32_t parent, const char *leaf,
+		     bool dir)
+{
+	uint32_t id = ti_child(&t->ix, parent, leaf, strlen(leaf), true);
+	struct ti_dir *d;
+
+	if (id == TI_NONE)
+		return tl_fail(t, ENOMEM, "out of memory");
+	t->ix.nodes[id].flags = TI_EXPLICIT | (dir ? TI_DIR : 0);
+	if (!dir) {
+		if (t->ix.nodes[id].dir != TI_NONE)
+			t->ix.dirs[t->ix.nodes[id].dir].gone = true;
+		return 0;
+	}
+	d = ti_dir(&t->ix, id);
+	if (!d)
+		return tl_fail(t, ENOMEM, "out of memory");
+	*d = (struct ti_dir){ .node = id, .explicit_ = true,
+			      .mode = archive_entry_perm(t->ae) & 07777,
+			      .times = { t->times[0], t->times[1] } };
+	return 0;
+}
+
+/* A directory, or new metadata for the one already there (@exists). */
+static int make_dir(struct tl *t, int dfd, const char *leaf, bool exists)
+{
+	if (!exists && hu_wr_mkdirat(dfd, leaf, 0700) < 0)
+		return tl_write_fail(t, errno, "create directory");
+	return set_owner_xattrs(t, -1, dfd, leaf);
+}
+
+static int make_hardlink(struct tl *t, int dfd, const char *leaf,
+			 const char *target, const char *esc_target)
+{
+	const char *slash = strrchr(target, '/');
+	char *tdir = strndup(target, slash ? (size_t)(slash - target) : 0);
+	int tfd, rc = 0;
+
+	if (!tdir)
+		return tl_fail(t, ENOMEM, "out of memory");
+	tfd = tl_open_dir(t, tdir);
+	free(tdir);
+	if (tfd < 0 && errno != ENOENT)
+		return -1;
+	if (tfd < 0 ||
+	    hu_wr_linkat(tfd, slash ? slash + 1 : target, dfd, leaf) < 0) {
+		/* The target went with a directory replaced since. */
+		rc = errno == ENOENT ?
+			tl_fail(t, 0, "hard link to a path not yet seen: %s",
+				esc_target) :
+			tl_write_fail(t, errno, "create hard link");
+	}
+	if (tfd >= 0)
+		close(tfd);
+	return rc;
+}
+
+/* A device or a fifo; 1 when a device is left out (not root). */
+static int make_node(struct tl *t, int dfd, const char *leaf, mode_t type)
+{
+	dev_t dev = makedev(archive_entry_rdevmajor(t->ae),
+			    archive_entry_rdevminor(t->ae));
+
+	if (hu_wr_mknodat(dfd, leaf, type | 0600,
+			  type == S_IFIFO ? 0 : dev) < 0) {
+		if (errno == EPERM && type != S_IFIFO) {
+			tl_warn(t, 0, "device not made without root: skipped");
+			return 1;
+		}
+		return tl_write_fail(t, errno, "create");
+	}
+	if (set_owner_xattrs(t, -1, dfd, leaf) < 0 ||
+	    set_mode_times(t, -1, dfd, leaf, false) < 0)
+		return -1;
+	return 0;
+}
+
+static int make_symlink(struct tl *t, int dfd, const char *leaf)
+{
+	const char *to = archive_entry_symlink(t->ae);
+
+	if (hu_wr_symlinkat(to ? to : "", dfd, leaf) < 0)
+		return tl_write_fail(t, errno, "create symlink");
+	if (set_owner_xattrs(t, -1, dfd, leaf) < 0 ||
+	    set_mode_times(t, -1, dfd, leaf, true) < 0)
+		return -1;
+	return 0;
+}
+
+/* A name read as an OCI marker: made an empty file whatever the entry's
+ * type (whiteouts and .wh..wh..opq); other .wh..wh.* are kept as they
+ * are. */
+static bool is_marker_name(const char *leaf)
+{
+	return strncmp(leaf, HU_OCI_WH_PREFIX, 4) == 0 &&
+	       (strncmp(leaf, ".wh..wh.", 8) != 0 ||
+		strcmp(leaf, HU_OCI_OPAQUE) == 0);
+}
+
+/*
+ * A hard link's target: a path an earlier entry made, not a directory.
+ * Returns 1 when the link is to the entry itself (nothing to do).
+ */
+static int check_link_target(struct tl *t, const char *hl, const char *path,
+			     char **norm, char *esc, size_t esc_size)
+{
+	const struct ti_node *nd;
+	const char *why;
+	bool is_root;
+	uint32_t id;
+
+	tl_escape(esc, esc_size, hl);
+	*norm = hu_tar_path_norm(hl, &is_root, &why);
+	if (!*norm)
+		return tl_fail(t, 0, "hard link target: %s", why);
+	if (is_root)
+		return tl_fail(t, 0, "hard link to a directory: %s", esc);
+	id = ti_path(&t->ix, *norm, false);
+	nd = id != TI_NONE ? &t->ix.nodes[id] : NULL;
+	if (!nd || !(nd->flags & TI_EXPLICIT) || (nd->flags & TI_GONE))
+		return tl_fail(t, 0, "hard link to a path not yet seen: %s",
+			       esc);
+	if (nd->flags & TI_DIR)
+		return tl_fail(t, 0, "hard link to a directory: %s", esc);
+	if (strcmp(*norm, path) == 0) {
+		tl_warn(t, 0, "hard link to itself: ignored");
+		return 1;
+	}
+	return 0;
+}
+
+/* What is at @leaf already (an earlier entry, node @id, or a parent made
+ * for one): warn, and remove it unless a directory meets a directory. */
+static int replace_earlier(struct tl *t, int dfd, const char *leaf,
+			   uint32_t id, bool want_dir, bool *keep_dir)
+{
+	struct ti_node *nd = &t->ix.nodes[id];
+	struct stat st;
+
+	*keep_dir = false;
+	/* The index may remember a path removed with a directory since. */
+	if (fstatat(dfd, leaf, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+		if (errno == ENOENT)
+			return 0;
+		return tl_fail(t, errno, "cannot stat");
+	}
+	if (nd->flags & TI_EXPLICIT)
+		tl_warn(t, 0, "duplicate entry: the later one wins");
+	else if (!want_dir)
+		tl_warn(t, 0, "replaces the directory made for earlier entries");
+	if (want_dir && S_ISDIR(st.st_mode)) {
+		*keep_dir = true;	/* as tar does: children stay */
+		return 0;
+	}
+	nd->flags |= TI_GONE;
+	if (nd->dir != TI_NONE)
+		t->ix.dirs[nd->dir].gone = true;
+	if ((S_ISDIR(st.st_mode) ? hu_rmtree(dfd, leaf) :
+	     hu_wr_unlinkat(dfd, leaf, 0)) < 0)
+		return tl_write_fail(t, errno, "remove the earlier entry");
+	return 0;
+}
+
+/* Make entry @leaf in @dfd by its type; 1 when it is left out. */
+static int make_entry(struct tl *t, int dfd, const char *leaf, bool marker,
+		      const char *target, const char *esc, bool keep_dir)
+{
+	mode_t type = archive_entry_filetype(t->ae);
+
+	if (marker)
+		return make_file(t, dfd, leaf, false);
+	if (target)
+		return make_hardlink(t, dfd, leaf, target, esc);
+	switch (type) {
+	case AE_IFREG:
+		return make_file(t, dfd, leaf, true);
+	case AE_IFDIR:
+		return make_dir(t, dfd, leaf, keep_dir);
+	case AE_IFLNK:
+		return make_symlink(t, dfd, leaf);
+	case AE_IFCHR:
+	case AE_IFBLK:
+	case AE_IFIFO:
+		return make_node(t, dfd, leaf, type);
+	default:
+		tl_warn(t, 0, "entry of an unknown type: skipped");
+		return 1;
+	}
+}
+
+static int put_entry(struct tl *t, const char *dir, const char *leaf,
+		     const char *path)
+{
+	const char *hl = archive_entry_hardlink(t->ae);
+	bool marker = is_marker_name(leaf), keep_dir = false;
+	bool want_dir = !marker && !hl &&
+			archive_entry_filetype(t->ae) == AE_IFDIR;
+	char esc[256], *target = NULL;
+	uint32_t parent, id;
+	int dfd, rc;
+
+	if (hl && !marker) {
+		rc = check_link_target(t, hl, path, &target, esc, sizeof(esc));
+		if (rc != 0) {
+			free(target);
+			return rc < 0 ? -1 : 0;
+		}
+	}
+	rc = -1;
+	dfd = tl_parent_dir(t, dir, &parent);
+	if (dfd < 0)
+		goto out;
+	id = ti_child(&t->ix, parent, leaf, strlen(leaf), false);
+	if (id != TI_NONE && !(t->ix.nodes[id].flags & TI_GONE) &&
+	    replace_earlier(t, dfd, leaf, id, want_dir, &keep_dir) < 0)
+		goto out;
+	rc = make_entry(t, dfd, leaf, marker, target, esc, keep_dir);
+	if (rc == 0)
+		rc = note_made(t, parent, leaf, want_dir);
+out:
+	free(target);
+	return rc < 0 ? -1 : 0;
+}
+
+/* "./" or "/": the layer's root directory itself. */
+static int root_entry(struct tl *t)
+{
+	struct ti_node *root = &t->ix.nodes[TI_ROOT];
+
+	if (archive_entry_hardlink(t->ae) ||
+	    archive_entry_filetype(t->ae) != AE_IFDIR)
+		return tl_fail(t, 0, "the layer's root must be a directory");
+	if (root->flags & TI_EXPLICIT)
+		tl_warn(t, 0, "duplicate entry: the later one wins");
+	if (set_owner_xattrs(t, t->root, -1, NULL) < 0)
+		return -1;
+	root->flags = TI_DIR | TI_EXPLICIT;
+	t->ix.dirs[root->dir] = (struct ti_dir){ .node = TI_ROOT,
+		.explicit_ = true, .mode = archive_entry_perm(t->ae) & 07777,
+		.times = { t->times[0], t->times[1] } };
+	return 0;
+}
+
+int tl_entry(struct tl *t)
+{
+	const char *why;
+	char *path, *slash;
+	bool is_root;
+	int rc;
+
+	t->raw = archive_entry_pathname(t->ae);
+	if (!t->raw)
+		return tl_fail(t, 0, "an entry's name cannot be read");
+	entry_times(t);
+	if (!t->root_timed) {
+		/* A root no entry names: the times of the first entry. */
+		t->root_timed = true;
+		t->ix.dirs[0].times[0] = t->times[0];
+		t->ix.dirs[0].times[1] = t->times[1];
+	}
+	path = hu_tar_path_norm(t->raw, &is_root, &why);
+	if (!path)
+		return tl_fail(t, 0, "%s", why);
+	slash = strrchr(path, '/');
+	if (is_root) {
+		rc = root_entry(t);
+	} else {
+		char *dir = strndup(path, slash ? (size_t)(slash - path) : 0);
+
+		rc = dir ? put_entry(t, dir, slash ? slash + 1 : path, path) :
+			tl_fail(t, ENOMEM, "out of memory");
+		free(dir);
+	}
+	free(path);
+	return rc;
+}

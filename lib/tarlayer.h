@@ -1,0 +1,157 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Tarball layers, private to tarlayer.c and tarindex.c: the index of the
+ * paths a tarball has made so far, and of its directories, whose modes and
+ * times are set once everything beneath them is written.
+ */
+#ifndef HUNION_TARLAYER_H
+#define HUNION_TARLAYER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "hunion.h"
+
+enum {
+	TI_DIR = 1 << 0,	/* a directory */
+	TI_EXPLICIT = 1 << 1,	/* named by an entry (else a parent made for
+				 * one) */
+	TI_GONE = 1 << 2,	/* replaced by a later entry */
+};
+
+#define TI_NONE UINT32_MAX
+#define TI_ROOT 0
+
+/* The longest path an entry may have (Linux's PATH_MAX less the NUL). */
+#define HU_TAR_PATH_MAX 4095
+
+/* One name made by the tarball.  A node of a directory removed since
+ * stays, with its old flags: the disk says what is there. */
+struct ti_node {
+	const char *name;	/* "" for the root */
+	uint32_t parent;	/* TI_NONE for the root */
+	uint32_t child, next;	/* first child, next sibling */
+	uint32_t hash;
+	uint32_t dir;		/* index into tar_index.dirs, or TI_NONE */
+	uint8_t flags;
+};
+
+/* What a directory gets once its contents are written. */
+struct ti_dir {
+	uint32_t node;
+	mode_t mode;
+	struct timespec times[2];	/* atime, mtime */
+	bool explicit_;		/* from an entry; else made as a parent */
+	bool gone;		/* replaced by a non-directory */
+};
+
+struct ti_chunk;
+
+struct tar_index {
+	struct ti_node *nodes;	/* nodes[TI_ROOT] is the root */
+	size_t n, ncap;
+	uint32_t *table;	/* (parent, name) -> node + 1; 0 when free */
+	size_t tcap;
+	struct ti_dir *dirs;
+	size_t ndirs, dcap;
+	struct ti_chunk *chunks;	/* the names */
+};
+
+/* An index holding the root only; -1 when out of memory. */
+int ti_init(struct tar_index *x);
+/* The node of @name (@len bytes) in @parent, added (flags 0) when missing
+ * and @add; TI_NONE when missing or out of memory. */
+uint32_t ti_child(struct tar_index *x, uint32_t parent, const char *name,
+		  size_t len, bool add);
+/* The same for a normalised path ("" is the root). */
+uint32_t ti_path(struct tar_index *x, const char *path, bool add);
+/* The directory record of @node, made when missing; NULL when out of
+ * memory.  Pointers are valid until the next ti_dir. */
+struct ti_dir *ti_dir(struct tar_index *x, uint32_t node);
+/* The path of @node, malloc'd ("" for the root); NULL when out of memory. */
+char *ti_name_path(const struct tar_index *x, uint32_t node);
+void ti_free(struct tar_index *x);
+
+/* ---- one unpack (tarlayer.c, tardirs.c) ---- */
+
+struct archive;
+struct archive_entry;
+struct tar_src;
+
+struct tl {
+	struct hu_layer *l;
+	const struct hu_stack *below;	/* the layers beneath, or NULL */
+	const struct hu_report *r;
+	struct hu_error *e;
+	struct tar_src *src;
+	struct archive *a;
+	struct archive_entry *ae;
+	const char *raw;	/* the current entry's name, as in the tarball */
+	char *last;		/* the last entry read, for errors after it */
+	int root;		/* the layer's root directory */
+	struct tar_index ix;
+	bool as_root;
+	bool root_timed;	/* the root has times (from an entry) */
+	struct timespec times[2];	/* the current entry's atime, mtime */
+	char *cpath;		/* the last parent directory used: path, */
+	int cfd;		/* fd */
+	uint32_t cnode;		/* and node */
+	uint64_t done;
+};
+
+/* Fail naming the current entry ("LAYER: ENTRY: message"), or naming
+ * @path instead. */
+int tl_fail(struct tl *t, int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+int tl_fail_at(struct tl *t, const char *path, int err, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+/* A warning naming the current entry. */
+void tl_warn(struct tl *t, int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* libarchive cannot go on: a corrupt or truncated tarball, named by the
+ * current entry or the last one read; @when says where it broke. */
+int tl_archive_fail(struct tl *t, const char *when);
+/* Make the entry libarchive just read (tarentry.c). */
+int tl_entry(struct tl *t);
+/* A write failed: the message says where unpacking goes when space ran
+ * out. */
+int tl_write_fail(struct tl *t, int err, const char *what);
+/* @s with control bytes and '\' escaped, for a name inside a message. */
+void tl_escape(char *out, size_t size, const char *s);
+
+/* The parent directory @dir of an entry, made (as a parent no entry names)
+ * when missing; the fd is borrowed (kept open for the next entry). */
+int tl_parent_dir(struct tl *t, const char *dir, uint32_t *node);
+void tl_drop_cache(struct tl *t);
+/* Open directory @dir of the layer without making anything: an fd the
+ * caller closes, or -1; when it is not there (or a component is no
+ * directory), -1 with errno ENOENT and no error set. */
+int tl_open_dir(struct tl *t, const char *dir);
+/* Modes and times of every directory, deepest first; directories no entry
+ * named take their metadata from the layers beneath. */
+int tl_finish_dirs(struct tl *t);
+
+/* ---- the decompressed bytes of a tarball (tarsrc.c) ---- */
+
+enum tar_comp { TAR_PLAIN = 0, TAR_GZIP, TAR_ZSTD };
+
+struct tar_src;
+
+/* Read @fd (from its start) decompressed, by its magic; NULL when out of
+ * memory. */
+struct tar_src *tar_src_open(int fd);
+void tar_src_free(struct tar_src *s);
+enum tar_comp tar_src_comp(const struct tar_src *s);
+const char *tar_comp_name(enum tar_comp c);
+/* The next bytes into *@buf (valid until the next call): their count, 0
+ * at the end, -1 with tar_src_error() set. */
+ssize_t tar_src_read(struct tar_src *s, const void **buf);
+/* Read to the end, so that a stream cut short is found: 0, or -1. */
+int tar_src_drain(struct tar_src *s);
+const char *tar_src_error(const struct tar_src *s);
+
+#endif /* HUNION_TARLAYER_H */

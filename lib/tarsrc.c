@@ -1,0 +1,238 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The bytes of a tarball layer, decompressed: plain, gzip or zstd, known
+ * by their magic.  libarchive reads only the tar format from here; the
+ * decompression is ours so that, once the tar's end-of-archive blocks are
+ * read, the rest of the stream can be drained and checked: a gzip member
+ * or zstd frame cut short after the last entry is an error too, not only
+ * one cut inside an entry.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zlib.h>
+#include <zstd.h>
+
+#include "tarlayer.h"
+
+enum { IN_SIZE = 1 << 17, OUT_SIZE = 1 << 18 };
+
+struct tar_src {
+	enum tar_comp comp;
+	int fd;
+	bool in_eof;
+	bool open_unit;		/* inside a gzip member or zstd frame */
+	bool done;		/* no more output */
+	unsigned char *in, *out;
+	size_t in_pos, in_len;
+	z_stream z;
+	bool z_init;
+	ZSTD_DStream *zs;
+	char err[160];
+};
+
+const char *tar_comp_name(enum tar_comp c)
+{
+	return c == TAR_GZIP ? "gzip" : c == TAR_ZSTD ? "zstd" : "tar";
+}
+
+static enum tar_comp sniff_comp(int fd)
+{
+	unsigned char b[4];
+	ssize_t n = pread(fd, b, sizeof(b), 0);
+
+	if (n == 4 && b[0] == 0x28 && b[1] == 0xb5 && b[2] == 0x2f &&
+	    b[3] == 0xfd)
+		return TAR_ZSTD;
+	if (n >= 2 && b[0] == 0x1f && b[1] == 0x8b)
+		return TAR_GZIP;
+	return TAR_PLAIN;
+}
+
+struct tar_src *tar_src_open(int fd)
+{
+	struct tar_src *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return NULL;
+	s->fd = fd;
+	s->comp = sniff_comp(fd);
+	s->in = malloc(IN_SIZE);
+	s->out = malloc(OUT_SIZE);
+	if (!s->in || !s->out)
+		goto fail;
+	if (s->comp == TAR_GZIP) {
+		if (inflateInit2(&s->z, 15 + 16) != Z_OK)
+			goto fail;
+		s->z_init = true;
+	} else if (s->comp == TAR_ZSTD) {
+		s->zs = ZSTD_createDStream();
+		if (!s->zs || ZSTD_isError(ZSTD_initDStream(s->zs)))
+			goto fail;
+	}
+	if (lseek(fd, 0, SEEK_SET) < 0 && errno != ESPIPE)
+		goto fail;
+	return s;
+fail:
+	tar_src_free(s);
+	return NULL;
+}
+
+void tar_src_free(struct tar_src *s)
+{
+	if (!s)
+		return;
+	if (s->z_init)
+		inflateEnd(&s->z);
+	ZSTD_freeDStream(s->zs);
+	free(s->in);
+	free(s->out);
+	free(s);
+}
+
+enum tar_comp tar_src_comp(const struct tar_src *s)
+{
+	return s->comp;
+}
+
+const char *tar_src_error(const struct tar_src *s)
+{
+	return s->err;
+}
+
+/* Refill the input buffer once it is used up.  -1 on a read error. */
+static int refill(struct tar_src *s)
+{
+	ssize_t n;
+
+	if (s->in_pos < s->in_len || s->in_eof)
+		return 0;
+	do
+		n = read(s->fd, s->in, IN_SIZE);
+	while (n < 0 && errno == EINTR);
+	if (n < 0) {
+		snprintf(s->err, sizeof(s->err), "cannot read: %s",
+			 strerror(errno));
+		return -1;
+	}
+	s->in_pos = 0;
+	s->in_len = (size_t)n;
+	s->in_eof = n == 0;
+	return 0;
+}
+
+static ssize_t truncated(struct tar_src *s)
+{
+	snprintf(s->err, sizeof(s->err), "truncated %s data",
+		 tar_comp_name(s->comp));
+	return -1;
+}
+
+static ssize_t read_gzip(struct tar_src *s)
+{
+	s->z.next_out = s->out;
+	s->z.avail_out = OUT_SIZE;
+	while (s->z.avail_out == OUT_SIZE) {
+		int r;
+
+		if (refill(s) < 0)
+			return -1;
+		if (s->in_pos == s->in_len) {
+			if (s->open_unit)
+				return truncated(s);
+			s->done = true;
+			break;
+		}
+		if (!s->open_unit && s->in[s->in_pos] != 0x1f) {
+			/* Not another member: bytes after the stream, which
+			 * gzip(1) ignores too. */
+			s->done = true;
+			break;
+		}
+		s->open_unit = true;
+		s->z.next_in = s->in + s->in_pos;
+		s->z.avail_in = (uInt)(s->in_len - s->in_pos);
+		r = inflate(&s->z, Z_NO_FLUSH);
+		s->in_pos = s->in_len - s->z.avail_in;
+		if (r == Z_STREAM_END) {
+			s->open_unit = false;
+			if (inflateReset(&s->z) != Z_OK)
+				r = Z_STREAM_ERROR;
+			else
+				continue;
+		}
+		if (r != Z_OK && r != Z_BUF_ERROR) {
+			snprintf(s->err, sizeof(s->err), "corrupt gzip data: %s",
+				 s->z.msg ? s->z.msg : "inflate failed");
+			return -1;
+		}
+	}
+	return (ssize_t)(OUT_SIZE - s->z.avail_out);
+}
+
+static ssize_t read_zstd(struct tar_src *s)
+{
+	ZSTD_outBuffer out = { s->out, OUT_SIZE, 0 };
+
+	while (out.pos == 0) {
+		ZSTD_inBuffer in;
+		size_t r;
+
+		if (refill(s) < 0)
+			return -1;
+		if (s->in_pos == s->in_len && !s->open_unit) {
+			s->done = true;
+			break;
+		}
+		in = (ZSTD_inBuffer){ s->in, s->in_len, s->in_pos };
+		r = ZSTD_decompressStream(s->zs, &out, &in);
+		s->in_pos = in.pos;
+		if (ZSTD_isError(r)) {
+			snprintf(s->err, sizeof(s->err), "corrupt zstd data: %s",
+				 ZSTD_getErrorName(r));
+			return -1;
+		}
+		s->open_unit = r != 0;
+		/* Input all used, no output, more wanted: the end came
+		 * inside a frame. */
+		if (s->in_eof && s->in_pos == s->in_len && out.pos == 0 &&
+		    s->open_unit)
+			return truncated(s);
+	}
+	return (ssize_t)out.pos;
+}
+
+ssize_t tar_src_read(struct tar_src *s, const void **buf)
+{
+	ssize_t n;
+
+	*buf = s->out;
+	if (s->done)
+		return 0;
+	if (s->comp == TAR_GZIP)
+		return read_gzip(s);
+	if (s->comp == TAR_ZSTD)
+		return read_zstd(s);
+	do
+		n = read(s->fd, s->out, OUT_SIZE);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		snprintf(s->err, sizeof(s->err), "cannot read: %s",
+			 strerror(errno));
+	s->done = n == 0;
+	return n;
+}
+
+int tar_src_drain(struct tar_src *s)
+{
+	const void *buf;
+	ssize_t n;
+
+	if (s->comp == TAR_PLAIN)
+		return 0;
+	while ((n = tar_src_read(s, &buf)) > 0)
+		;
+	return n < 0 ? -1 : 0;
+}

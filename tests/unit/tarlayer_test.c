@@ -1,0 +1,674 @@
+/* SPDX-License-Identifier: MIT */
+/* Tarball layers: unpacked as OCI layers, what is refused, what is left. */
+#include <archive.h>
+#include <archive_entry.h>
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "../../lib/internal.h"
+#include "testutil.h"
+
+static void setup(void)
+{
+	/* Every unpack goes under the test dir: the tests can see that
+	 * nothing is left behind. */
+	tu_mkdir("tmp");
+	setenv("TMPDIR", tu_path("tmp"), 1);
+}
+
+static void teardown(void)
+{
+	tu_cleanup();
+}
+
+TestSuite(tarlayer, .init = setup, .fini = teardown);
+
+/* ---- building tarballs ----------------------------------------------------- */
+
+struct tent {
+	char type;		/* f file, d dir, l symlink, h hard link,
+				 * c char device, p fifo */
+	const char *path;
+	const char *data;	/* file content; link target */
+	mode_t mode;		/* 0: 0644, or 0755 for a directory */
+	const char *xattr;	/* "name=value" */
+};
+
+/* Entries: F file, D directory, L symlink, H hard link (to @t). */
+#define F(p, d) { .type = 'f', .path = (p), .data = (d) }
+#define FM(p, d, m) { .type = 'f', .path = (p), .data = (d), .mode = (m) }
+#define FX(p, d, x) { .type = 'f', .path = (p), .data = (d), .xattr = (x) }
+#define D(p) { .type = 'd', .path = (p) }
+#define DM(p, m) { .type = 'd', .path = (p), .mode = (m) }
+#define L(p, t) { .type = 'l', .path = (p), .data = (t) }
+#define H(p, t) { .type = 'h', .path = (p), .data = (t) }
+#define END { .type = 0 }
+
+static const char *mktar(const char *rel, const char *comp,
+			 const struct tent *v)
+{
+	struct archive *a = archive_write_new();
+
+	cr_assert_eq(archive_write_set_format_pax_restricted(a), ARCHIVE_OK);
+	if (!strcmp(comp, "gzip"))
+		cr_assert_eq(archive_write_add_filter_gzip(a), ARCHIVE_OK);
+	else if (!strcmp(comp, "zstd"))
+		cr_assert_eq(archive_write_add_filter_zstd(a), ARCHIVE_OK);
+	cr_assert_eq(archive_write_open_filename(a, tu_path(rel)),
+		     ARCHIVE_OK);
+	for (; v->type; v++) {
+		struct archive_entry *ae = archive_entry_new();
+		size_t len = v->data ? strlen(v->data) : 0;
+		mode_t type = v->type == 'd' ? AE_IFDIR :
+			v->type == 'l' ? AE_IFLNK : v->type == 'c' ? AE_IFCHR :
+			v->type == 'p' ? AE_IFIFO : AE_IFREG;
+
+		archive_entry_set_pathname(ae, v->path);
+		archive_entry_set_mtime(ae, 1000000000, 0);
+		archive_entry_set_filetype(ae, type);
+		archive_entry_set_perm(ae, v->mode ? v->mode :
+				       type == AE_IFDIR ? 0755 : 0644);
+		if (v->type == 'l')
+			archive_entry_set_symlink(ae, v->data);
+		if (v->type == 'h')
+			archive_entry_set_hardlink(ae, v->data);
+		if (v->type == 'c')
+			archive_entry_set_rdev(ae, makedev(1, 3));
+		if (v->type == 'f')
+			archive_entry_set_size(ae, (la_int64_t)len);
+		if (v->xattr) {
+			const char *eq = strchr(v->xattr, '=');
+			char name[64];
+
+			snprintf(name, sizeof(name), "%.*s",
+				 (int)(eq - v->xattr), v->xattr);
+			archive_entry_xattr_add_entry(ae, name, eq + 1,
+						      strlen(eq + 1));
+		}
+		cr_assert_eq(archive_write_header(a, ae), ARCHIVE_OK, "%s: %s",
+			     v->path, archive_error_string(a));
+		if (v->type == 'f' && len)
+			cr_assert_eq(archive_write_data(a, v->data, len),
+				     (la_ssize_t)len);
+		archive_entry_free(ae);
+	}
+	cr_assert_eq(archive_write_close(a), ARCHIVE_OK);
+	archive_write_free(a);
+	return tu_path(rel);
+}
+
+/* How many entries the unpack directory holds. */
+static int tmp_left(void)
+{
+	DIR *d = opendir(tu_path("tmp"));
+	struct dirent *de;
+	int n = 0;
+
+	cr_assert_not_null(d);
+	while ((de = readdir(d)))
+		n += de->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+struct warns {
+	int n;
+	char last[512];
+};
+
+static void on_warn(void *ctx, const struct hu_error *w)
+{
+	struct warns *ws = ctx;
+
+	ws->n++;
+	snprintf(ws->last, sizeof(ws->last), "%s: %s", w->path, w->msg);
+}
+
+static int open_tar(struct hu_layer *l, const char *rel, struct warns *ws,
+		    struct hu_error *e)
+{
+	struct hu_report r = { .warn = on_warn, .ctx = ws };
+	struct hu_stack_opts o = { .report = &r };
+
+	return hu_layer_open(l, tu_path(rel), &o, e);
+}
+
+/* Open @rel, which must fail; return the error as "PATH: MSG" with the
+ * test dir's prefix cut. */
+static char *refused(const char *rel)
+{
+	static char buf[8192];
+	struct hu_error e = { 0 };
+	struct hu_layer l;
+	struct warns ws = { 0 };
+
+	cr_assert_eq(open_tar(&l, rel, &ws, &e), -1, "%s opened", rel);
+	snprintf(buf, sizeof(buf), "%s: %s", e.path + strlen(tu_tmpdir()) + 1,
+		 e.msg);
+	hu_error_clear(&e);
+	cr_expect_eq(tmp_left(), 0, "left behind in TMPDIR");
+	return buf;
+}
+
+/* Read @rel of the unpacked layer @l. */
+static char *layer_read(const struct hu_layer *l, const char *rel)
+{
+	static char buf[256];
+	int fd = openat(l->fd, rel, O_RDONLY | O_NOFOLLOW);
+	ssize_t n;
+
+	if (fd < 0)
+		return NULL;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	buf[n < 0 ? 0 : n] = '\0';
+	return buf;
+}
+
+static void layer_stat(const struct hu_layer *l, const char *rel,
+		       struct stat *st)
+{
+	cr_assert_eq(fstatat(l->fd, rel, st, AT_SYMLINK_NOFOLLOW), 0,
+		     "stat %s", rel);
+}
+
+#define expect_view(got, want)                                          \
+	do {                                                            \
+		char *g_ = (got);                                       \
+		cr_expect_str_eq(g_, want);                             \
+		free(g_);                                               \
+	} while (0)
+
+static char *dump2(const char *lower, const char *upper)
+{
+	struct hu_stack s;
+	struct hu_error e = { 0 };
+	char *d;
+
+	cr_assert_eq(tu_stack(&s, &e, 2, lower, upper), 0, "%s: %s",
+		     e.path, e.msg);
+	d = tu_view_dump(&s);
+	hu_stack_close(&s);
+	return d;
+}
+
+/* ---- names ------------------------------------------------------------------ */
+
+Test(tarlayer, names_are_normalised)
+{
+	static const char *const cases[][2] = {
+		{ "x", "x" }, { "./x", "x" }, { "/x", "x" }, { "//x", "x" },
+		{ "a//b/", "a/b" }, { "./a/./b", "a/b" }, { ".", "" },
+		{ "./", "" }, { "/", "" }, { "...", "..." },
+		{ ".wh..wh..opq", ".wh..wh..opq" },
+		{ ".wh..wh.plnk/x", ".wh..wh.plnk/x" }, { ".wh.x", ".wh.x" },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const char *why;
+		bool root;
+		char *p = hu_tar_path_norm(cases[i][0], &root, &why);
+
+		cr_assert_not_null(p, "%s: %s", cases[i][0], why);
+		cr_expect_str_eq(p, cases[i][1], "%s", cases[i][0]);
+		cr_expect_eq(root, !*cases[i][1], "%s", cases[i][0]);
+		free(p);
+	}
+}
+
+Test(tarlayer, bad_names_are_refused)
+{
+	static const char *const bad[] = {
+		"", "..", "../x", "a/../b", "a/..", ".wh.", "d/.wh.",
+		".wh..", ".wh...", "a/.wh.b/c", ".wh..wh..opq/x",
+	};
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		const char *why = NULL;
+		bool root;
+
+		cr_expect_null(hu_tar_path_norm(bad[i], &root, &why), "%s",
+			       bad[i]);
+		cr_expect_not_null(why, "%s", bad[i]);
+	}
+}
+
+Test(tarlayer, sniffs_by_content)
+{
+	static const struct tent v[] = { F("a", "x"), END };
+	int fd;
+
+	mktar("plain", "none", v);
+	mktar("gz", "gzip", v);
+	mktar("zst", "zstd", v);
+	tu_file("text", "just text\n");
+	for (int i = 0; i < 4; i++) {
+		const char *p[] = { "plain", "gz", "zst", "text" };
+
+		fd = open(tu_path(p[i]), O_RDONLY);
+		cr_assert_geq(fd, 0);
+		cr_expect_eq(hu_tar_sniff(fd), i < 3, "%s", p[i]);
+		close(fd);
+	}
+}
+
+/* ---- unpacking ------------------------------------------------------------ */
+
+Test(tarlayer, each_compression_unpacks_and_close_removes_it)
+{
+	static const struct tent v[] = {
+		DM("d", 0750), FM("d/f", "hello", 0640),
+		L("d/s", "f"), H("d/h", "d/f"), END };
+	const char *comps[] = { "none", "gzip", "zstd" };
+
+	for (int i = 0; i < 3; i++) {
+		struct hu_error e = { 0 };
+		struct hu_layer l;
+		struct warns ws = { 0 };
+		struct stat st, st2;
+		char rel[32], *dir;
+
+		snprintf(rel, sizeof(rel), "l%d.tar", i);
+		mktar(rel, comps[i], v);
+		cr_assert_eq(open_tar(&l, rel, &ws, &e), 0, "%s: %s: %s",
+			     comps[i], e.path, e.msg);
+		cr_expect_eq(l.format, HU_FMT_OCI);
+		cr_expect_str_eq(l.path, tu_path(rel));
+		cr_expect_str_eq(layer_read(&l, "d/f"), "hello");
+		layer_stat(&l, "d", &st);
+		cr_expect_eq(st.st_mode & 07777, 0750);
+		cr_expect_eq(st.st_mtime, 1000000000);
+		layer_stat(&l, "d/f", &st);
+		cr_expect_eq(st.st_mode & 07777, 0640);
+		layer_stat(&l, "d/h", &st2);
+		cr_expect_eq(st.st_ino, st2.st_ino, "hard link");
+		layer_stat(&l, "d/s", &st);
+		cr_expect(S_ISLNK(st.st_mode));
+		cr_expect_eq(ws.n, 0, "%s", ws.last);
+		cr_expect_eq(tmp_left(), 1);
+		dir = strdup(l.unpacked);
+		cr_expect_eq(strncmp(dir, tu_path("tmp/hunion-layer-"),
+				     strlen(tu_path("tmp/hunion-layer-"))), 0,
+			     "%s", dir);
+		cr_assert_eq(stat(dir, &st), 0);
+		cr_expect_eq(st.st_mode & 07777, 0700, "private");
+		hu_layer_close(&l);
+		cr_expect_eq(tmp_left(), 0);
+		free(dir);
+	}
+}
+
+Test(tarlayer, dot_slash_and_bare_names_are_one_path)
+{
+	static const struct tent v[] = {
+		F("./x", "first"), F("/x", "second"),
+		F("x", "third"), END };
+	struct hu_error e = { 0 };
+	struct hu_layer l;
+	struct warns ws = { 0 };
+
+	mktar("l.tar", "none", v);
+	cr_assert_eq(open_tar(&l, "l.tar", &ws, &e), 0, "%s", e.msg);
+	cr_expect_str_eq(layer_read(&l, "x"), "third");
+	cr_expect_eq(ws.n, 2);
+	cr_expect(strstr(ws.last, "l.tar: x: duplicate entry: the later one "
+			 "wins") != NULL, "%s", ws.last);
+	hu_layer_close(&l);
+}
+
+Test(tarlayer, a_dir_over_a_dir_keeps_its_children_a_file_does_not)
+{
+	static const struct tent v[] = {
+		DM("a", 0700), F("a/keep", "k"),
+		DM("a/", 0751),
+		D("b"), F("b/gone", "g"), F("b", "file"),
+		END };
+	struct hu_error e = { 0 };
+	struct hu_layer l;
+	struct warns ws = { 0 };
+	struct stat st;
+
+	mktar("l.tar", "none", v);
+	cr_assert_eq(open_tar(&l, "l.tar", &ws, &e), 0, "%s", e.msg);
+	cr_expect_str_eq(layer_read(&l, "a/keep"), "k");
+	layer_stat(&l, "a", &st);
+	cr_expect_eq(st.st_mode & 07777, 0751, "the later entry's mode");
+	cr_expect_str_eq(layer_read(&l, "b"), "file");
+	cr_expect_eq(ws.n, 2);
+	hu_layer_close(&l);
+}
+
+Test(tarlayer, link_to_a_file_gone_with_its_dir_is_refused)
+{
+	static const struct tent v[] = {
+		F("d/f", "x"), F("d", "now a file"),
+		H("l", "d/f"), END };
+
+	mktar("l.tar", "none", v);
+	cr_expect_str_eq(refused("l.tar"), "l.tar: l: hard link to a path "
+			 "not yet seen: d/f");
+}
+
+Test(tarlayer, whiteouts_follow_oci_rules_in_a_stack)
+{
+	/* The opaque marker comes after entries of its directory; a
+	 * whiteout and a new entry of the same name in one layer. */
+	static const struct tent v[] = {
+		F(".wh.gone", ""),
+		D("opq"), F("opq/new", ""),
+		F("opq/.wh..wh..opq", ""),
+		D("re"), F("re/mine", ""), F(".wh.re", ""),
+		F("d/.wh.x", ""), F("d/.wh.nothing", ""),
+		END };
+
+	tu_file("lo/gone", "");
+	tu_file("lo/keep", "");
+	tu_file("lo/opq/old", "");
+	tu_file("lo/re/old", "");
+	tu_file("lo/d/x", "");
+	tu_file("lo/d/y", "");
+	mktar("up.tar.zst", "zstd", v);
+	expect_view(dump2("lo", "up.tar.zst"),
+		    "d:1\nd/y:0\nkeep:0\nopq:1\nopq/new:1\nre:1\n"
+		    "re/mine:1\n");
+}
+
+Test(tarlayer, a_tarball_beneath_a_tarball)
+{
+	static const struct tent lo[] = {
+		F("a", "lower"), F("b", ""), F("d/x", ""),
+		END };
+	static const struct tent up[] = {
+		F("a", "upper"), F(".wh.b", ""),
+		F("d/y", ""), END };
+
+	mktar("lo.tar.gz", "gzip", lo);
+	mktar("up.tar", "none", up);
+	expect_view(dump2("lo.tar.gz", "up.tar"), "a:1\nd:1\nd/x:0\nd/y:1\n");
+	cr_expect_eq(tmp_left(), 0);
+}
+
+Test(tarlayer, a_parent_no_entry_names_takes_metadata_from_beneath)
+{
+	static const struct tent v[] = { F("etc/new", ""), END };
+	struct hu_stack s;
+	struct hu_error e = { 0 };
+	struct timespec ts[2] = { { 1200000000, 0 }, { 1200000000, 0 } };
+	struct stat st;
+
+	tu_file("lo/etc/old", "");
+	cr_assert_eq(chmod(tu_path("lo/etc"), 0750), 0);
+	cr_assert_eq(utimensat(AT_FDCWD, tu_path("lo/etc"), ts, 0), 0);
+	tu_xattr("lo/etc", "user.kept", "yes");
+	mktar("up.tar", "none", v);
+	cr_assert_eq(tu_stack(&s, &e, 2, "lo", "up.tar"), 0, "%s", e.msg);
+	layer_stat(&s.layers[1], "etc", &st);
+	cr_expect_eq(st.st_mode & 07777, 0750);
+	cr_expect_eq(st.st_mtime, 1200000000);
+	cr_expect_eq(fgetxattr(s.layers[1].fd, "user.kept", NULL, 0), -1,
+		     "the root has none");
+	{
+		char v3[8] = "";
+		int fd = openat(s.layers[1].fd, "etc", O_RDONLY);
+
+		cr_assert_geq(fd, 0);
+		cr_expect_eq(fgetxattr(fd, "user.kept", v3, sizeof(v3)), 3);
+		cr_expect_str_eq(v3, "yes");
+		close(fd);
+	}
+	hu_stack_close(&s);
+	/* Alone, such a parent is 0755 with the time of its entry. */
+	{
+		struct hu_layer l;
+		struct warns ws = { 0 };
+
+		cr_assert_eq(open_tar(&l, "up.tar", &ws, &e), 0, "%s", e.msg);
+		layer_stat(&l, "etc", &st);
+		cr_expect_eq(st.st_mode & 07777, 0755);
+		cr_expect_eq(st.st_mtime, 1000000000);
+		hu_layer_close(&l);
+	}
+}
+
+Test(tarlayer, read_only_dirs_are_filled_then_locked)
+{
+	static const struct tent v[] = {
+		DM("ro", 0555), FM("ro/f", "x", 0444),
+		DM("ro/sub", 0500), F("ro/sub/g", "y"),
+		END };
+	struct hu_error e = { 0 };
+	struct hu_layer l;
+	struct warns ws = { 0 };
+	struct stat st;
+
+	mktar("l.tar", "none", v);
+	cr_assert_eq(open_tar(&l, "l.tar", &ws, &e), 0, "%s", e.msg);
+	layer_stat(&l, "ro", &st);
+	cr_expect_eq(st.st_mode & 07777, 0555);
+	layer_stat(&l, "ro/sub", &st);
+	cr_expect_eq(st.st_mode & 07777, 0500);
+	cr_expect_str_eq(layer_read(&l, "ro/sub/g"), "y");
+	hu_layer_close(&l);
+	cr_expect_eq(tmp_left(), 0);
+}
+
+Test(tarlayer, whiteout_content_is_dropped_and_xattrs_kept)
+{
+	static const struct tent v[] = {
+		F(".wh.x", "not empty"),
+		FX("f", "data", "user.note=hello"), END };
+	struct hu_error e = { 0 };
+	struct hu_layer l;
+	struct warns ws = { 0 };
+	struct stat st;
+	char buf[16] = "";
+	int fd;
+
+	mktar("l.tar", "none", v);
+	cr_assert_eq(open_tar(&l, "l.tar", &ws, &e), 0, "%s", e.msg);
+	layer_stat(&l, ".wh.x", &st);
+	cr_expect_eq(st.st_size, 0);
+	fd = openat(l.fd, "f", O_RDONLY);
+	cr_assert_geq(fd, 0);
+	cr_expect_eq(fgetxattr(fd, "user.note", buf, sizeof(buf)), 5);
+	cr_expect_str_eq(buf, "hello");
+	close(fd);
+	hu_layer_close(&l);
+}
+
+Test(tarlayer, devices_and_fifos)
+{
+	static const struct tent v[] = {
+		{ .type = 'c', .path = "null" },
+		{ .type = 'p', .path = "fifo", .mode = 0600 }, END };
+	struct hu_error e = { 0 };
+	struct hu_layer l;
+	struct warns ws = { 0 };
+	struct stat st;
+
+	mktar("l.tar", "none", v);
+	cr_assert_eq(open_tar(&l, "l.tar", &ws, &e), 0, "%s", e.msg);
+	layer_stat(&l, "fifo", &st);
+	cr_expect(S_ISFIFO(st.st_mode));
+	cr_expect_eq(st.st_mode & 07777, 0600);
+	if (geteuid() == 0) {
+		layer_stat(&l, "null", &st);
+		cr_expect(S_ISCHR(st.st_mode));
+		cr_expect_eq(st.st_rdev, makedev(1, 3));
+	} else {
+		cr_expect_eq(ws.n, 1);
+	}
+	hu_layer_close(&l);
+}
+
+/* ---- refused ---------------------------------------------------------------- */
+
+Test(tarlayer, each_bad_entry_is_refused_naming_it)
+{
+	static const struct {
+		struct tent v[3];
+		const char *msg;
+	} cases[] = {
+		{ { F("../x", "") },
+		  "l.tar: ../x: path has a '..' component" },
+		{ { F("a/../../x", "") },
+		  "l.tar: a/../../x: path has a '..' component" },
+		{ { F(".wh.", "") },
+		  "l.tar: .wh.: invalid whiteout name: it hides no name" },
+		{ { F("d/.wh..", "") },
+		  "l.tar: d/.wh..: invalid whiteout name: it hides no name" },
+		{ { H("l", "nowhere") },
+		  "l.tar: l: hard link to a path not yet seen: nowhere" },
+		{ { H("l", "later"), F("later", "") },
+		  "l.tar: l: hard link to a path not yet seen: later" },
+		{ { D("d"), H("l", "d") },
+		  "l.tar: l: hard link to a directory: d" },
+		{ { L("s", "/etc"), F("s/passwd", "") },
+		  "l.tar: s/passwd: path passes through a symlink: s" },
+		{ { F("f", ""), F("f/x", "") },
+		  "l.tar: f/x: path passes through a non-directory: f" },
+		{ { F("a/.wh.b/c", "") },
+		  "l.tar: a/.wh.b/c: path passes through a whiteout" },
+		{ { F(".", "") },
+		  "l.tar: .: the layer's root must be a directory" },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char dir[16], rel[32];
+
+		snprintf(dir, sizeof(dir), "c%zu", i);
+		snprintf(rel, sizeof(rel), "%s/l.tar", dir);
+		tu_mkdir(dir);
+		mktar(rel, "none", cases[i].v);
+		cr_expect_str_eq(refused(rel) + strlen(dir) + 1, cases[i].msg);
+	}
+}
+
+Test(tarlayer, corrupt_and_truncated_tarballs_are_refused)
+{
+	static const struct tent v[] = {
+		F("a", "aaaa"), F("b", "bbbb"), END };
+	static const char *const comps[] = { "none", "gzip", "zstd" };
+	struct stat st;
+
+	for (int i = 0; i < 3; i++) {
+		char whole[32], *msg;
+
+		snprintf(whole, sizeof(whole), "w%d", i);
+		mktar(whole, comps[i], v);
+		cr_assert_eq(stat(tu_path(whole), &st), 0);
+		/* Plain: cut inside b's data.  Compressed: cut only the last
+		 * 3 bytes (the zstd checksum, the gzip trailer), after the
+		 * tar's end-of-archive blocks. */
+		cr_assert_eq(truncate(tu_path(whole),
+				      i == 0 ? 1800 : st.st_size - 3), 0);
+		msg = refused(whole);
+		cr_expect(strstr(msg, "corrupt or truncated tarball") != NULL,
+			  "%s: %s", comps[i], msg);
+	}
+}
+
+Test(tarlayer, not_a_tarball_inside_gzip)
+{
+	FILE *p;
+
+	p = popen("printf 'not a tar' | gzip > \"$TMPDIR/../g\"", "w");
+	cr_assert_not_null(p);
+	cr_assert_eq(pclose(p), 0);
+	cr_expect_str_eq(refused("g"), "g: not a tarball, or a corrupt one: "
+			 "Unrecognized archive format");
+}
+
+Test(tarlayer, a_failed_write_leaves_nothing)
+{
+	static const struct tent v[] = {
+		F("a", "aaaa"), F("b", "bbbb"), END };
+
+	mktar("l.tar", "none", v);
+	setenv("HUNION_FAULT", "write:2:ENOSPC", 1);
+	cr_expect(strstr(refused("l.tar"), "l.tar: b: cannot write (unpacking "
+			 "into ") != NULL);
+}
+
+Test(tarlayer, a_dry_run_still_unpacks)
+{
+	static const struct tent v[] = { F("a", "aaaa"), END };
+	struct hu_error e = { 0 };
+	struct hu_layer l;
+	struct warns ws = { 0 };
+
+	mktar("l.tar", "none", v);
+	hu_wr_set_dry_run(true);
+	cr_assert_eq(open_tar(&l, "l.tar", &ws, &e), 0, "%s", e.msg);
+	cr_expect(hu_wr_dry_run());
+	cr_expect_str_eq(layer_read(&l, "a"), "aaaa");
+	hu_layer_close(&l);
+	cr_expect_eq(tmp_left(), 0);
+}
+
+Test(tarlayer, a_tarball_layer_is_not_edited_in_place)
+{
+	static const struct tent v[] = { F("a", ""), END };
+	struct hu_wh_edit o = { .format = HU_FMT_OCI };
+	struct hu_error e = { 0 };
+	struct hu_layer l;
+	struct warns ws = { 0 };
+
+	mktar("l.tar", "none", v);
+	cr_assert_eq(open_tar(&l, "l.tar", &ws, &e), 0, "%s", e.msg);
+	cr_expect_eq(hu_wh_add(&l, &o, "b", &e), -1);
+	cr_expect_str_eq(e.msg, "a tarball layer cannot be changed in place");
+	hu_error_clear(&e);
+	hu_layer_close(&l);
+}
+
+Test(tarlayer, deep_parents_are_made_and_too_long_paths_refused)
+{
+	char deep[4096], *p = deep;
+	struct tent v[2] = { F(deep, "x"), END };
+	struct hu_error e = { 0 };
+	struct hu_layer l;
+	struct warns ws = { 0 };
+	struct stat st;
+
+	/* 2000 directories no entry names: 4001 bytes. */
+	for (int i = 0; i < 2000; i++, p += 2)
+		memcpy(p, "a/", 2);
+	strcpy(p, "f");
+	mktar("deep.tar", "none", v);
+	cr_assert_eq(open_tar(&l, "deep.tar", &ws, &e), 0, "%s", e.msg);
+	layer_stat(&l, "a/a/a", &st);
+	cr_expect_eq(st.st_mode & 07777, 0755);
+	cr_expect_eq(st.st_mtime, 1000000000);
+	hu_layer_close(&l);
+	cr_expect_eq(tmp_left(), 0);
+
+	/* 4095 bytes is the longest path; one more is refused. */
+	memset(deep, 'b', 4095);
+	deep[4095] = '\0';
+	for (int i = 200; i < 4095; i += 200)
+		deep[i] = '/';
+	mktar("ok.tar", "none", v);
+	cr_assert_eq(open_tar(&l, "ok.tar", &ws, &e), 0, "%s", e.msg);
+	hu_layer_close(&l);
+	{
+		char longer[4200];
+		const char *msg;
+
+		snprintf(longer, sizeof(longer), "%s/c", deep);
+		v[0].path = longer;
+		mktar("long.tar", "none", v);
+		msg = refused("long.tar");
+
+		cr_expect(strstr(msg, "path longer than 4095 bytes") != NULL,
+			  "%s", msg);
+	}
+}
