@@ -23,7 +23,7 @@ WARN    += -Werror
 endif
 OPT     ?= -O2 -g
 CPPFLAGS += -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64
-CFLAGS  += -std=c11 $(OPT) $(WARN) $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+CFLAGS  += -std=c11 -pthread $(OPT) $(WARN) $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 LDLIBS  += $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -larchive -lattr -lzstd -lcrypto -lz)
 
 B       ?= build

@@ -40,15 +40,13 @@ static int copy_file(struct conv *c, const struct wh_dir *d,
 		     const char *name, const struct stat *st,
 		     struct hu_error *e)
 {
-	int src, rc;
+	int src;
 
 	src = openat(d->fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (src < 0)
 		return wh_fail(e, errno, c->l->path, d->path, name,
 			       "cannot open");
-	rc = hu_treeout_file(&c->t, name, src, st, src, st, e);
-	close(src);
-	return rc;
+	return hu_treeout_file(&c->t, name, src, st, src, st, e);
 }
 
 static int copy_symlink(struct conv *c, const struct wh_dir *d,

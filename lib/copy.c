@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -60,7 +61,10 @@ static int copy_rw(int in, int out, off_t off, off_t end, struct hu_error *e)
 static int copy_range(struct hu_copy_state *cs, int in, int out, off_t off,
 		      off_t end, struct hu_error *e)
 {
-	while (off < end && !cs->no_copy_range) {
+	/* The state is shared by worker threads: relaxed atomics, since a
+	 * stale "works" only costs one more failed attempt. */
+	while (off < end && !__atomic_load_n(&cs->no_copy_range,
+					     __ATOMIC_RELAXED)) {
 		off_t in_off = off, out_off = off;
 		ssize_t n = hu_wr_copy_range(in, &in_off, out, &out_off,
 					     end - off);
@@ -73,7 +77,7 @@ static int copy_range(struct hu_copy_state *cs, int in, int out, off_t off,
 			return 0;	/* the source shrank */
 		if (!unsupported(errno))
 			return hu_error_set(e, errno, NULL, "cannot copy data");
-		cs->no_copy_range = true;
+		__atomic_store_n(&cs->no_copy_range, true, __ATOMIC_RELAXED);
 	}
 	return copy_rw(in, out, off, end, e);
 }
@@ -85,12 +89,12 @@ int hu_copy_data(struct hu_copy_state *cs, int in, const struct stat *st,
 
 	if (st->st_size == 0)
 		return 0;
-	if (!cs->no_clone) {
+	if (!__atomic_load_n(&cs->no_clone, __ATOMIC_RELAXED)) {
 		if (hu_wr_clone(in, out) == 0)
 			return 0;
 		if (!unsupported(errno))
 			return hu_error_set(e, errno, NULL, "cannot clone data");
-		cs->no_clone = true;
+		__atomic_store_n(&cs->no_clone, true, __ATOMIC_RELAXED);
 	}
 	/* Not sparse (st_blocks counts every byte): one range. */
 	if ((off_t)st->st_blocks * 512 >= st->st_size)
@@ -159,6 +163,15 @@ int hu_copy_xattrs(int sfd, const char *sname, int dfd, const char *dname,
 	char sp[HU_FDPATH_MAX], dp[HU_FDPATH_MAX];
 	int rc;
 
+	/* Most files have no xattrs: one flistxattr says so, where
+	 * libattr would ask twice. */
+	if (!sname && !dname) {
+		char names[256];
+		ssize_t n = flistxattr(sfd, names, sizeof(names));
+
+		if (n == 0 || (n < 0 && errno == ENOTSUP))
+			return 0;
+	}
 	errno = 0;
 	if (!sname && !dname)
 		rc = attr_copy_fd("", sfd, "", dfd, xattr_check, &x.ctx);

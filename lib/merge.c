@@ -12,6 +12,7 @@
 #include "treeout.h"
 
 struct merge {
+	const struct hu_stack *s;
 	const struct hu_merge_opts *o;
 	struct hu_merge_stats *stats;
 	struct hu_treeout t;
@@ -52,35 +53,40 @@ static int link_file(struct merge *m, const struct hu_ventry *ent,
 
 /* A copy of the bytes of @src.  The metadata and xattrs are the entry's
  * own: for a metacopy file not those of @src, which holds only the data. */
+/* A copy of the bytes of @src, which it takes.  The metadata and xattrs
+ * are the entry's own: for a metacopy file not those of @src, which holds
+ * only the data. */
 static int copy_file(struct merge *m, const struct hu_ventry *ent, int src,
 		     const struct stat *data, struct hu_error *e)
 {
-	int xsrc = src, rc;
+	int xsrc = src;
 
 	if (data->st_ino != ent->st.st_ino || data->st_dev != ent->st.st_dev) {
 		xsrc = openat(ent->dirfd, ent->name,
 			      O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-		if (xsrc < 0)
+		if (xsrc < 0) {
+			close(src);
 			return hu_treeout_fail(&m->t, ent->name, errno,
 					       "cannot open source", e);
+		}
 	}
-	rc = hu_treeout_file(&m->t, ent->name, src, data, xsrc, &ent->st, e);
-	if (xsrc != src)
-		close(xsrc);
 	m->stats->bytes += data->st_size;
-	return rc;
+	return hu_treeout_file(&m->t, ent->name, src, data, xsrc, &ent->st, e);
 }
 
 static int write_file(struct merge *m, struct hu_vdir *d,
 		      const struct hu_ventry *ent, struct hu_error *e)
 {
-	struct stat data;
+	struct stat data = ent->st;
 	int src, rc;
 
 	src = hu_vdir_open_data(d, ent, e);
 	if (src < 0)
 		return -1;
-	if (fstat(src, &data) < 0) {
+	/* Only an overlay layer can hold a metacopy file, whose data is
+	 * another file's. */
+	if (m->s->layers[ent->layer].format == HU_FMT_OVERLAY &&
+	    fstat(src, &data) < 0) {
 		rc = hu_treeout_fail(&m->t, ent->name, errno,
 				     "cannot stat source", e);
 	} else if (m->o->data == HU_DATA_LINK &&
@@ -90,7 +96,7 @@ static int write_file(struct merge *m, struct hu_vdir *d,
 		 * metadata (metacopy): that file has other metadata */
 		rc = link_file(m, ent, e);
 	} else {
-		rc = copy_file(m, ent, src, &data, e);
+		return copy_file(m, ent, src, &data, e);
 	}
 	close(src);
 	return rc;
@@ -186,7 +192,7 @@ int hu_merge_tree(const struct hu_stack *s, const char *out,
 {
 	static const struct hu_walk_ops ops = {
 		.entry = on_entry, .leave = on_leave };
-	struct merge m = { .o = o, .stats = stats };
+	struct merge m = { .s = s, .o = o, .stats = stats };
 	int rc;
 
 	memset(stats, 0, sizeof(*stats));

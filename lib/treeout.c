@@ -12,24 +12,40 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "pool.h"
 #include "treeout.h"
 
 /* ---- errors ------------------------------------------------------------ */
 
+/* "OUT/@dir/@name": @dir is the current directory's path, or the one a
+ * file job kept, since the walk has moved on when a worker fails. */
+static int prefix_in(const struct hu_treeout *t, const char *dir,
+		     const char *name, struct hu_error *e)
+{
+	hu_error_prefix(e, name);
+	hu_error_prefix(e, dir);
+	hu_error_prefix(e, t->out);
+	return -1;
+}
+
+static int fail_in(const struct hu_treeout *t, const char *dir,
+		   const char *name, int err, const char *what,
+		   struct hu_error *e)
+{
+	hu_error_set(e, err, NULL, "%s", what);
+	return prefix_in(t, dir, name, e);
+}
+
 int hu_treeout_prefix(struct hu_treeout *t, const char *name,
 		      struct hu_error *e)
 {
-	hu_error_prefix(e, name);
-	hu_error_prefix(e, t->path.s);
-	hu_error_prefix(e, t->out);
-	return -1;
+	return prefix_in(t, t->path.s, name, e);
 }
 
 int hu_treeout_fail(struct hu_treeout *t, const char *name, int err,
 		    const char *what, struct hu_error *e)
 {
-	hu_error_set(e, err, NULL, "%s", what);
-	return hu_treeout_prefix(t, name, e);
+	return fail_in(t, t->path.s, name, err, what, e);
 }
 
 /* ---- the directory stack ----------------------------------------------- */
@@ -84,22 +100,30 @@ int hu_treeout_dir(struct hu_treeout *t, const char *name,
 
 /* ---- metadata ---------------------------------------------------------- */
 
-/* Owner, mode, xattrs and times of a directory or regular file @fd. */
-static int meta_fd(struct hu_treeout *t, const char *name, int src, int fd,
-		   const struct stat *st, struct hu_error *e)
+/* Owner, mode, xattrs and times of a directory or regular file @fd,
+ * "@dir/@name" below OUT, which we created with mode @made (umask
+ * applied) and so owned by our euid and egid. */
+static int meta_fd(const struct hu_treeout *t, const char *dir,
+		   const char *name, int src, int fd, const struct stat *st,
+		   mode_t made, struct hu_error *e)
 {
 	struct timespec ts[2] = { st->st_atim, st->st_mtim };
+	bool chown = t->as_root &&
+		     (st->st_uid != t->uid || st->st_gid != t->gid);
 
-	/* chown first: it clears setuid/setgid and file capabilities. */
-	if (t->as_root && hu_wr_fchownat(fd, "", st->st_uid, st->st_gid,
-					 AT_EMPTY_PATH) < 0)
-		return hu_treeout_fail(t, name, errno, "cannot set owner", e);
-	if (hu_wr_fchmod(fd, st->st_mode & 07777) < 0)
-		return hu_treeout_fail(t, name, errno, "cannot set mode", e);
+	/* chown first: it clears setuid/setgid and file capabilities.
+	 * Most entries already have the right owner and mode: skip the
+	 * calls then, a third of the syscalls of a small file. */
+	if (chown && hu_wr_fchownat(fd, "", st->st_uid, st->st_gid,
+				    AT_EMPTY_PATH) < 0)
+		return fail_in(t, dir, name, errno, "cannot set owner", e);
+	if ((chown || made != (st->st_mode & 07777)) &&
+	    hu_wr_fchmod(fd, st->st_mode & 07777) < 0)
+		return fail_in(t, dir, name, errno, "cannot set mode", e);
 	if (hu_copy_xattrs(src, NULL, fd, NULL, e) < 0)
-		return hu_treeout_prefix(t, name, e);
+		return prefix_in(t, dir, name, e);
 	if (hu_wr_futimens(fd, ts) < 0)
-		return hu_treeout_fail(t, name, errno, "cannot set times", e);
+		return fail_in(t, dir, name, errno, "cannot set times", e);
 	return 0;
 }
 
@@ -127,7 +151,10 @@ static int meta_at(struct hu_treeout *t, const char *name, int srcdir,
 int hu_treeout_dir_done(struct hu_treeout *t, int src, const struct stat *st,
 			struct hu_error *e)
 {
-	if (meta_fd(t, "", src, hu_treeout_fd(t), st, e) < 0)
+	/* (mode_t)-1: always chmod a directory, which may have inherited
+	 * a setgid bit from OUT's parent. */
+	if (meta_fd(t, t->path.s, "", src, hu_treeout_fd(t), st, (mode_t)-1,
+		    e) < 0)
 		return -1;
 	if (t->depth > 0)
 		pop_dir(t);
@@ -160,22 +187,80 @@ int hu_treeout_hardlink(struct hu_treeout *t, const char *name,
 	return 0;
 }
 
+/* A regular file whose bytes and metadata are still to be written: the
+ * one job of the worker pool.  It owns its fds and strings. */
+struct file_job {
+	struct hu_pool_job job;
+	const struct hu_treeout *t;
+	int src, xsrc, dst;
+	struct stat data, meta;
+	mode_t made;		/* the mode dst was created with */
+	char *dir, *name;
+};
+
+static void file_job_free(struct hu_pool_job *j)
+{
+	struct file_job *f = (struct file_job *)j;
+
+	close(f->dst);
+	if (f->xsrc != f->src)
+		close(f->xsrc);
+	close(f->src);
+	free(f->dir);
+	free(f->name);
+	free(f);
+}
+
+static int file_job_run(struct hu_pool_job *j, struct hu_error *e)
+{
+	struct file_job *f = (struct file_job *)j;
+	int rc = -1;
+
+	if (hu_copy_data((struct hu_copy_state *)&f->t->cs, f->src, &f->data,
+			 f->dst, e) < 0)
+		prefix_in(f->t, f->dir, f->name, e);
+	else
+		rc = meta_fd(f->t, f->dir, f->name, f->xsrc, f->dst, &f->meta,
+			     f->made, e);
+	file_job_free(j);
+	return rc;
+}
+
 int hu_treeout_file(struct hu_treeout *t, const char *name, int src,
 		    const struct stat *data, int xsrc,
 		    const struct stat *meta, struct hu_error *e)
 {
-	int fd, rc = -1;
+	struct file_job *f = calloc(1, sizeof(*f));
 
-	/* 0600 until the metadata is set, after the data */
-	fd = hu_wr_create(hu_treeout_fd(t), name, 0600);
-	if (fd < 0)
-		return hu_treeout_fail(t, name, errno, "cannot create", e);
-	if (hu_copy_data(&t->cs, src, data, fd, e) < 0)
-		hu_treeout_prefix(t, name, e);
-	else
-		rc = meta_fd(t, name, xsrc, fd, meta, e);
-	close(fd);
-	return rc;
+	if (!f) {
+		if (xsrc != src)
+			close(xsrc);
+		close(src);
+		return hu_treeout_fail(t, name, ENOMEM, "out of memory", e);
+	}
+	*f = (struct file_job){ .job = { file_job_run, file_job_free, NULL },
+				.t = t, .src = src, .xsrc = xsrc, .dst = -1,
+				.data = *data, .meta = *meta };
+	/* The final permissions at once (we write through the fd); the
+	 * setuid/setgid/sticky bits only after chown and the data, which
+	 * would clear them. */
+	f->made = meta->st_mode & 0777 & ~t->umask;
+	f->dst = hu_wr_create(hu_treeout_fd(t), name, f->made);
+	if (f->dst < 0) {
+		int err = errno;
+
+		file_job_free(&f->job);
+		return hu_treeout_fail(t, name, err, "cannot create", e);
+	}
+	f->dir = strdup(t->path.s ? t->path.s : "");
+	f->name = strdup(name);
+	if (!f->dir || !f->name) {
+		file_job_free(&f->job);
+		return hu_treeout_fail(t, name, ENOMEM, "out of memory", e);
+	}
+	if (!t->pool)
+		return file_job_run(&f->job, e);
+	return hu_pool_submit(t->pool, &f->job, e);
 }
 
 int hu_treeout_symlink(struct hu_treeout *t, const char *name,
@@ -298,7 +383,11 @@ int hu_treeout_open(struct hu_treeout *t, const char *out,
 {
 	*t = (struct hu_treeout){ .out = out, .words = words,
 				  .parentfd = -1, .cap = 32,
-				  .as_root = geteuid() == 0 };
+				  .as_root = geteuid() == 0,
+				  .uid = geteuid(), .gid = getegid() };
+	/* Read the umask without changing it for long: no threads yet. */
+	t->umask = umask(0);
+	umask(t->umask);
 	/* fds[0] stays -1 when nothing is begun (a dry run) */
 	t->fds = malloc(t->cap * sizeof(*t->fds));
 	if (!t->fds)
@@ -307,6 +396,19 @@ int hu_treeout_open(struct hu_treeout *t, const char *out,
 	if (open_parent(t, e) < 0)
 		return -1;
 	return hu_check_outside_layers(t->parentfd, layers, n, out, e);
+}
+
+/* The root of the new tree exists: in a setgid parent it took the
+ * parent's group, and so will everything created below it. */
+static int begun(struct hu_treeout *t, struct hu_error *e)
+{
+	struct stat st;
+
+	if (fstat(t->fds[0], &st) < 0)
+		return hu_error_set(e, errno, t->out, "%s", t->words->no_open);
+	if (st.st_mode & S_ISGID)
+		t->gid = st.st_gid;
+	return hu_pool_start(&t->pool, hu_pool_default_threads(), e);
 }
 
 int hu_treeout_begin(struct hu_treeout *t, struct hu_error *e)
@@ -326,7 +428,7 @@ int hu_treeout_begin(struct hu_treeout *t, struct hu_error *e)
 			if (t->fds[0] < 0)
 				return hu_error_set(e, errno, t->out, "%s",
 						    t->words->no_open);
-			return 0;
+			return begun(t, e);
 		}
 		if (errno != EEXIST)
 			break;
@@ -339,6 +441,10 @@ int hu_treeout_begin(struct hu_treeout *t, struct hu_error *e)
 
 int hu_treeout_end(struct hu_treeout *t, int rc, struct hu_error *e)
 {
+	/* Every file written (or dropped) before the tree is judged. */
+	if (t->pool && hu_pool_finish(t->pool, rc < 0 ? NULL : e) < 0)
+		rc = -1;
+	t->pool = NULL;
 	while (t->fds && t->depth > 0)
 		pop_dir(t);
 	if (t->fds && t->fds[0] >= 0)

@@ -38,6 +38,10 @@ struct hu_treeout {
 	struct hu_copy_state cs;
 	struct hu_linkmap links;	/* first output path of linked inodes */
 	bool as_root;		/* owners are kept */
+	uid_t uid;		/* who owns what we create */
+	gid_t gid;
+	mode_t umask;
+	struct hu_pool *pool;	/* writes regular files beside the walk */
 };
 
 /* Check that OUT can be written: its parent opens, OUT does not exist and
@@ -83,7 +87,9 @@ int hu_treeout_hardlink(struct hu_treeout *t, const char *name,
 
 /* Regular file @name: the bytes of @src (stat @data), the metadata @meta
  * and the xattrs of @xsrc.  @xsrc is @src but for an overlay metacopy
- * file, whose metadata and xattrs are its own and its bytes another's. */
+ * file, whose metadata and xattrs are its own and its bytes another's.
+ * Takes both fds: the bytes may be written by a worker thread later; a
+ * failure there is reported by a later call or by hu_treeout_end(). */
 int hu_treeout_file(struct hu_treeout *t, const char *name, int src,
 		    const struct stat *data, int xsrc,
 		    const struct stat *meta, struct hu_error *e);

@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdint.h>
+#include <sys/syscall.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -62,39 +64,50 @@ static int acc_add(struct name_acc *a, const char *name, unsigned char type)
 	return 0;
 }
 
+/* The kernel's directory record, read with getdents64(2) straight from
+ * the fd: no dup, fcntl or close per directory as with fdopendir(3). */
+struct linux_dirent64 {
+	uint64_t d_ino;
+	int64_t d_off;
+	unsigned short d_reclen;
+	unsigned char d_type;
+	char d_name[];
+};
+
+static int read_entries(int fd, struct name_acc *a)
+{
+	static __thread char buf[32768];
+	long n;
+
+	if (lseek(fd, 0, SEEK_SET) < 0)
+		return -1;
+	while ((n = syscall(SYS_getdents64, fd, buf, sizeof(buf))) > 0) {
+		for (long off = 0; off < n;) {
+			struct linux_dirent64 *de = (void *)(buf + off);
+			const char *nm = de->d_name;
+
+			off += de->d_reclen;
+			if (nm[0] == '.' &&
+			    (!nm[1] || (nm[1] == '.' && !nm[2])))
+				continue;
+			if (acc_add(a, nm, de->d_type) < 0)
+				return -1;
+		}
+	}
+	return n < 0 ? -1 : 0;
+}
+
 int hu_names_read(int fd, struct hu_names *out, const char *path,
 		  struct hu_error *e)
 {
 	struct name_acc a = { 0 };
-	struct dirent *de;
-	DIR *dir;
-	int dfd = dup(fd);
 
 	memset(out, 0, sizeof(*out));
-	if (dfd < 0)
-		return hu_error_set(e, errno, path, "cannot list directory");
-	dir = fdopendir(dfd);
-	if (!dir) {
-		close(dfd);
-		return hu_error_set(e, errno, path, "cannot list directory");
-	}
-	rewinddir(dir);
-	for (errno = 0; (de = readdir(dir)); errno = 0) {
-		const char *n = de->d_name;
-
-		if (n[0] == '.' && (!n[1] || (n[1] == '.' && !n[2])))
-			continue;
-		if (acc_add(&a, n, de->d_type) < 0)
-			goto fail;
-	}
-	if (errno)
+	if (read_entries(fd, &a) < 0)
 		goto fail;
-	closedir(dir);
-
 	out->v = malloc((a.n ? a.n : 1) * sizeof(*out->v));
 	if (!out->v) {
 		errno = ENOMEM;
-		dir = NULL;
 		goto fail;
 	}
 	for (size_t i = 0; i < a.n; i++) {
@@ -109,8 +122,6 @@ int hu_names_read(int fd, struct hu_names *out, const char *path,
 	return 0;
 fail:
 	hu_error_set(e, errno, path, "cannot list directory");
-	if (dir)
-		closedir(dir);
 	free(a.offs);
 	free(a.types);
 	free(a.pool);

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/fs.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +22,6 @@
 static bool dry_run;
 
 static struct {
-	bool parsed;
 	char op[32];
 	long nth;
 	int err;
@@ -57,7 +57,6 @@ static void fault_parse(void)
 	const char *spec = getenv("HUNION_FAULT");
 	const char *colon;
 
-	fault.parsed = true;
 	if (!spec || !(colon = strchr(spec, ':')) ||
 	    (size_t)(colon - spec) >= sizeof(fault.op))
 		return;
@@ -71,11 +70,13 @@ static void fault_parse(void)
 /* True when this call of @op must fail (errno is then set). */
 static bool fault_hit(const char *op)
 {
-	if (!fault.parsed)
-		fault_parse();
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+	pthread_once(&once, fault_parse);
 	if (!fault.op[0] || strcmp(fault.op, op) != 0)
 		return false;
-	if (++fault.seen != fault.nth)
+	/* Worker threads write too: count atomically. */
+	if (__atomic_add_fetch(&fault.seen, 1, __ATOMIC_RELAXED) != fault.nth)
 		return false;
 	errno = fault.err;
 	return true;
@@ -198,6 +199,15 @@ ssize_t hu_wr_pwrite(int fd, const void *buf, size_t len, off_t off)
 	if (dry_run)
 		return (ssize_t)len;
 	return pwrite(fd, buf, len, off);
+}
+
+ssize_t hu_wr_write(int fd, const void *buf, size_t len)
+{
+	if (fault_hit("write"))
+		return -1;
+	if (dry_run)
+		return (ssize_t)len;
+	return write(fd, buf, len);
 }
 
 ssize_t hu_wr_copy_range(int in, off_t *in_off, int out, off_t *out_off,
