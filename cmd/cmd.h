@@ -114,6 +114,8 @@ void json_string(FILE *f, const char *s);
 void print_path_escaped(FILE *f, const char *s);
 
 int cmd_merge(const struct cmd *c, int argc, char **argv);
+int cmd_diff(const struct cmd *c, int argc, char **argv);
+int cmd_flatten(const struct cmd *c, int argc, char **argv);
 int cmd_whiteout_ls(const struct cmd *c, int argc, char **argv);
 int cmd_whiteout_add(const struct cmd *c, int argc, char **argv);
 int cmd_whiteout_rm(const struct cmd *c, int argc, char **argv);

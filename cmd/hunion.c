@@ -50,6 +50,45 @@ static const struct cmd_opt wh_convert_opts[] = {
 	OPT_HELP, OPT_END
 };
 
+#define OPT_TAR_OUT \
+	{ "compress", 0, OPT_REQUIRED, "ALGO", "auto|none|gzip|zstd", \
+	  "compression (default: auto, from the file name)" }, \
+	{ "level", 0, OPT_REQUIRED, "N", NULL, "compression level" }, \
+	{ "threads", 0, OPT_REQUIRED, "N", NULL, \
+	  "zstd worker threads (default: all cores)" }, \
+	{ "descriptor", 0, OPT_REQUIRED, "FILE", "@file", \
+	  "write the OCI descriptor (mediaType, digest, size, diffID) as JSON" }, \
+	{ "clamp-mtime", 0, OPT_REQUIRED, "T", NULL, \
+	  "clamp newer mtimes to T seconds (default: $SOURCE_DATE_EPOCH)" }, \
+	{ "opaque-markers", 0, OPT_NONE, NULL, NULL, \
+	  "write .wh..wh..opq for opaque directories, not whiteouts of the " \
+	  "lower names" }
+
+static const struct cmd_opt flatten_opts[] = {
+	{ "output", 'o', OPT_REQUIRED, "FILE", "@file",
+	  "the tarball to write (- for standard output)" },
+	{ "base", 0, OPT_REQUIRED, "N", NULL,
+	  "keep the bottom N layers as context: write the squashed layer of "
+	  "the ones above" },
+	OPT_TAR_OUT, OPT_FORMAT, OPT_USERXATTR, OPT_VERBOSE, OPT_QUIET,
+	OPT_HELP, OPT_END
+};
+
+static const struct cmd_opt diff_opts[] = {
+	{ "recursive", 'r', OPT_NONE, NULL, NULL,
+	  "also list the contents of added and deleted directories" },
+	OPT_JSON,
+	{ "exact", 0, OPT_NONE, NULL, NULL,
+	  "compare content and metadata; drop copy-ups that changed nothing" },
+	{ "trees", 0, OPT_NONE, NULL, NULL,
+	  "compare two plain trees OLD NEW" },
+	{ "oci", 0, OPT_NONE, NULL, NULL,
+	  "write the changes as an OCI layer tarball (with -o)" },
+	{ "output", 'o', OPT_REQUIRED, "FILE", "@file",
+	  "the tarball to write with --oci (- for standard output)" },
+	OPT_TAR_OUT, OPT_FORMAT, OPT_USERXATTR, OPT_QUIET, OPT_HELP, OPT_END
+};
+
 static const struct cmd_opt help_only[] = { OPT_HELP, OPT_END };
 static const struct cmd_opt top_opts[] = {
 	{ "version", 0, OPT_NONE, NULL, NULL, "print the version and exit" },
@@ -74,6 +113,10 @@ static const struct cmd whiteout_cmds[] = {
 const struct cmd hunion_cmds[] = {
 	{ "merge", cmd_merge, "write the merged view of a stack of layers",
 	  "-o OUT LAYER...", merge_opts, NULL, "@dir" },
+	{ "diff", cmd_diff, "what the top layer changes over those beneath",
+	  "[--trees OLD NEW | LAYER...]", diff_opts, NULL, "@dir" },
+	{ "flatten", cmd_flatten, "squash a stack of layers into one tarball",
+	  "-o FILE LAYER...", flatten_opts, NULL, "@dir" },
 	{ "whiteout", NULL, "create, list, remove and convert whiteouts",
 	  "ls|add|rm|opaque|convert ...", help_only, whiteout_cmds, NULL },
 	{ "__complete", cmd_complete, NULL, "bash|zsh|fish", help_only,

@@ -8,7 +8,7 @@ _hunion_spec()
 	subs='' longs='' shorts='' args='' operands=''
 	case $1 in
 	'hunion')
-		subs='merge whiteout'
+		subs='merge diff flatten whiteout'
 		longs='--version --help'
 		shorts='-h'
 		args=''
@@ -19,6 +19,20 @@ _hunion_spec()
 		longs='--output= --link --format= --userxattr --dry-run --verbose --quiet --help'
 		shorts='-o -n -v -q -h'
 		args='-o --output --format'
+		operands='@dir'
+		;;
+	'hunion diff')
+		subs=''
+		longs='--recursive --json --exact --trees --oci --output= --compress= --level= --threads= --descriptor= --clamp-mtime= --opaque-markers --format= --userxattr --quiet --help'
+		shorts='-r -o -q -h'
+		args='-o --output --compress --level --threads --descriptor --clamp-mtime --format'
+		operands='@dir'
+		;;
+	'hunion flatten')
+		subs=''
+		longs='--output= --base= --compress= --level= --threads= --descriptor= --clamp-mtime= --opaque-markers --format= --userxattr --verbose --quiet --help'
+		shorts='-o -v -q -h'
+		args='-o --output --base --compress --level --threads --descriptor --clamp-mtime --format'
 		operands='@dir'
 		;;
 	'hunion whiteout')
@@ -72,6 +86,14 @@ _hunion_values()
 	case "$1 $2" in
 	'hunion merge --output'|'hunion merge -o') printf '%s\n' '@dir' ;;
 	'hunion merge --format') printf '%s\n' 'auto|union|overlay|oci' ;;
+	'hunion diff --output'|'hunion diff -o') printf '%s\n' '@file' ;;
+	'hunion diff --compress') printf '%s\n' 'auto|none|gzip|zstd' ;;
+	'hunion diff --descriptor') printf '%s\n' '@file' ;;
+	'hunion diff --format') printf '%s\n' 'auto|union|overlay|oci' ;;
+	'hunion flatten --output'|'hunion flatten -o') printf '%s\n' '@file' ;;
+	'hunion flatten --compress') printf '%s\n' 'auto|none|gzip|zstd' ;;
+	'hunion flatten --descriptor') printf '%s\n' '@file' ;;
+	'hunion flatten --format') printf '%s\n' 'auto|union|overlay|oci' ;;
 	'hunion whiteout ls --format') printf '%s\n' 'auto|union|overlay|oci' ;;
 	'hunion whiteout add --format') printf '%s\n' 'auto|union|overlay|oci' ;;
 	'hunion whiteout rm --format') printf '%s\n' 'auto|union|overlay|oci' ;;

@@ -4,10 +4,12 @@
 complete -c hunion -f
 
 # hunion
-complete -c hunion -n 'not __fish_seen_subcommand_from merge whiteout' -l version -d 'print the version and exit'
-complete -c hunion -n 'not __fish_seen_subcommand_from merge whiteout' -s h -l help -d 'show this help'
-complete -c hunion -n 'not __fish_seen_subcommand_from merge whiteout' -a merge -d 'write the merged view of a stack of layers'
-complete -c hunion -n 'not __fish_seen_subcommand_from merge whiteout' -a whiteout -d 'create, list, remove and convert whiteouts'
+complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten whiteout' -l version -d 'print the version and exit'
+complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten whiteout' -s h -l help -d 'show this help'
+complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten whiteout' -a merge -d 'write the merged view of a stack of layers'
+complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten whiteout' -a diff -d 'what the top layer changes over those beneath'
+complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten whiteout' -a flatten -d 'squash a stack of layers into one tarball'
+complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten whiteout' -a whiteout -d 'create, list, remove and convert whiteouts'
 
 # hunion merge
 complete -c hunion -n '__fish_seen_subcommand_from merge' -s o -l output -x -a '(__fish_complete_directories)' -d 'write the merged view as a new tree OUT (must not exist)'
@@ -19,6 +21,41 @@ complete -c hunion -n '__fish_seen_subcommand_from merge' -s v -l verbose -d 'sa
 complete -c hunion -n '__fish_seen_subcommand_from merge' -s q -l quiet -d 'print errors only, no warnings'
 complete -c hunion -n '__fish_seen_subcommand_from merge' -s h -l help -d 'show this help'
 complete -c hunion -n '__fish_seen_subcommand_from merge' -x -a '(__fish_complete_directories)'
+
+# hunion diff
+complete -c hunion -n '__fish_seen_subcommand_from diff' -s r -l recursive -d 'also list the contents of added and deleted directories'
+complete -c hunion -n '__fish_seen_subcommand_from diff' -l json -d 'one JSON object per line'
+complete -c hunion -n '__fish_seen_subcommand_from diff' -l exact -d 'compare content and metadata; drop copy-ups that changed nothing'
+complete -c hunion -n '__fish_seen_subcommand_from diff' -l trees -d 'compare two plain trees OLD NEW'
+complete -c hunion -n '__fish_seen_subcommand_from diff' -l oci -d 'write the changes as an OCI layer tarball (with -o)'
+complete -c hunion -n '__fish_seen_subcommand_from diff' -s o -l output -r -F -d 'the tarball to write with --oci (- for standard output)'
+complete -c hunion -n '__fish_seen_subcommand_from diff' -l compress -x -a 'auto none gzip zstd' -d 'compression (default: auto, from the file name)'
+complete -c hunion -n '__fish_seen_subcommand_from diff' -l level -x -a '' -d 'compression level'
+complete -c hunion -n '__fish_seen_subcommand_from diff' -l threads -x -a '' -d 'zstd worker threads (default: all cores)'
+complete -c hunion -n '__fish_seen_subcommand_from diff' -l descriptor -r -F -d 'write the OCI descriptor (mediaType, digest, size, diffID) as JSON'
+complete -c hunion -n '__fish_seen_subcommand_from diff' -l clamp-mtime -x -a '' -d 'clamp newer mtimes to T seconds (default: $SOURCE_DATE_EPOCH)'
+complete -c hunion -n '__fish_seen_subcommand_from diff' -l opaque-markers -d 'write .wh..wh..opq for opaque directories, not whiteouts of the lower names'
+complete -c hunion -n '__fish_seen_subcommand_from diff' -l format -x -a 'auto union overlay oci' -d 'layer format (default: detect per layer)'
+complete -c hunion -n '__fish_seen_subcommand_from diff' -l userxattr -d 'markers live under user.* instead of trusted.*'
+complete -c hunion -n '__fish_seen_subcommand_from diff' -s q -l quiet -d 'print errors only, no warnings'
+complete -c hunion -n '__fish_seen_subcommand_from diff' -s h -l help -d 'show this help'
+complete -c hunion -n '__fish_seen_subcommand_from diff' -x -a '(__fish_complete_directories)'
+
+# hunion flatten
+complete -c hunion -n '__fish_seen_subcommand_from flatten' -s o -l output -r -F -d 'the tarball to write (- for standard output)'
+complete -c hunion -n '__fish_seen_subcommand_from flatten' -l base -x -a '' -d 'keep the bottom N layers as context: write the squashed layer of the ones above'
+complete -c hunion -n '__fish_seen_subcommand_from flatten' -l compress -x -a 'auto none gzip zstd' -d 'compression (default: auto, from the file name)'
+complete -c hunion -n '__fish_seen_subcommand_from flatten' -l level -x -a '' -d 'compression level'
+complete -c hunion -n '__fish_seen_subcommand_from flatten' -l threads -x -a '' -d 'zstd worker threads (default: all cores)'
+complete -c hunion -n '__fish_seen_subcommand_from flatten' -l descriptor -r -F -d 'write the OCI descriptor (mediaType, digest, size, diffID) as JSON'
+complete -c hunion -n '__fish_seen_subcommand_from flatten' -l clamp-mtime -x -a '' -d 'clamp newer mtimes to T seconds (default: $SOURCE_DATE_EPOCH)'
+complete -c hunion -n '__fish_seen_subcommand_from flatten' -l opaque-markers -d 'write .wh..wh..opq for opaque directories, not whiteouts of the lower names'
+complete -c hunion -n '__fish_seen_subcommand_from flatten' -l format -x -a 'auto union overlay oci' -d 'layer format (default: detect per layer)'
+complete -c hunion -n '__fish_seen_subcommand_from flatten' -l userxattr -d 'markers live under user.* instead of trusted.*'
+complete -c hunion -n '__fish_seen_subcommand_from flatten' -s v -l verbose -d 'say more about what is done'
+complete -c hunion -n '__fish_seen_subcommand_from flatten' -s q -l quiet -d 'print errors only, no warnings'
+complete -c hunion -n '__fish_seen_subcommand_from flatten' -s h -l help -d 'show this help'
+complete -c hunion -n '__fish_seen_subcommand_from flatten' -x -a '(__fish_complete_directories)'
 
 # hunion whiteout
 complete -c hunion -n '__fish_seen_subcommand_from whiteout; and not __fish_seen_subcommand_from ls add rm opaque convert' -s h -l help -d 'show this help'

@@ -86,7 +86,11 @@ static int check_dir_xattrs(struct detect *d, int fd)
 		if (strcmp(rest, "overlay.opaque") == 0) {
 			if (byte_value(fd, a, 'y', 'x'))
 				rc = note(d, HU_FMT_OVERLAY, user ? NS_USER : NS_TRUSTED, "");
-		} else if (strcmp(rest, "overlay.redirect") == 0) {
+		} else if (strncmp(rest, "overlay.", 8) == 0 &&
+			   strcmp(rest, "overlay.opaque") != 0) {
+			/* redirect, and the kernel's bookkeeping (origin,
+			 * impure, uuid...): an upper whose only markers are
+			 * metacopy files still shows them on directories. */
 			rc = note(d, HU_FMT_OVERLAY, user ? NS_USER : NS_TRUSTED, "");
 		} else if (strcmp(rest, "union.opaque") == 0) {
 			if (byte_value(fd, a, 'y', 'y'))

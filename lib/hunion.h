@@ -406,7 +406,9 @@ void hu_tarout_abort(struct hu_tarout *t);
  * Errors of the hu_tarout_* calls: when the output stream failed (a full
  * disk, a closed pipe) the error has no path, since the caller knows what
  * it names its output; a problem with the entry itself (reading its data,
- * xattrs or target) names the entry's @path.
+ * xattrs or target) names the entry's @path.  Hashing, compressing and
+ * writing run in a thread of their own, so a failed write shows in a
+ * later call, at the latest in hu_tarout_close().
  *
  * Entry paths are bytes, written as given (pax records where a name is
  * long or not ASCII); "" is the root, written as "./"; directories get a
@@ -519,9 +521,12 @@ int hu_changes_walk(const struct hu_stack *s, const struct hu_changes_opts *o,
 
 /* The change set of @s over its bottom @o->base layers as an OCI layer:
  * whiteouts for deletions (one per deleted name, never below a deleted or
- * retyped path), each added or modified entry in full, an opaque directory
- * as whiteouts of the lower names, or with @opaque_markers a
- * .wh..wh..opq. */
+ * retyped path), each added or modified entry in full (an added
+ * directory with all it holds; later names of an inode as hard links),
+ * an opaque directory as whiteouts of the lower names, or with
+ * @opaque_markers a .wh..wh..opq and its whole contents (with one layer
+ * above the base; with more, whiteouts always).  @o->recursive is
+ * ignored; sockets are skipped with a warning. */
 struct hu_tarout;
 int hu_changes_write_tar(const struct hu_stack *s,
 			 const struct hu_changes_opts *o, bool opaque_markers,

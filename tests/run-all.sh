@@ -7,9 +7,20 @@
 # BUILD_DIR/unit-tests):
 #   unit    the criterion unit tests
 #   cli     tests/cli/run.sh, the CLI cases
+#   doc-sync tests/cli/doc-sync.sh: man pages and completions against the
+#           command table
+#   fuzz    tests/fuzz/replay.sh, every fuzz target over its seed corpus,
+#           without libFuzzer (against BUILD_DIR/libhunion.a)
 #   kernel  tests/kernel/run.sh, the differential test against overlayfs
 #           (60 seeds; 20 when HUNION_SANITIZED=1, that build being slow;
 #           HUNION_KERNEL_SEEDS=N overrides)
+#   flatten tests/kernel/flatten-roundtrip.sh, flatten's tarballs read back
+#           by bsdtar, libarchive, Python's tarfile and GNU tar against the
+#           kernel's view (20 seeds; 8 when HUNION_SANITIZED=1;
+#           HUNION_FLATTEN_SEEDS=N overrides)
+#   diff    tests/kernel/diff-kernel.sh, changes made through a real overlay
+#           mount must come out of hunion diff exactly (10 seeds; 3 when
+#           HUNION_SANITIZED=1; HUNION_DIFF_SEEDS=N overrides)
 # Every suite runs even when an earlier one failed.  Prints one summary
 # line per suite and exits non-zero if any suite failed.
 
@@ -76,11 +87,22 @@ suite() {
 }
 
 suite cli "$HERE/cli/run.sh" "$B/hunion"
+suite doc-sync "$HERE/cli/doc-sync.sh" "$B/hunion"
+suite fuzz "$HERE/fuzz/replay.sh" "$B"
 
 seeds=60
 [ "${HUNION_SANITIZED:-0}" = 1 ] && seeds=20
 seeds=${HUNION_KERNEL_SEEDS:-$seeds}
 suite kernel "$HERE/kernel/run.sh" "$B/hunion" "$seeds"
+
+seeds=20
+[ "${HUNION_SANITIZED:-0}" = 1 ] && seeds=8
+seeds=${HUNION_FLATTEN_SEEDS:-$seeds}
+suite flatten "$HERE/kernel/flatten-roundtrip.sh" "$B/hunion" "$seeds"
+
+seeds=10
+[ "${HUNION_SANITIZED:-0}" = 1 ] && seeds=3
+suite diff "$HERE/kernel/diff-kernel.sh" "$B/hunion" "${HUNION_DIFF_SEEDS:-$seeds}"
 
 echo "== summary ($B)"
 printf '%s\n' "${summary[@]}"

@@ -123,3 +123,12 @@ Test(layer, device_whiteouts_do_not_decide_the_namespace)
 	cr_expect(l.userxattr);
 	hu_layer_close(&l);
 }
+
+Test(layer, overlay_bookkeeping_on_a_directory_marks_an_overlay_layer)
+{
+	tu_mkdir("u/d");
+	tu_xattr("u/d", "trusted.overlay.origin", "x");
+	tu_file("u/d/f", "");
+	tu_xattr("u/d/f", "trusted.overlay.metacopy", "");
+	cr_expect_eq(detect("u"), HU_FMT_OVERLAY);
+}

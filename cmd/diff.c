@@ -1,0 +1,385 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * hunion diff LAYER...: what the top layer changes over those beneath, as
+ * a listing (A|M|D PATH, or JSON), or with --oci as an OCI layer tarball.
+ * hunion diff --trees OLD NEW: the same between two plain trees.
+ * Exit status as diff(1): 0 no changes, 1 changes, 2 trouble.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cmd.h"
+
+enum { DIFF_SAME = 0, DIFF_CHANGES = 1, DIFF_TROUBLE = 2 };
+
+struct diff_args {
+	const struct cmd *c;
+	struct layer_opts lo;
+	bool recursive, exact, trees, oci, format_given;
+	const char *out;
+	/* --oci */
+	const char *compress, *level, *threads, *descriptor, *clamp;
+	bool opaque_markers;
+};
+
+static int diff_opt(void *ctx, const struct parsed_opt *o)
+{
+	struct diff_args *a = ctx;
+	int rc = layer_opt(a->c, &a->lo, o);
+
+	if (rc != 0) {
+		a->format_given |= !strcmp(o->name, "format");
+		return rc < 0 ? -1 : 0;
+	}
+	if (!strcmp(o->name, "recursive"))
+		a->recursive = true;
+	else if (!strcmp(o->name, "exact"))
+		a->exact = true;
+	else if (!strcmp(o->name, "trees"))
+		a->trees = true;
+	else if (!strcmp(o->name, "oci"))
+		a->oci = true;
+	else if (!strcmp(o->name, "output"))
+		a->out = o->arg;
+	else if (!strcmp(o->name, "compress"))
+		a->compress = o->arg;
+	else if (!strcmp(o->name, "level"))
+		a->level = o->arg;
+	else if (!strcmp(o->name, "threads"))
+		a->threads = o->arg;
+	else if (!strcmp(o->name, "descriptor"))
+		a->descriptor = o->arg;
+	else if (!strcmp(o->name, "clamp-mtime"))
+		a->clamp = o->arg;
+	else if (!strcmp(o->name, "opaque-markers"))
+		a->opaque_markers = true;
+	return 0;
+}
+
+/* ---- the listing --------------------------------------------------------- */
+
+struct listing {
+	bool json;
+	uint64_t n;
+};
+
+static const char *type_name(mode_t mode)
+{
+	switch (mode & S_IFMT) {
+	case S_IFDIR: return "dir";
+	case S_IFREG: return "file";
+	case S_IFLNK: return "symlink";
+	case S_IFCHR: return "char";
+	case S_IFBLK: return "block";
+	case S_IFIFO: return "fifo";
+	case S_IFSOCK: return "socket";
+	default: return "unknown";
+	}
+}
+
+static void print_what(unsigned what)
+{
+	static const struct { unsigned bit; const char *name; } names[] = {
+		{ HU_DIFF_TYPE, "type" }, { HU_DIFF_CONTENT, "content" },
+		{ HU_DIFF_MODE, "mode" }, { HU_DIFF_OWNER, "owner" },
+		{ HU_DIFF_MTIME, "mtime" }, { HU_DIFF_XATTRS, "xattrs" },
+	};
+	const char *sep = "";
+
+	fputs(",\"what\":[", stdout);
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		if (what & names[i].bit) {
+			printf("%s\"%s\"", sep, names[i].name);
+			sep = ",";
+		}
+	}
+	putchar(']');
+}
+
+static void print_json(const struct hu_change *c)
+{
+	const struct stat *now = c->ent ? &c->ent->st : c->old;
+
+	printf("{\"change\":\"%c\",\"path\":", (char)c->kind);
+	json_string(stdout, *c->path ? c->path : ".");
+	printf(",\"type\":\"%s\"", type_name(now->st_mode));
+	if (c->kind == HU_CHG_MODIFY) {
+		if (c->what & HU_DIFF_TYPE)
+			printf(",\"old_type\":\"%s\"",
+			       type_name(c->old->st_mode));
+		print_what(c->what);
+	}
+	if (c->opaque)
+		fputs(",\"opaque\":true", stdout);
+	puts("}");
+}
+
+static int print_change(void *ctx, const struct hu_change *c,
+			struct hu_error *e)
+{
+	struct listing *l = ctx;
+
+	l->n++;
+	if (l->json) {
+		print_json(c);
+		return 0;
+	}
+	printf("%c ", (char)c->kind);
+	print_path_escaped(stdout, *c->path ? c->path : ".");
+	putchar('\n');
+	return 0;
+}
+
+/* ---- --oci --------------------------------------------------------------- */
+
+/* A whole decimal number in [min, max]. */
+static bool parse_num(const char *s, long long min, long long max,
+		      long long *out)
+{
+	char *end;
+	long long v;
+
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (errno || end == s || *end || v < min || v > max)
+		return false;
+	*out = v;
+	return true;
+}
+
+/* Fill @to from the tarball options, as flatten does; -1 after a usage
+ * error. */
+static int tar_opts(const struct diff_args *a, struct hu_tarout_opts *to)
+{
+	const char *sde = getenv("SOURCE_DATE_EPOCH");
+	long long v;
+	int min, max;
+
+	memset(to, 0, sizeof(*to));
+	if (!a->compress || !strcmp(a->compress, "auto"))
+		to->compress = hu_compress_for_path(a->out);
+	else if (hu_compress_parse(a->compress, &to->compress) < 0)
+		return cmd_usage_error(a->c, "invalid --compress '%s' (choose "
+				       "auto, none, gzip or zstd)",
+				       a->compress);
+	if (a->level) {
+		if (hu_compress_levels(to->compress, &min, &max) < 0)
+			return cmd_usage_error(a->c, "--level needs gzip or "
+					       "zstd compression");
+		if (!parse_num(a->level, min, max, &v))
+			return cmd_usage_error(a->c, "invalid --level '%s' "
+					       "(%d to %d)", a->level, min,
+					       max);
+		to->level = (int)v;
+	}
+	if (a->threads) {
+		if (!parse_num(a->threads, 0, 1024, &v))
+			return cmd_usage_error(a->c, "invalid --threads '%s' "
+					       "(0 for all cores, up to 1024)",
+					       a->threads);
+		to->threads = (int)v;
+	}
+	if (a->clamp || (sde && *sde)) {
+		const char *t = a->clamp ? a->clamp : sde;
+
+		if (!parse_num(t, 0, INT64_MAX / 2, &v))
+			return cmd_usage_error(a->c, "invalid %s '%s' (seconds "
+					       "since 1970)", a->clamp ?
+					       "--clamp-mtime" :
+					       "SOURCE_DATE_EPOCH", t);
+		to->clamp_mtime = true;
+		to->mtime_max = v;
+	}
+	return 0;
+}
+
+/* Stop the walk at the first change: whether there is one decides the
+ * exit status of --oci. */
+static int found_one(void *ctx, const struct hu_change *c, struct hu_error *e)
+{
+	*(bool *)ctx = true;
+	return hu_error_set(e, 0, NULL, "found");
+}
+
+static int any_change(const struct hu_stack *s, const struct hu_changes_opts *o,
+		      bool *any, struct hu_error *e)
+{
+	*any = false;
+	if (hu_changes_walk(s, o, found_one, any, e) < 0 && !*any)
+		return -1;
+	hu_error_clear(e);
+	return 0;
+}
+
+/* Write the change set into @out (and its descriptor into @desc). */
+static int oci(const struct diff_args *a, const struct hu_stack *s,
+	       const struct hu_changes_opts *co,
+	       const struct hu_tarout_opts *to, struct hu_outfile *out,
+	       struct hu_outfile *desc, struct hu_error *e)
+{
+	struct hu_tarout *t;
+	struct hu_digests d;
+	char json[512];
+	size_t n;
+	int rc;
+
+	if (hu_tarout_open(&t, out->fd, to, e) < 0)
+		return -1;
+	rc = hu_changes_write_tar(s, co, a->opaque_markers, t, e);
+	front_progress_done();
+	if (rc < 0) {
+		hu_tarout_abort(t);
+		return -1;
+	}
+	if (hu_tarout_close(t, &d, e) < 0)
+		return -1;
+	if (desc->name) {
+		n = hu_descriptor_json(&d, json, sizeof(json));
+		if (hu_outfile_write(desc, json, n, e) < 0)
+			return -1;
+	}
+	if (hu_outfile_commit(out, e) < 0)
+		return -1;
+	if (desc->name && hu_outfile_commit(desc, e) < 0)
+		return -1;
+	return 0;
+}
+
+static int write_oci(const struct diff_args *a, const struct hu_stack *s,
+		     const struct hu_changes_opts *co,
+		     const struct hu_tarout_opts *to, struct hu_error *e)
+{
+	struct hu_outfile out = { .fd = -1, .dirfd = -1 };
+	struct hu_outfile desc = { .fd = -1, .dirfd = -1 };
+	bool any;
+	int rc = -1;
+
+	if (any_change(s, co, &any, e) < 0)
+		return DIFF_TROUBLE;
+	if (hu_outfile_open(&out, a->out, s, e) == 0 &&
+	    (!a->descriptor ||
+	     hu_outfile_open(&desc, a->descriptor, s, e) == 0)) {
+		rc = oci(a, s, co, to, &out, &desc, e);
+		if (rc < 0 && !e->path)
+			hu_error_prefix(e, strcmp(a->out, "-") ? a->out :
+					"standard output");
+	}
+	if (rc < 0) {
+		hu_outfile_abort(&desc);
+		hu_outfile_abort(&out);
+		return DIFF_TROUBLE;
+	}
+	return any ? DIFF_CHANGES : DIFF_SAME;
+}
+
+/* ---- the command ------------------------------------------------------- */
+
+static int check_args(struct diff_args *a, int nops)
+{
+	const struct cmd *c = a->c;
+
+	if (a->trees && nops != 2)
+		return cmd_usage_error(c, "--trees takes two trees, OLD NEW");
+	if (a->trees && (a->format_given || a->lo.stack.userxattr))
+		return cmd_usage_error(c, "--trees reads plain trees: no "
+				       "--format or --userxattr");
+	if (nops < 1)
+		return cmd_usage_error(c, "no layers given");
+	if (a->oci && !a->out)
+		return cmd_usage_error(c, "--oci needs -o FILE");
+	if (!a->oci && (a->out || a->compress || a->level || a->threads ||
+			a->descriptor || a->clamp || a->opaque_markers))
+		return cmd_usage_error(c, "-o and the tarball options need "
+				       "--oci");
+	if (a->oci && (a->lo.json || a->recursive))
+		return cmd_usage_error(c, "--oci writes a tarball: no --json "
+				       "or -r");
+	if (a->oci && !strcmp(a->out, "-") && isatty(STDOUT_FILENO))
+		return cmd_usage_error(c, "refusing to write a tarball to a "
+				       "terminal");
+	if (a->descriptor && !strcmp(a->descriptor, a->out))
+		return cmd_usage_error(c, "--descriptor names the output");
+	return 0;
+}
+
+/* --trees: each tree a one-layer stack whose names mean nothing more. */
+static int open_trees(char **paths, struct hu_stack *old,
+		      struct hu_stack *new, const struct hu_report *r,
+		      struct hu_error *e)
+{
+	struct hu_stack_opts so = { .format = HU_FMT_NONE, .userxattr = true,
+				    .report = r };
+
+	if (hu_stack_open(old, paths, 1, &so, e) < 0)
+		return -1;
+	if (hu_stack_open(new, paths + 1, 1, &so, e) < 0) {
+		hu_stack_close(old);
+		return -1;
+	}
+	return 0;
+}
+
+static int run(struct diff_args *a, char **ops, int nops,
+	       struct hu_error *e)
+{
+	struct hu_report report = front_report();
+	struct hu_changes_opts co = { .exact = a->exact,
+				      .recursive = a->recursive,
+				      .report = &report };
+	struct listing l = { .json = a->lo.json };
+	struct hu_stack s, old = { 0 };
+	struct hu_tarout_opts to;
+	int rc;
+
+	if (a->oci && tar_opts(a, &to) < 0)
+		return EXIT_USAGE;
+	if (!a->oci)
+		report.progress = NULL;	/* it would tear the listing */
+	a->lo.stack.report = &report;
+	if (a->trees) {
+		if (open_trees(ops, &old, &s, &report, e) < 0)
+			return DIFF_TROUBLE;
+		co.old = &old;
+	} else {
+		if (hu_stack_open(&s, ops, nops, &a->lo.stack, e) < 0)
+			return DIFF_TROUBLE;
+		co.base = s.n - 1;
+	}
+	if (a->oci) {
+		rc = write_oci(a, &s, &co, &to, e);
+	} else {
+		rc = hu_changes_walk(&s, &co, print_change, &l, e) < 0 ?
+			DIFF_TROUBLE : l.n ? DIFF_CHANGES : DIFF_SAME;
+		if (fflush(stdout) != 0 || ferror(stdout)) {
+			hu_error_set(e, errno, NULL,
+				     "cannot write the listing");
+			rc = DIFF_TROUBLE;
+		}
+	}
+	front_progress_done();
+	hu_stack_close(&s);
+	if (a->trees)
+		hu_stack_close(&old);
+	return rc;
+}
+
+int cmd_diff(const struct cmd *c, int argc, char **argv)
+{
+	struct diff_args a = { .c = c };
+	struct hu_error e = { 0 };
+	int first = cmd_parse(c, argc, argv, diff_opt, &a), rc;
+
+	if (first < 0 || check_args(&a, argc - first) < 0)
+		return DIFF_TROUBLE;	/* usage: 2, as diff(1) */
+	rc = run(&a, argv + first, argc - first, &e);
+	if (rc == EXIT_USAGE || rc == DIFF_TROUBLE) {
+		if (e.msg[0])
+			print_error(&e);
+		rc = DIFF_TROUBLE;
+	}
+	hu_error_clear(&e);
+	return rc;
+}

@@ -1,0 +1,136 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The change set as an OCI layer (diff --oci, flatten --base): the walk of
+ * changes.c, every directory's deletions first, written as
+ *   - one whiteout .wh.NAME per deleted name, none below it;
+ *   - every added or modified entry in full (the contents of an added
+ *     directory too, a directory before its contents), a later name of an
+ *     inode written as a hard link to the first;
+ *   - an opaque directory: by default whiteouts of the old names it no
+ *     longer shows, as for any directory; with opaque markers its
+ *     .wh..wh..opq right after its own entry, then its whole contents.
+ * Sockets cannot be archived: each is skipped with a warning.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "changes.h"
+#include "linkmap.h"
+
+struct tarsink {
+	const struct hu_stack *s;
+	const struct hu_report *report;
+	struct hu_tarout *t;
+	bool markers;
+	struct hu_linkmap links;
+};
+
+/* Errors of the source name the entry in its layer; errors of the output
+ * stream have no path (the caller names its output). */
+static int tfail(const struct tarsink *k, const struct hu_change *c,
+		 struct hu_error *e)
+{
+	if (e->path && c->ent)
+		hu_error_prefix(e, k->s->layers[c->ent->layer].path);
+	return -1;
+}
+
+static int whiteout(struct tarsink *k, const char *path, struct hu_error *e)
+{
+	const char *slash = strrchr(path, '/');
+	char *dir;
+	int rc;
+
+	if (!slash)
+		return hu_tarout_whiteout(k->t, "", path, e);
+	dir = strndup(path, slash - path);
+	if (!dir)
+		return hu_error_set(e, ENOMEM, NULL, "out of memory");
+	rc = hu_tarout_whiteout(k->t, dir, slash + 1, e);
+	free(dir);
+	return rc;
+}
+
+/* A later name of an inode already written: a hard link.  *@done then;
+ * else the first name is remembered. */
+static int link_again(struct tarsink *k, const struct hu_change *c,
+		      bool *done, struct hu_error *e)
+{
+	const struct stat *st = &c->ent->st;
+	const char *first;
+	char *p;
+
+	*done = false;
+	if (S_ISDIR(st->st_mode) || st->st_nlink < 2)
+		return 0;
+	first = hu_linkmap_get(&k->links, st->st_dev, st->st_ino);
+	if (first) {
+		*done = true;
+		return hu_tarout_hardlink(k->t, c->path, first, st, e);
+	}
+	p = strdup(c->path);
+	if (!p || hu_linkmap_put(&k->links, st->st_dev, st->st_ino, p) < 0) {
+		free(p);
+		return hu_error_set(e, ENOMEM, NULL, "out of memory");
+	}
+	return 0;
+}
+
+static int entry(struct tarsink *k, const struct hu_change *c,
+		 struct hu_error *e)
+{
+	const struct hu_ventry *ent = c->ent;
+	int datafd = -1, rc;
+	bool linked;
+
+	if (S_ISSOCK(ent->st.st_mode)) {
+		hu_report_warn(k->report, 0, NULL, c->path, "socket skipped");
+		return 0;
+	}
+	if (link_again(k, c, &linked, e) < 0)
+		return tfail(k, c, e);
+	if (linked)
+		return 0;
+	if (S_ISREG(ent->st.st_mode)) {
+		datafd = hu_vdir_open_data(c->dir, ent, e);
+		if (datafd < 0)
+			return -1;	/* the view named the layer */
+	}
+	rc = hu_tarout_entry(k->t, c->path, &ent->st, ent->dirfd, ent->name,
+			     datafd, e);
+	if (datafd >= 0)
+		close(datafd);
+	if (rc < 0)
+		return tfail(k, c, e);
+	if (c->opaque && k->markers)
+		return hu_tarout_opaque(k->t, c->path, e);
+	return 0;
+}
+
+static int on_change(void *ctx, const struct hu_change *c, struct hu_error *e)
+{
+	struct tarsink *k = ctx;
+
+	if (c->kind == HU_CHG_DELETE)
+		return whiteout(k, c->path, e);
+	return entry(k, c, e);
+}
+
+int hu_changes_write_tar(const struct hu_stack *s,
+			 const struct hu_changes_opts *o, bool opaque_markers,
+			 struct hu_tarout *t, struct hu_error *e)
+{
+	/* Everything an added or opaque directory holds is new; nothing
+	 * below a deleted one needs a whiteout. */
+	const struct chg_flags f = { .rec_add = true, .rec_del = false,
+				     .replace_opaque = opaque_markers };
+	struct tarsink k = { .s = s, .report = o->report, .t = t,
+			     .markers = opaque_markers };
+	int rc;
+
+	rc = chg_walk(s, o, &f, on_change, &k, e);
+	hu_linkmap_free(&k.links);
+	return rc;
+}

@@ -1,0 +1,164 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * flatten: the merged view as one tarball.  A walk of the view (sorted,
+ * each directory before its contents, the root first as "./") writing
+ * every entry into the tar writer.  Names that are one inode of a layer
+ * become tar hard links: the first name in output order carries the data,
+ * the later ones link to it.  Sockets cannot be archived: each is skipped
+ * with a warning.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "linkmap.h"
+
+struct flatten {
+	const struct hu_stack *s;
+	const struct hu_report *report;
+	struct hu_tarout *t;
+	struct hu_flatten_stats *stats;
+	struct hu_linkmap links;
+};
+
+/* Source errors name the entry in its layer; errors of the output stream
+ * have no path (the caller names its output). */
+static int ffail(struct flatten *f, size_t layer, struct hu_error *e)
+{
+	if (e->path)
+		hu_error_prefix(e, f->s->layers[layer].path);
+	return -1;
+}
+
+static void progress(struct flatten *f)
+{
+	const struct hu_report *r = f->report;
+
+	if (++f->stats->entries % 4096 == 0 && r && r->progress)
+		r->progress(r->ctx, f->stats->entries);
+}
+
+static void count(struct hu_flatten_stats *st, const struct stat *s)
+{
+	switch (s->st_mode & S_IFMT) {
+	case S_IFDIR:
+		st->dirs++;
+		break;
+	case S_IFREG:
+		st->files++;
+		st->bytes += (uint64_t)s->st_size;
+		break;
+	case S_IFLNK:
+		st->symlinks++;
+		break;
+	default:
+		st->specials++;
+	}
+}
+
+/* A later name of an inode already written: a tar hard link to the
+ * first.  *@done when so. */
+static int link_again(struct flatten *f, const char *path,
+		      const struct hu_ventry *ent, bool *done,
+		      struct hu_error *e)
+{
+	const char *first;
+	char *p;
+
+	*done = false;
+	if (S_ISDIR(ent->st.st_mode) || ent->st.st_nlink < 2)
+		return 0;
+	first = hu_linkmap_get(&f->links, ent->st.st_dev, ent->st.st_ino);
+	if (first) {
+		*done = true;
+		f->stats->hardlinks++;
+		return hu_tarout_hardlink(f->t, path, first, &ent->st, e);
+	}
+	p = strdup(path);
+	if (!p || hu_linkmap_put(&f->links, ent->st.st_dev, ent->st.st_ino,
+				 p) < 0) {
+		free(p);
+		return hu_error_set(e, ENOMEM, NULL, "out of memory");
+	}
+	return 0;
+}
+
+static int on_entry(void *ctx, struct hu_vdir *d, const struct hu_ventry *ent,
+		    struct hu_error *e)
+{
+	struct flatten *f = ctx;
+	char *path = hu_path_join(hu_vdir_path(d), ent->name);
+	int datafd = -1, rc = -1;
+	bool linked;
+
+	if (!path)
+		return hu_error_set(e, ENOMEM, NULL, "out of memory");
+	progress(f);
+	if (S_ISSOCK(ent->st.st_mode)) {
+		hu_report_warn(f->report, 0, hu_vdir_path(d), ent->name,
+			       "socket skipped");
+		f->stats->skipped++;
+		rc = 0;
+		goto out;
+	}
+	if (link_again(f, path, ent, &linked, e) < 0) {
+		ffail(f, ent->layer, e);
+		goto out;
+	}
+	if (linked) {
+		rc = 0;
+		goto out;
+	}
+	if (S_ISREG(ent->st.st_mode)) {
+		datafd = hu_vdir_open_data(d, ent, e);
+		if (datafd < 0)
+			goto out;	/* the view named the layer */
+	}
+	if (hu_tarout_entry(f->t, path, &ent->st, ent->dirfd, ent->name,
+			    datafd, e) < 0) {
+		ffail(f, ent->layer, e);
+		goto out;
+	}
+	count(f->stats, &ent->st);
+	rc = S_ISDIR(ent->st.st_mode) ? 1 : 0;
+out:
+	if (datafd >= 0)
+		close(datafd);
+	free(path);
+	return rc;
+}
+
+/* The root of the view, from its topmost layer directory. */
+static int on_root(void *ctx, struct hu_vdir *root, struct hu_error *e)
+{
+	struct flatten *f = ctx;
+	size_t layer;
+	int fd = hu_vdir_fd(root, &layer);
+	struct stat st;
+
+	if (fstat(fd, &st) < 0) {
+		hu_error_set(e, errno, "", "cannot stat");
+		return ffail(f, layer, e);
+	}
+	if (hu_tarout_entry(f->t, "", &st, fd, NULL, -1, e) < 0)
+		return ffail(f, layer, e);
+	f->stats->dirs++;
+	return 0;
+}
+
+int hu_flatten_write_tar(const struct hu_stack *s, const struct hu_report *r,
+			 struct hu_tarout *t, struct hu_flatten_stats *stats,
+			 struct hu_error *e)
+{
+	static const struct hu_walk_ops ops = {
+		.entry = on_entry, .enter_root = on_root };
+	struct flatten f = { .s = s, .report = r, .t = t, .stats = stats };
+	int rc;
+
+	memset(stats, 0, sizeof(*stats));
+	rc = hu_view_walk(s, &ops, &f, e);
+	hu_linkmap_free(&f.links);
+	return rc;
+}

@@ -1,0 +1,202 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Output files that appear whole or not at all: written as a hidden
+ * temporary file beside the final name (".NAME.hunion-XXXXXX"), renamed
+ * over it when complete, removed on failure.  "-" is standard output,
+ * which can only be written as it goes.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+/* Refuse an output inside a layer: walk up from its directory to the
+ * filesystem root, comparing each directory with the layer roots. */
+static int check_not_in_layer(const struct hu_stack *s, int dirfd,
+			      const char *out, struct hu_error *e)
+{
+	struct stat st, up;
+	int fd = dup(dirfd), next;
+
+	if (fd < 0)
+		return hu_error_set(e, errno, out, "cannot open parent");
+	while (fstat(fd, &st) == 0) {
+		for (size_t i = 0; s && i < s->n; i++) {
+			if (st.st_dev == s->layers[i].dev &&
+			    st.st_ino == s->layers[i].ino) {
+				close(fd);
+				return hu_error_set(e, 0, out,
+					"lies inside layer %s",
+					s->layers[i].path);
+			}
+		}
+		next = openat(fd, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (next < 0 || fstat(next, &up) < 0 ||
+		    (up.st_dev == st.st_dev && up.st_ino == st.st_ino)) {
+			if (next >= 0)
+				close(next);
+			break;
+		}
+		close(fd);
+		fd = next;
+	}
+	close(fd);
+	return 0;
+}
+
+/* Open the directory of @path into f->dirfd and keep its last component
+ * in f->base; refuse a name that is not a regular file already. */
+static int open_parent(struct hu_outfile *f, const char *path,
+		       struct hu_error *e)
+{
+	char *a = strdup(path), *b = strdup(path);
+	const char *dir, *name;
+	struct stat st;
+	int rc = -1;
+
+	if (!a || !b) {
+		hu_error_set(e, ENOMEM, path, "out of memory");
+		goto out;
+	}
+	dir = dirname(a);
+	name = basename(b);
+	if (!*name || !strcmp(name, ".") || !strcmp(name, "..") ||
+	    !strcmp(name, "/") || path[strlen(path) - 1] == '/') {
+		hu_error_set(e, EISDIR, path, "not a file name");
+		goto out;
+	}
+	f->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (f->dirfd < 0) {
+		hu_error_set(e, errno, dir, "cannot open the output's "
+			     "directory");
+		goto out;
+	}
+	if (fstatat(f->dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+		if (S_ISDIR(st.st_mode)) {
+			hu_error_set(e, EISDIR, path, "cannot write");
+			goto out;
+		}
+		if (!S_ISREG(st.st_mode)) {
+			hu_error_set(e, 0, path, "exists and is not a regular "
+				     "file");
+			goto out;
+		}
+	} else if (errno != ENOENT) {
+		hu_error_set(e, errno, path, "cannot check the output");
+		goto out;
+	}
+	f->base = strdup(name);
+	rc = f->base ? 0 : hu_error_set(e, ENOMEM, path, "out of memory");
+out:
+	free(a);
+	free(b);
+	return rc;
+}
+
+static int make_temp(struct hu_outfile *f, struct hu_error *e)
+{
+	size_t len = strlen(f->base) + 32;
+	unsigned int seed = (unsigned)getpid() ^ (unsigned)time(NULL) ^
+			    (unsigned)(uintptr_t)f;
+
+	f->tmp = malloc(len);
+	if (!f->tmp)
+		return hu_error_set(e, ENOMEM, f->name, "out of memory");
+	for (int tries = 0; tries < 100; tries++) {
+		seed = seed * 1103515245u + 12345u;
+		snprintf(f->tmp, len, ".%s.hunion-%06x", f->base,
+			 (seed >> 8) & 0xffffff);
+		f->fd = hu_wr_create(f->dirfd, f->tmp, 0666);
+		if (f->fd >= 0)
+			return 0;
+		if (errno != EEXIST)
+			break;
+	}
+	hu_error_set(e, errno, f->name, "cannot create");
+	free(f->tmp);
+	f->tmp = NULL;
+	return -1;
+}
+
+int hu_outfile_open(struct hu_outfile *f, const char *path,
+		    const struct hu_stack *s, struct hu_error *e)
+{
+	memset(f, 0, sizeof(*f));
+	f->fd = f->dirfd = -1;
+	f->name = path;
+	if (!strcmp(path, "-")) {
+		f->fd = STDOUT_FILENO;
+		return 0;
+	}
+	if (open_parent(f, path, e) < 0 ||
+	    check_not_in_layer(s, f->dirfd, path, e) < 0 ||
+	    make_temp(f, e) < 0) {
+		hu_outfile_abort(f);
+		return -1;
+	}
+	return 0;
+}
+
+int hu_outfile_write(struct hu_outfile *f, const void *buf, size_t len,
+		     struct hu_error *e)
+{
+	const char *p = buf;
+
+	while (len) {
+		ssize_t n = hu_wr_write(f->fd, p, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return hu_error_set(e, n < 0 ? errno : EIO, f->name,
+					    "cannot write");
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+int hu_outfile_commit(struct hu_outfile *f, struct hu_error *e)
+{
+	int rc = 0;
+
+	if (!f->tmp)		/* standard output */
+		return 0;
+	/* A full disk may only show at close (NFS, some FUSE). */
+	if (close(f->fd) < 0)
+		rc = hu_error_set(e, errno, f->name, "cannot write");
+	f->fd = -1;
+	if (rc == 0 &&
+	    hu_wr_renameat2(f->dirfd, f->tmp, f->dirfd, f->base, 0) < 0)
+		rc = hu_error_set(e, errno, f->name, "cannot move the new "
+				  "file into place");
+	if (rc < 0) {
+		hu_outfile_abort(f);
+		return -1;
+	}
+	free(f->tmp);
+	f->tmp = NULL;
+	hu_outfile_abort(f);
+	return 0;
+}
+
+void hu_outfile_abort(struct hu_outfile *f)
+{
+	if (f->tmp) {
+		if (f->fd >= 0)
+			close(f->fd);
+		(void)hu_wr_unlinkat(f->dirfd, f->tmp, 0);
+	}
+	if (f->dirfd >= 0)
+		close(f->dirfd);
+	free(f->tmp);
+	free(f->base);
+	f->tmp = f->base = NULL;
+	f->fd = f->dirfd = -1;
+}

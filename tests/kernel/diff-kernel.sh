@@ -1,0 +1,268 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# tests/kernel/diff-kernel.sh HUNION [SEEDS [OPS]]
+#
+# hunion diff against the kernel.  For seeds 1..SEEDS (default 10), each
+# with metacopy=off and with metacopy=on, diff_ops.py gen writes a random
+# plain tree L0, then two sessions run: U1 over L0, and U2 over L0 + U1
+# (so that the second diff reads whiteouts, opaque directories, redirects
+# and metacopy files in the layers beneath).  A session:
+#   1. an empty UPPER gets the mode, owner, times and xattrs of the top
+#      lower layer's root (the merged root shows the upper's), and overlayfs
+#      mounts the lowers + UPPER (redirect_dir=on, metacopy=off|on);
+#   2. diff_ops.py ops makes OPS (default 40) random changes THROUGH the
+#      mount (create, unlink, rm -rf, rmdir, rename files and directories,
+#      also over existing ones, chmod, chown, setfattr, hard links, writes,
+#      a file replaced by a directory and back, a directory re-created,
+#      symlinks, fifos, utime), applies each to its model of the tree, and
+#      writes the changes the model predicts;
+#   3. with the overlay still mounted: the kernel's merged view as a
+#      manifest (tests/tools/manifest.py) and a plain copy (cp -a), and
+#      "hunion diff --trees OLD MNT" (plain and -r; OLD is L0, or the copy
+#      of the first session's view); then the overlay is unmounted;
+#   4. "hunion diff --exact LOWERS... UPPER" must print exactly the model's
+#      changes (text and --json) and what --trees printed; without
+#      --exact the listing may only add M lines for copied-up files; -r
+#      must equal --trees -r; the walk that lists the whole new view
+#      (HUNION_DIFF_SLOW=1, see lib/changes.c) must list and write the
+#      same as the default one, which lists only the upper's entries;
+#   5. "hunion diff --oci" applied to a copy of OLD (tests/tools/
+#      oci_apply.py, OCI layer.md rules) must give the kernel's merged
+#      view, manifest for manifest, and keep every hard link made through
+#      the mount; so must --exact --opaque-markers with zstd.  Hard-link
+#      groups are not compared otherwise: a lower file reached through a
+#      renamed directory is written in full, and its other names, outside
+#      the change set, stay apart (layer.md: a link whose partner is not in
+#      the change set is not recorded); with --exact an unchanged copy-up
+#      is left out, so a new link to it is a file of its own.
+#      "hunion diff --trees --oci OLD MNT" applied to OLD must too.
+#   6. "hunion flatten --base" (the same writer) must write the same bytes
+#      as diff --oci; in the second session, "flatten --base 1 L0 U1 U2"
+#      (two layers above the base) applied to L0 must give the view too.
+# Needs root and overlayfs; skipped (exit 0, with the reason) otherwise.
+#
+# HUNION_KEEP=DIR keeps the work dirs of failing runs there.
+# Ends with "diff: N passed, N failed".
+
+set -u
+export LC_ALL=C
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+TOOLS=$(cd "$HERE/../tools" && pwd)
+SEEDS=${2:-10}
+NOPS=${3:-40}
+passed=0 failed=0
+
+if [ $# -lt 1 ]; then
+	echo "usage: $0 HUNION [SEEDS [OPS]]" >&2
+	exit 2
+fi
+HUNION=$(realpath -- "$1" 2>/dev/null || echo "$1")
+[ -x "$HUNION" ] || { echo "diff: $1: not an executable" >&2; exit 2; }
+
+skip_all() {
+	echo "diff: skipped: $1"
+	echo "diff: 0 passed, 0 failed, $((SEEDS * 2)) skipped"
+	exit 0
+}
+[ "$(id -u)" = 0 ] || skip_all "not root (mounting overlayfs needs root)"
+grep -qw overlay /proc/filesystems || modprobe overlay 2>/dev/null
+grep -qw overlay /proc/filesystems ||
+	skip_all "overlayfs is not available in this kernel"
+
+WORK=$(mktemp -d /tmp/hunion-diffk.XXXXXX) || exit 1
+FS=$WORK/fs
+MNT=$WORK/mnt
+cleanup() {
+	mountpoint -q "$MNT" 2>/dev/null && umount "$MNT"
+	mountpoint -q "$FS" 2>/dev/null && umount "$FS"
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+mkdir -p "$FS" "$MNT"
+if ! mount -t tmpfs -o size=2g,mode=0755 hunion-diffk "$FS"; then
+	skip_all "cannot mount a tmpfs for the layers"
+fi
+if ! touch "$FS/.p" || ! setfattr -n user.p -v y "$FS/.p" 2>/dev/null ||
+   ! setfattr -n trusted.p -v y "$FS/.p" 2>/dev/null; then
+	skip_all "tmpfs without user and trusted xattrs (kernel < 6.6)"
+fi
+rm -f "$FS/.p"
+
+manifest() {
+	python3 "$TOOLS/manifest.py" "$@"
+}
+
+# Run hunion and require exit status $1 (or 0|1 for "either").
+hu() {
+	local want=$1 rc
+	shift
+	"$HUNION" "$@"
+	rc=$?
+	case "$want:$rc" in
+	0:0 | 1:1 | either:0 | either:1) return 0 ;;
+	esac
+	echo "  hunion $*: exit $rc, want $want" >&2
+	return 1
+}
+
+# A difference between two files: show its first lines, fail.
+same() {	# LABEL WANT GOT
+	if ! diff -u --label "$2" --label "$3" "$2" "$3" >"$W/d.out"; then
+		echo "  $1 differ:"
+		sed -n '3,$p' "$W/d.out" | head -n 12 | sed 's/^/    /'
+		return 1
+	fi
+}
+
+# One session: mount LOWERS (bottom first) with the empty upper $1, make
+# the changes, check every listing and the change set.  $2: a plain copy
+# of the old view (the tree the change set is applied to); $3: the seed of
+# the operations.  Leaves a plain copy of the new view in $W/view-$1.
+session() {
+	local up=$1 base=$2 seed=$3 lowerdir='' i want ok=0
+	local S=$W/$up U=$W/$up/upper
+	mkdir -p "$S" "$U" "$S/work"
+	for ((i = ${#LOWERS[@]} - 1; i >= 0; i--)); do
+		lowerdir+=${lowerdir:+:}${LOWERS[i]}
+	done
+	local top=${LOWERS[${#LOWERS[@]} - 1]}
+	python3 "$HERE/diff_ops.py" root-meta "$top" "$U" || return 1
+	if ! mount -t overlay overlay -o "lowerdir=$lowerdir,upperdir=$U,workdir=$S/work,redirect_dir=on,metacopy=$MC" "$MNT" 2>"$S/mount.err"; then
+		echo "  $up: mount failed: $(cat "$S/mount.err")"
+		return 1
+	fi
+	if ! python3 "$HERE/diff_ops.py" ops --seed "$seed" --ops "$NOPS" \
+		"$MNT" "$S/expect" 2>"$S/ops.err"; then
+		echo "  $up: the operations failed (a test bug):"
+		tail -n 4 "$S/ops.err" | sed 's/^/    /'
+		umount "$MNT"
+		return 1
+	fi
+	want=1
+	[ -s "$S/expect.txt" ] || want=0
+	if ! manifest "$MNT" >"$S/kernel.txt" ||
+	   ! cp -a "$MNT" "$W/view-$up" ||
+	   ! hu $want diff --trees "$base" "$MNT" >"$S/trees.txt" ||
+	   ! hu $want diff --trees -r "$base" "$MNT" >"$S/trees-r.txt" ||
+	   ! hu $want diff --trees --oci -o "$S/trees.tar" "$base" "$MNT"; then
+		umount "$MNT"
+		return 1
+	fi
+	umount "$MNT" || return 1
+
+	local layers=("${LOWERS[@]}" "$U")
+	hu $want diff --exact "${layers[@]}" >"$S/exact.txt" || ok=1
+	same "$up: model vs diff --exact" "$S/expect.txt" "$S/exact.txt" ||
+		ok=1
+	same "$up: diff --trees vs diff --exact" "$S/trees.txt" \
+		"$S/exact.txt" || ok=1
+	hu $want diff --exact --json "${layers[@]}" >"$S/exact.json" || ok=1
+	python3 "$HERE/diff_ops.py" json-eq "$S/expect.json" "$S/exact.json" |
+		sed "s/^/  $up: json: /"
+	[ "${PIPESTATUS[0]}" = 0 ] || ok=1
+	hu either diff --json "${layers[@]}" >"$S/plain.json" || ok=1
+	python3 "$HERE/diff_ops.py" json-sub "$S/exact.json" \
+		"$S/plain.json" | sed "s/^/  $up: plain: /"
+	[ "${PIPESTATUS[0]}" = 0 ] || ok=1
+	hu $want diff -r --exact "${layers[@]}" >"$S/exact-r.txt" || ok=1
+	same "$up: diff --trees -r vs diff -r --exact" "$S/trees-r.txt" \
+		"$S/exact-r.txt" || ok=1
+	# the walk that lists the new view whole must agree with the one that
+	# lists only the upper layer's own entries
+	HUNION_DIFF_SLOW=1 hu $want diff -r --exact --json "${layers[@]}" \
+		>"$S/slow-r.json" || ok=1
+	hu $want diff -r --exact --json "${layers[@]}" >"$S/exact-r.json" ||
+		ok=1
+	same "$up: the two walks" "$S/slow-r.json" "$S/exact-r.json" || ok=1
+
+	# The change set as a layer, applied to the old view: the new one.
+	sed 's/ link=.*//' "$S/kernel.txt" >"$S/kernel-nolinks.txt"
+	hu either diff --oci -o "$S/ch.tar" "${layers[@]}" || ok=1
+	HUNION_DIFF_SLOW=1 hu either diff --oci -o "$S/slow.tar" \
+		"${layers[@]}" || ok=1
+	cmp -s "$S/ch.tar" "$S/slow.tar" ||
+		{ echo "  $up: the two walks write other tarballs"; ok=1; }
+	cp -a "$base" "$S/applied" &&
+		python3 "$TOOLS/oci_apply.py" "$S/ch.tar" "$S/applied" || ok=1
+	manifest "$S/applied" | sed 's/ link=.*//' >"$S/applied.txt"
+	same "$up: kernel vs old + diff --oci" "$S/kernel-nolinks.txt" \
+		"$S/applied.txt" || ok=1
+	python3 "$HERE/diff_ops.py" links "$S/expect.links" "$S/applied" |
+		sed "s/^/  $up: diff --oci: /"
+	[ "${PIPESTATUS[0]}" = 0 ] || ok=1
+	cp -a "$base" "$S/applied-trees" &&
+		python3 "$TOOLS/oci_apply.py" "$S/trees.tar" \
+		"$S/applied-trees" || ok=1
+	manifest "$S/applied-trees" | sed 's/ link=.*//' \
+		>"$S/applied-trees.txt"
+	same "$up: kernel vs old + diff --trees --oci" \
+		"$S/kernel-nolinks.txt" "$S/applied-trees.txt" || ok=1
+	hu either diff --oci --exact --opaque-markers -o "$S/ch2.tar.zst" \
+		"${layers[@]}" || ok=1
+	cp -a "$base" "$S/applied2" &&
+		python3 "$TOOLS/oci_apply.py" "$S/ch2.tar.zst" "$S/applied2" ||
+		ok=1
+	manifest "$S/applied2" | sed 's/ link=.*//' >"$S/applied2.txt"
+	same "$up: kernel vs old + diff --oci --exact --opaque-markers" \
+		"$S/kernel-nolinks.txt" "$S/applied2.txt" || ok=1
+	# flatten --base shares the writer: the same bytes as diff --oci
+	if ! hu 0 flatten --base "${#LOWERS[@]}" -o "$S/fl.tar" \
+		"${layers[@]}" || ! cmp -s "$S/ch.tar" "$S/fl.tar"; then
+		echo "  $up: flatten --base differs from diff --oci"
+		ok=1
+	fi
+	if [ "${#LOWERS[@]}" -gt 1 ]; then
+		# several layers above the base: L0 + (U1 U2) squashed
+		hu 0 flatten --base 1 -o "$S/fl1.tar" "${layers[@]}" || ok=1
+		cp -a "${LOWERS[0]}" "$S/applied3" &&
+			python3 "$TOOLS/oci_apply.py" "$S/fl1.tar" \
+			"$S/applied3" || ok=1
+		manifest "$S/applied3" | sed 's/ link=.*//' >"$S/applied3.txt"
+		same "$up: kernel vs L0 + flatten --base 1" \
+			"$S/kernel-nolinks.txt" "$S/applied3.txt" || ok=1
+	fi
+	LOWERS+=("$U")
+	return $ok
+}
+
+# Two sessions on a random lower: L0 + U1, then L0 U1 + U2 (so the second
+# diff reads whiteouts, opaque dirs, redirects and metacopy files beneath).
+one_run() {	# SEED METACOPY
+	local seed=$1
+	MC=$2
+	W=$FS/s$seed-$MC
+	LOWERS=("$W/L0")
+	mkdir -p "$W"
+	python3 "$HERE/diff_ops.py" gen --seed "$seed" "$W/L0" || return 1
+	session U1 "$W/L0" "$seed" || return 1
+	session U2 "$W/view-U1" "$((seed + 100000))" || return 1
+}
+
+for seed in $(seq 1 "$SEEDS"); do
+	for mc in off on; do
+		label="seed $seed metacopy=$mc"
+		if one_run "$seed" "$mc"; then
+			passed=$((passed + 1))
+			rm -rf "$W"
+		else
+			failed=$((failed + 1))
+			echo "FAIL $label; the operations were:"
+			for f in "$W"/U*/expect.log; do
+				echo "  ${f#"$W"/}:"
+				head -n 40 "$f" | sed 's/^/    /'
+			done
+			if [ -n "${HUNION_KEEP:-}" ]; then
+				mkdir -p "$HUNION_KEEP" &&
+					cp -a "$W" "$HUNION_KEEP/" &&
+					echo "  kept in $HUNION_KEEP/$(basename "$W")"
+			fi
+			rm -rf "$W"
+		fi
+	done
+done
+
+echo "diff: $passed passed, $failed failed"
+[ "$failed" = 0 ]

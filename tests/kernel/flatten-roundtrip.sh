@@ -1,0 +1,385 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# tests/kernel/flatten-roundtrip.sh HUNION [SEEDS]
+#
+# The round trip of hunion flatten, with the kernel as the reference.  For
+# seeds 1..SEEDS (default 20) tests/tools/mkstack.py generates a random
+# stack; the kernel mounts its overlay form read-only (as tests/kernel/
+# run.sh does) and tests/tools/manifest.py records what it shows.  Then
+# "hunion flatten" writes the overlay form as .tar, .tar.gz and .tar.zst
+# (each with --descriptor), and every reader extracts every tarball; the
+# manifest of each extraction must equal the kernel's.  The readers, and
+# what each comparison leaves out because that reader cannot carry it:
+#
+#   bsdtar   bsdtar -xpf --xattrs (libarchive 3.6): everything but the
+#            mtime of the root "./", which libarchive's disk writer never
+#            restores on the directory it extracts into (an archive made
+#            by GNU tar shows the same).
+#   libarch  tests/tools/laextract.c: libarchive's archive_write_disk as a
+#            program linking it uses it (owners, perms, times, xattrs,
+#            ACLs, flags, secure paths): the same exclusion.
+#   python   tarfile.extractall (tests/tools/tarextract.py, no filter):
+#            no xattrs (tarfile parses SCHILY.xattr.* records but never
+#            sets them), no symlink mtimes (tarfile does not set them),
+#            no hard-link groups of symlinks (tarfile links with os.link,
+#            which follows the symlink, and extracts a dangling one as a
+#            separate copy), and mtimes within 1 us (tarfile holds times
+#            as floats: about 0.5 us of precision at today's dates).
+#   gnutar   GNU tar -xpf --xattrs --xattrs-include='*': everything.
+#
+# No comparison looks at hole maps: flatten writes sparse files expanded,
+# by design, and the readers write zeros.
+#
+# Then, per seed: the DiffID (sha256 of the uncompressed tar) is the same
+# for the three tarballs, each descriptor's digest and size are those of
+# its file, its mediaType fits its compression; and a second .tar.zst,
+# written a second later with --threads=1, has the same bytes.
+#
+# Fixed checks: SOURCE_DATE_EPOCH clamps newer mtimes (an extraction
+# equals the kernel's manifest with those mtimes clamped), and each error
+# leaves nothing behind: an output on a read-only filesystem, an output
+# that is an existing directory, an unknown --compress name, a full
+# filesystem while writing.
+#
+# Needs root (overlayfs, tmpfs mounts); skipped with the reason otherwise.
+# HUNION_KEEP=DIR keeps the work of failing seeds there;
+# HUNION_FLATTEN_ONLY="3 17" runs those seeds only (no fixed checks).  Ends with
+# "flatten: N passed, N failed[, N skipped]"; exits 1 if any failed.
+
+set -u
+export LC_ALL=C
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+TOOLS=$(cd "$HERE/../tools" && pwd)
+SEEDS=${2:-20}
+NFIXED=5
+passed=0 failed=0
+
+if [ $# -lt 1 ]; then
+	echo "usage: $0 HUNION [SEEDS]" >&2
+	exit 2
+fi
+HUNION=$(realpath -- "$1" 2>/dev/null || echo "$1")
+[ -x "$HUNION" ] || { echo "flatten: $1: not an executable" >&2; exit 2; }
+
+skip_all() {
+	echo "flatten: skipped: $1"
+	echo "flatten: 0 passed, 0 failed, $((SEEDS + NFIXED)) skipped"
+	exit 0
+}
+
+[ "$(id -u)" = 0 ] || skip_all "not root (mounting overlayfs needs root)"
+grep -qw overlay /proc/filesystems || modprobe overlay 2>/dev/null
+grep -qw overlay /proc/filesystems ||
+	skip_all "overlayfs is not available in this kernel"
+for t in python3 zstd gzip sha256sum setfattr; do
+	command -v $t >/dev/null || skip_all "$t is not installed"
+done
+
+WORK=$(mktemp -d /tmp/hunion-flatten.XXXXXX) || exit 1
+MNT=$WORK/mnt
+cleanup() {
+	local m
+	for m in "$MNT" "$WORK/small" "$WORK/ro" "$WORK/fs"; do
+		mountpoint -q "$m" 2>/dev/null && umount "$m"
+	done
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+mkdir -p "$MNT" "$WORK/fs"
+
+# The layers on a fresh tmpfs with trusted and user xattrs (Linux >= 6.6).
+xattrs_ok() {
+	touch "$1/.probe" &&
+		setfattr -n trusted.probe -v y "$1/.probe" 2>/dev/null &&
+		setfattr -n user.probe -v y "$1/.probe" 2>/dev/null
+	local rc=$?
+	rm -f "$1/.probe"
+	return $rc
+}
+mount -t tmpfs -o size=4g,mode=0755 hunion-flatten "$WORK/fs" ||
+	skip_all "cannot mount a tmpfs"
+xattrs_ok "$WORK/fs" || skip_all "tmpfs has no trusted/user xattrs here"
+FS=$WORK/fs
+
+# ---- the readers
+READERS=()
+if command -v bsdtar >/dev/null; then READERS+=(bsdtar); fi
+if cc -O2 -o "$WORK/laextract" "$TOOLS/laextract.c" -larchive \
+	2>"$WORK/cc.err"; then
+	READERS+=(libarch)
+else
+	echo "flatten: no libarchive reader: $(head -n 1 "$WORK/cc.err")"
+fi
+READERS+=(python)
+if tar --version 2>/dev/null | grep -q 'GNU tar'; then READERS+=(gnutar); fi
+echo "flatten: $HUNION; readers: ${READERS[*]}"
+
+# extract READER ARCHIVE DIR
+extract() {
+	case $1 in
+	bsdtar) bsdtar -xpf "$2" --xattrs -C "$3" ;;
+	libarch) "$WORK/laextract" "$2" "$3" ;;
+	python) python3 "$TOOLS/tarextract.py" "$2" "$3" ;;
+	gnutar) tar -xpf "$2" --xattrs --xattrs-include='*' -C "$3" \
+			--warning=no-unknown-keyword ;;
+	esac
+}
+
+# What each reader's comparison leaves out (see the top of this file):
+# manifest.py options, then mancmp.py options.
+man_opts() {
+	case $1 in
+	python) echo --no-xattrs ;;
+	*) echo "" ;;
+	esac
+}
+cmp_opts() {
+	case $1 in
+	bsdtar|libarch) echo --root-mtime-any ;;
+	python) echo --symlink-mtime-any --symlink-links-any \
+			--mtime-slack=1000 ;;
+	*) echo "" ;;
+	esac
+}
+
+info() {
+	python3 -c 'import json,sys; i = json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1/info.json" "$2"
+}
+
+# The kernel's manifest of stack $1 (manifest.py options $3...) into $2.
+kernel_manifest() {
+	local dir=$1 out=$2 lower='' i n opts=redirect_dir=follow,metacopy=on
+	shift 2
+	n=$(info "$dir" 'i["layers"]')
+	for ((i = n - 1; i >= 0; i--)); do
+		lower+=${lower:+:}$dir/overlay/L$i
+	done
+	[ "$USERX" = 1 ] && opts=userxattr
+	if ! mount -t overlay overlay -o "ro,lowerdir=$lower,$opts" "$MNT" \
+		2>"$dir/mount.err"; then
+		echo "  mount failed: $(cat "$dir/mount.err")"
+		return 1
+	fi
+	python3 "$TOOLS/manifest.py" "$@" "$MNT" >"$out"
+	local rc=$?
+	umount "$MNT"
+	return $rc
+}
+
+# Check a descriptor $1 against its tarball $2 and the DiffID $3.
+check_descriptor() {
+	python3 - "$1" "$2" "$3" <<'EOF'
+import hashlib, json, os, sys
+d = json.load(open(sys.argv[1]))
+path, diff_id = sys.argv[2], sys.argv[3]
+h = hashlib.sha256(open(path, "rb").read()).hexdigest()
+mt = "application/vnd.oci.image.layer.v1.tar"
+mt += {".gz": "+gzip", ".zst": "+zstd"}.get(os.path.splitext(path)[1], "")
+bad = []
+if d.get("digest") != "sha256:" + h: bad.append("digest")
+if d.get("size") != os.path.getsize(path): bad.append("size")
+if d.get("mediaType") != mt: bad.append("mediaType %s" % d.get("mediaType"))
+if d.get("diffID") != diff_id: bad.append("diffID")
+if bad:
+    print("  %s: descriptor: wrong %s" % (os.path.basename(path), ", ".join(bad)))
+    sys.exit(1)
+EOF
+}
+
+# The sha256 of the uncompressed tar $1, as "sha256:HEX".
+diff_id() {
+	case $1 in
+	*.gz) gzip -dc "$1" ;;
+	*.zst) zstd -qdc "$1" ;;
+	*) cat "$1" ;;
+	esac | sha256sum | sed 's/^\([0-9a-f]*\).*/sha256:\1/'
+}
+
+keep() {
+	[ -n "${HUNION_KEEP:-}" ] || return 0
+	mkdir -p "$HUNION_KEEP" &&
+		cp -a "$2" "$HUNION_KEEP/${1// /-}" 2>/dev/null &&
+		echo "  kept in $HUNION_KEEP/${1// /-}"
+}
+
+# Flatten, extract with every reader, compare: one seed.
+run_seed() {
+	local seed=$1 dir=$FS/stack ok=1 n i ext r out x ids=() layers=()
+	local extra=()
+	rm -rf "$dir"
+	if ! python3 "$TOOLS/mkstack.py" --out "$dir" --seed "$seed" \
+		>/dev/null 2>"$FS/mkstack.err"; then
+		echo "FAIL seed $seed: mkstack.py failed"
+		tail -n 3 "$FS/mkstack.err" | sed 's/^/  /'
+		failed=$((failed + 1))
+		return
+	fi
+	USERX=$(info "$dir" 'int(i["userxattr"])')
+	[ "$USERX" = 1 ] && extra=(--userxattr)
+	n=$(info "$dir" 'i["layers"]')
+	for ((i = 0; i < n; i++)); do layers+=("$dir/overlay/L$i"); done
+	if ! kernel_manifest "$dir" "$dir/kernel.txt" ||
+	   ! kernel_manifest "$dir" "$dir/kernel-noxattrs.txt" --no-xattrs; then
+		echo "FAIL seed $seed: no kernel reference"
+		failed=$((failed + 1))
+		return
+	fi
+	for ext in tar tar.gz tar.zst; do
+		out=$dir/out.$ext
+		if ! "$HUNION" flatten -q --format=overlay "${extra[@]}" \
+			--descriptor "$out.json" -o "$out" "${layers[@]}" \
+			>"$dir/flatten.log" 2>&1; then
+			echo "FAIL seed $seed .$ext: hunion flatten failed"
+			head -n 5 "$dir/flatten.log" | sed 's/^/  /'
+			ok=0
+			continue
+		fi
+		ids+=("$(diff_id "$out")")
+		check_descriptor "$out.json" "$out" "${ids[-1]}" || ok=0
+		for r in "${READERS[@]}"; do
+			x=$dir/x-$r-$ext
+			mkdir "$x"
+			if ! extract "$r" "$out" "$x" >"$dir/extract.log" 2>&1
+			then
+				echo "FAIL seed $seed .$ext $r: extraction failed"
+				head -n 5 "$dir/extract.log" | sed 's/^/  /'
+				ok=0
+				continue
+			fi
+			local want=$dir/kernel.txt
+			[ "$r" = python ] && want=$dir/kernel-noxattrs.txt
+			# shellcheck disable=SC2046
+			python3 "$TOOLS/manifest.py" $(man_opts "$r") "$x" \
+				>"$x.txt" 2>&1
+			# shellcheck disable=SC2046
+			if ! python3 "$TOOLS/mancmp.py" $(cmp_opts "$r") \
+				"$want" "$x.txt" >"$x.diff"; then
+				echo "FAIL seed $seed .$ext $r: the trees differ"
+				sed 's/^/  /' "$x.diff"
+				ok=0
+			else
+				rm -rf "$x" "$x.txt" "$x.diff"
+			fi
+		done
+	done
+	if [ "${#ids[@]}" = 3 ] && { [ "${ids[0]}" != "${ids[1]}" ] ||
+				     [ "${ids[0]}" != "${ids[2]}" ]; }; then
+		echo "FAIL seed $seed: the DiffIDs of .tar, .tar.gz and" \
+		     ".tar.zst differ: ${ids[*]}"
+		ok=0
+	fi
+	# Same inputs, same bytes: later, and with one zstd worker.
+	sleep 1
+	if ! "$HUNION" flatten -q --format=overlay "${extra[@]}" --threads=1 \
+		-o "$dir/again.tar.zst" "${layers[@]}" >/dev/null 2>&1 ||
+	   ! cmp -s "$dir/out.tar.zst" "$dir/again.tar.zst"; then
+		echo "FAIL seed $seed: a second flatten wrote other bytes"
+		ok=0
+	fi
+	if [ $ok = 1 ]; then
+		passed=$((passed + 1))
+	else
+		failed=$((failed + 1))
+		echo "  reproduce: python3 $TOOLS/mkstack.py --out DIR --seed $seed"
+		keep "seed $seed" "$dir"
+	fi
+	rm -rf "$dir"
+}
+
+result() {	# LABEL OK
+	if [ "$2" = 1 ]; then
+		passed=$((passed + 1))
+	else
+		failed=$((failed + 1))
+		echo "FAIL $1"
+	fi
+}
+
+# SOURCE_DATE_EPOCH: mtimes newer than T become T, the others stay.
+check_clamp() {
+	local dir=$FS/stack ok=1 T=1300000000 layers=() i n r
+	rm -rf "$dir"
+	python3 "$TOOLS/mkstack.py" --out "$dir" --seed 7 --features common \
+		>/dev/null 2>&1 || { result "clamp: mkstack.py failed" 0; return; }
+	USERX=0
+	n=$(info "$dir" 'i["layers"]')
+	for ((i = 0; i < n; i++)); do layers+=("$dir/overlay/L$i"); done
+	kernel_manifest "$dir" "$dir/kernel.txt" || ok=0
+	python3 - "$dir/kernel.txt" $T >"$dir/clamped.txt" <<'EOF'
+import re, sys
+t = int(sys.argv[2]) * 10**9
+for line in open(sys.argv[1]):
+    print(re.sub(r"mtime=(\d+)",
+                 lambda m: "mtime=%d" % min(int(m.group(1)), t), line), end="")
+EOF
+	grep -q "mtime=${T}000000000" "$dir/clamped.txt" || ok=0
+	SOURCE_DATE_EPOCH=$T "$HUNION" flatten -q --format=overlay \
+		-o "$dir/c.tar" "${layers[@]}" || ok=0
+	# --clamp-mtime wins over SOURCE_DATE_EPOCH
+	SOURCE_DATE_EPOCH=1 "$HUNION" flatten -q --format=overlay \
+		--clamp-mtime=$T -o "$dir/c2.tar" "${layers[@]}" || ok=0
+	cmp -s "$dir/c.tar" "$dir/c2.tar" || ok=0
+	r=${READERS[0]}
+	mkdir "$dir/x"
+	extract "$r" "$dir/c.tar" "$dir/x" >/dev/null 2>&1 || ok=0
+	python3 "$TOOLS/manifest.py" "$dir/x" >"$dir/x.txt"
+	# shellcheck disable=SC2046
+	python3 "$TOOLS/mancmp.py" $(cmp_opts "$r") "$dir/clamped.txt" \
+		"$dir/x.txt" || ok=0
+	result "SOURCE_DATE_EPOCH / --clamp-mtime ($r)" $ok
+	rm -rf "$dir"
+}
+
+# check_error LABEL WANT_RC DIR_TO_BE_EMPTY_OR_- HUNION_ARGS...
+check_error() {
+	local label=$1 want=$2 dir=$3 rc ok=1
+	shift 3
+	"$HUNION" flatten "$@" >"$WORK/err.log" 2>&1
+	rc=$?
+	[ $rc = "$want" ] || { ok=0; echo "  exit $rc, want $want"; }
+	grep -q . "$WORK/err.log" || { ok=0; echo "  no message"; }
+	if [ "$dir" != - ] && [ -n "$(ls -A "$dir")" ]; then
+		ok=0
+		echo "  left behind: $(find "$dir" -mindepth 1 | head -n 3)"
+	fi
+	[ $ok = 1 ] || sed 's/^/  /' "$WORK/err.log"
+	result "error: $label" $ok
+}
+
+check_errors() {
+	local L=$WORK/errlayer
+	mkdir -p "$L/d" "$WORK/ro" "$WORK/small" "$WORK/outdir/x.tar"
+	for i in 1 2 3 4 5 6; do
+		head -c 400000 /dev/urandom >"$L/d/f$i"
+	done
+	mount -t tmpfs -o ro,size=1m tmpfs "$WORK/ro"
+	check_error "read-only output directory" 1 "$WORK/ro" \
+		-o "$WORK/ro/x.tar" "$L"
+	check_error "output is an existing directory" 1 - \
+		-o "$WORK/outdir/x.tar" "$L"
+	if [ ! -d "$WORK/outdir/x.tar" ] ||
+	   [ -n "$(ls -A "$WORK/outdir/x.tar")" ]; then
+		result "error: the existing directory was changed" 0
+	fi
+	check_error "unknown --compress" 2 "$WORK/small" \
+		--compress=lz4 -o "$WORK/small/x.tar" "$L"
+	mount -t tmpfs -o size=1m tmpfs "$WORK/small"
+	check_error "full filesystem" 1 "$WORK/small" \
+		-o "$WORK/small/x.tar" "$L"
+}
+
+seeds=$(seq 1 "$SEEDS")
+[ -n "${HUNION_FLATTEN_ONLY:-}" ] && seeds=$HUNION_FLATTEN_ONLY
+for seed in $seeds; do
+	run_seed "$seed"
+done
+if [ -z "${HUNION_FLATTEN_ONLY:-}" ]; then
+	check_clamp
+	check_errors
+fi
+
+echo "flatten: $passed passed, $failed failed"
+[ "$failed" = 0 ]
