@@ -23,6 +23,7 @@ _hu_scrub() {
 	local line
 	while IFS= read -r line || [ -n "$line" ]; do
 		line=${line//"$HUNION"/hunion}
+		line=${line//"$TOOLS"/\$TOOLS}
 		line=${line//"$TMPD"/.}
 		printf '%s\n' "$line"
 	done
