@@ -113,6 +113,20 @@ void json_string(FILE *f, const char *s);
  * backslash and non-UTF-8, so no name can forge a line. */
 void print_path_escaped(FILE *f, const char *s);
 
+/* The tarball options of flatten and diff --oci (tarargs.c). */
+struct tar_args {
+	const char *compress;	/* NULL or "auto": from the output's name */
+	const char *level, *threads, *descriptor, *clamp;
+	bool opaque_markers;
+};
+/* Take @o if it is one of them: 1, else 0. */
+int tar_opt(struct tar_args *t, const struct parsed_opt *o);
+/* Check them into @to (SOURCE_DATE_EPOCH too); -1 after a usage error. */
+int tar_args_resolve(const struct cmd *c, const struct tar_args *t,
+		     const char *out, struct hu_tarout_opts *to);
+/* A whole decimal number in [min, max]. */
+bool parse_num(const char *s, long long min, long long max, long long *out);
+
 int cmd_merge(const struct cmd *c, int argc, char **argv);
 int cmd_diff(const struct cmd *c, int argc, char **argv);
 int cmd_flatten(const struct cmd *c, int argc, char **argv);

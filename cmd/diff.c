@@ -20,9 +20,7 @@ struct diff_args {
 	struct layer_opts lo;
 	bool recursive, exact, trees, oci, format_given;
 	const char *out;
-	/* --oci */
-	const char *compress, *level, *threads, *descriptor, *clamp;
-	bool opaque_markers;
+	struct tar_args tar;	/* --oci */
 };
 
 static int diff_opt(void *ctx, const struct parsed_opt *o)
@@ -44,18 +42,8 @@ static int diff_opt(void *ctx, const struct parsed_opt *o)
 		a->oci = true;
 	else if (!strcmp(o->name, "output"))
 		a->out = o->arg;
-	else if (!strcmp(o->name, "compress"))
-		a->compress = o->arg;
-	else if (!strcmp(o->name, "level"))
-		a->level = o->arg;
-	else if (!strcmp(o->name, "threads"))
-		a->threads = o->arg;
-	else if (!strcmp(o->name, "descriptor"))
-		a->descriptor = o->arg;
-	else if (!strcmp(o->name, "clamp-mtime"))
-		a->clamp = o->arg;
-	else if (!strcmp(o->name, "opaque-markers"))
-		a->opaque_markers = true;
+	else
+		tar_opt(&a->tar, o);
 	return 0;
 }
 
@@ -135,67 +123,6 @@ static int print_change(void *ctx, const struct hu_change *c,
 
 /* ---- --oci --------------------------------------------------------------- */
 
-/* A whole decimal number in [min, max]. */
-static bool parse_num(const char *s, long long min, long long max,
-		      long long *out)
-{
-	char *end;
-	long long v;
-
-	errno = 0;
-	v = strtoll(s, &end, 10);
-	if (errno || end == s || *end || v < min || v > max)
-		return false;
-	*out = v;
-	return true;
-}
-
-/* Fill @to from the tarball options, as flatten does; -1 after a usage
- * error. */
-static int tar_opts(const struct diff_args *a, struct hu_tarout_opts *to)
-{
-	const char *sde = getenv("SOURCE_DATE_EPOCH");
-	long long v;
-	int min, max;
-
-	memset(to, 0, sizeof(*to));
-	if (!a->compress || !strcmp(a->compress, "auto"))
-		to->compress = hu_compress_for_path(a->out);
-	else if (hu_compress_parse(a->compress, &to->compress) < 0)
-		return cmd_usage_error(a->c, "invalid --compress '%s' (choose "
-				       "auto, none, gzip or zstd)",
-				       a->compress);
-	if (a->level) {
-		if (hu_compress_levels(to->compress, &min, &max) < 0)
-			return cmd_usage_error(a->c, "--level needs gzip or "
-					       "zstd compression");
-		if (!parse_num(a->level, min, max, &v))
-			return cmd_usage_error(a->c, "invalid --level '%s' "
-					       "(%d to %d)", a->level, min,
-					       max);
-		to->level = (int)v;
-	}
-	if (a->threads) {
-		if (!parse_num(a->threads, 0, 1024, &v))
-			return cmd_usage_error(a->c, "invalid --threads '%s' "
-					       "(0 for all cores, up to 1024)",
-					       a->threads);
-		to->threads = (int)v;
-	}
-	if (a->clamp || (sde && *sde)) {
-		const char *t = a->clamp ? a->clamp : sde;
-
-		if (!parse_num(t, 0, INT64_MAX / 2, &v))
-			return cmd_usage_error(a->c, "invalid %s '%s' (seconds "
-					       "since 1970)", a->clamp ?
-					       "--clamp-mtime" :
-					       "SOURCE_DATE_EPOCH", t);
-		to->clamp_mtime = true;
-		to->mtime_max = v;
-	}
-	return 0;
-}
-
 /* Stop the walk at the first change: whether there is one decides the
  * exit status of --oci. */
 static int found_one(void *ctx, const struct hu_change *c, struct hu_error *e)
@@ -228,7 +155,7 @@ static int oci(const struct diff_args *a, const struct hu_stack *s,
 
 	if (hu_tarout_open(&t, out->fd, to, e) < 0)
 		return -1;
-	rc = hu_changes_write_tar(s, co, a->opaque_markers, t, e);
+	rc = hu_changes_write_tar(s, co, a->tar.opaque_markers, t, e);
 	front_progress_done();
 	if (rc < 0) {
 		hu_tarout_abort(t);
@@ -260,8 +187,8 @@ static int write_oci(const struct diff_args *a, const struct hu_stack *s,
 	if (any_change(s, co, &any, e) < 0)
 		return DIFF_TROUBLE;
 	if (hu_outfile_open(&out, a->out, s, e) == 0 &&
-	    (!a->descriptor ||
-	     hu_outfile_open(&desc, a->descriptor, s, e) == 0)) {
+	    (!a->tar.descriptor ||
+	     hu_outfile_open(&desc, a->tar.descriptor, s, e) == 0)) {
 		rc = oci(a, s, co, to, &out, &desc, e);
 		if (rc < 0 && !e->path)
 			hu_error_prefix(e, strcmp(a->out, "-") ? a->out :
@@ -290,8 +217,9 @@ static int check_args(struct diff_args *a, int nops)
 		return cmd_usage_error(c, "no layers given");
 	if (a->oci && !a->out)
 		return cmd_usage_error(c, "--oci needs -o FILE");
-	if (!a->oci && (a->out || a->compress || a->level || a->threads ||
-			a->descriptor || a->clamp || a->opaque_markers))
+	if (!a->oci && (a->out || a->tar.compress || a->tar.level ||
+			a->tar.threads || a->tar.descriptor || a->tar.clamp ||
+			a->tar.opaque_markers))
 		return cmd_usage_error(c, "-o and the tarball options need "
 				       "--oci");
 	if (a->oci && (a->lo.json || a->recursive))
@@ -300,7 +228,7 @@ static int check_args(struct diff_args *a, int nops)
 	if (a->oci && !strcmp(a->out, "-") && isatty(STDOUT_FILENO))
 		return cmd_usage_error(c, "refusing to write a tarball to a "
 				       "terminal");
-	if (a->descriptor && !strcmp(a->descriptor, a->out))
+	if (a->tar.descriptor && !strcmp(a->tar.descriptor, a->out))
 		return cmd_usage_error(c, "--descriptor names the output");
 	return 0;
 }
@@ -334,7 +262,7 @@ static int run(struct diff_args *a, char **ops, int nops,
 	struct hu_tarout_opts to;
 	int rc;
 
-	if (a->oci && tar_opts(a, &to) < 0)
+	if (a->oci && tar_args_resolve(a->c, &a->tar, a->out, &to) < 0)
 		return EXIT_USAGE;
 	if (!a->oci)
 		report.progress = NULL;	/* it would tear the listing */

@@ -13,10 +13,8 @@
 struct flatten_args {
 	const struct cmd *c;
 	struct layer_opts lo;
-	const char *out, *descriptor;
-	const char *compress;		/* NULL or "auto": from the name */
-	const char *level, *threads, *base, *clamp;
-	bool opaque_markers;
+	const char *out, *base;
+	struct tar_args tar;
 };
 
 static int flatten_opt(void *ctx, const struct parsed_opt *o)
@@ -26,84 +24,12 @@ static int flatten_opt(void *ctx, const struct parsed_opt *o)
 
 	if (rc != 0)
 		return rc < 0 ? -1 : 0;
+	if (tar_opt(&a->tar, o))
+		return 0;
 	if (!strcmp(o->name, "output"))
 		a->out = o->arg;
-	else if (!strcmp(o->name, "descriptor"))
-		a->descriptor = o->arg;
-	else if (!strcmp(o->name, "compress"))
-		a->compress = o->arg;
-	else if (!strcmp(o->name, "level"))
-		a->level = o->arg;
-	else if (!strcmp(o->name, "threads"))
-		a->threads = o->arg;
 	else if (!strcmp(o->name, "base"))
 		a->base = o->arg;
-	else if (!strcmp(o->name, "clamp-mtime"))
-		a->clamp = o->arg;
-	else if (!strcmp(o->name, "opaque-markers"))
-		a->opaque_markers = true;
-	return 0;
-}
-
-/* A whole decimal number in [min, max]. */
-static bool parse_num(const char *s, long long min, long long max,
-		      long long *out)
-{
-	char *end;
-	long long v;
-
-	errno = 0;
-	v = strtoll(s, &end, 10);
-	if (errno || end == s || *end || v < min || v > max)
-		return false;
-	*out = v;
-	return true;
-}
-
-/* Fill @to from the compression options; -1 after a usage error. */
-static int tar_opts(struct flatten_args *a, struct hu_tarout_opts *to)
-{
-	const char *sde = getenv("SOURCE_DATE_EPOCH");
-	long long v;
-	int min, max;
-
-	if (!a->compress || !strcmp(a->compress, "auto"))
-		to->compress = hu_compress_for_path(a->out);
-	else if (hu_compress_parse(a->compress, &to->compress) < 0)
-		return cmd_usage_error(a->c, "invalid --compress '%s' (choose "
-				       "auto, none, gzip or zstd)",
-				       a->compress);
-	if (a->level) {
-		if (hu_compress_levels(to->compress, &min, &max) < 0)
-			return cmd_usage_error(a->c, "--level needs gzip or "
-					       "zstd compression");
-		if (!parse_num(a->level, min, max, &v))
-			return cmd_usage_error(a->c, "invalid --level '%s' "
-					       "(%d to %d)", a->level, min,
-					       max);
-		to->level = (int)v;
-	}
-	if (a->threads) {
-		if (!parse_num(a->threads, 0, 1024, &v))
-			return cmd_usage_error(a->c, "invalid --threads '%s' "
-					       "(0 for all cores, up to 1024)",
-					       a->threads);
-		to->threads = (int)v;
-	}
-	if (a->clamp) {
-		if (!parse_num(a->clamp, 0, INT64_MAX / 2, &v))
-			return cmd_usage_error(a->c, "invalid --clamp-mtime "
-					       "'%s' (seconds since 1970)",
-					       a->clamp);
-		to->clamp_mtime = true;
-		to->mtime_max = v;
-	} else if (sde && *sde) {
-		if (!parse_num(sde, 0, INT64_MAX / 2, &v))
-			return cmd_usage_error(a->c, "invalid SOURCE_DATE_EPOCH "
-					       "'%s' (seconds since 1970)", sde);
-		to->clamp_mtime = true;
-		to->mtime_max = v;
-	}
 	return 0;
 }
 
@@ -157,7 +83,7 @@ static int flatten(struct flatten_args *a, const struct hu_stack *s,
 		return -1;
 	if (a->base)
 		rc = write_base(s, strtoul(a->base, NULL, 10),
-				a->opaque_markers, &report, t, e);
+				a->tar.opaque_markers, &report, t, e);
 	else
 		rc = hu_flatten_write_tar(s, &report, t, &st, e);
 	front_progress_done();
@@ -192,12 +118,12 @@ static int check_args(struct flatten_args *a, int nlayers)
 				       "invalid --base '%s' (1 to %d: the "
 				       "layers kept as context)", a->base,
 				       nlayers - 1);
-	if (a->opaque_markers && !a->base)
+	if (a->tar.opaque_markers && !a->base)
 		return cmd_usage_error(a->c, "--opaque-markers needs --base");
 	if (!strcmp(a->out, "-") && isatty(STDOUT_FILENO))
 		return cmd_usage_error(a->c, "refusing to write a tarball to "
 				       "a terminal");
-	if (a->descriptor && !strcmp(a->descriptor, a->out))
+	if (a->tar.descriptor && !strcmp(a->tar.descriptor, a->out))
 		return cmd_usage_error(a->c, "--descriptor names the output");
 	return 0;
 }
@@ -219,7 +145,8 @@ int cmd_flatten(const struct cmd *c, int argc, char **argv)
 		return cmd_usage_error(c, "-o FILE is required"), EXIT_USAGE;
 	if (first >= argc)
 		return cmd_usage_error(c, "no layers given"), EXIT_USAGE;
-	if (tar_opts(&a, &to) < 0 || check_args(&a, argc - first) < 0)
+	if (tar_args_resolve(c, &a.tar, a.out, &to) < 0 ||
+	    check_args(&a, argc - first) < 0)
 		return EXIT_USAGE;
 	a.lo.stack.report = &report;
 	if (hu_stack_open(&s, argv + first, argc - first, &a.lo.stack,
@@ -229,8 +156,8 @@ int cmd_flatten(const struct cmd *c, int argc, char **argv)
 		return EXIT_TROUBLE;
 	}
 	if (hu_outfile_open(&out, a.out, &s, &e) == 0 &&
-	    (!a.descriptor ||
-	     hu_outfile_open(&desc, a.descriptor, &s, &e) == 0)) {
+	    (!a.tar.descriptor ||
+	     hu_outfile_open(&desc, a.tar.descriptor, &s, &e) == 0)) {
 		rc = flatten(&a, &s, &to, &out, &desc, &e);
 		if (rc < 0 && !e.path)
 			hu_error_prefix(&e, strcmp(a.out, "-") ? a.out :

@@ -1,0 +1,85 @@
+/* SPDX-License-Identifier: MIT */
+/* The tarball options that flatten and diff --oci share (OPT_TAR_OUT in
+ * hunion.c): collected while parsing, then checked into hu_tarout_opts. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd.h"
+
+int tar_opt(struct tar_args *t, const struct parsed_opt *o)
+{
+	if (!strcmp(o->name, "compress"))
+		t->compress = o->arg;
+	else if (!strcmp(o->name, "level"))
+		t->level = o->arg;
+	else if (!strcmp(o->name, "threads"))
+		t->threads = o->arg;
+	else if (!strcmp(o->name, "descriptor"))
+		t->descriptor = o->arg;
+	else if (!strcmp(o->name, "clamp-mtime"))
+		t->clamp = o->arg;
+	else if (!strcmp(o->name, "opaque-markers"))
+		t->opaque_markers = true;
+	else
+		return 0;
+	return 1;
+}
+
+bool parse_num(const char *s, long long min, long long max, long long *out)
+{
+	char *end;
+	long long v;
+
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (errno || end == s || *end || v < min || v > max)
+		return false;
+	*out = v;
+	return true;
+}
+
+int tar_args_resolve(const struct cmd *c, const struct tar_args *t,
+		     const char *out, struct hu_tarout_opts *to)
+{
+	const char *sde = getenv("SOURCE_DATE_EPOCH");
+	long long v;
+	int min, max;
+
+	memset(to, 0, sizeof(*to));
+	if (!t->compress || !strcmp(t->compress, "auto"))
+		to->compress = hu_compress_for_path(out);
+	else if (hu_compress_parse(t->compress, &to->compress) < 0)
+		return cmd_usage_error(c, "invalid --compress '%s' (choose "
+				       "auto, none, gzip or zstd)",
+				       t->compress);
+	if (t->level) {
+		if (hu_compress_levels(to->compress, &min, &max) < 0)
+			return cmd_usage_error(c, "--level needs gzip or "
+					       "zstd compression");
+		if (!parse_num(t->level, min, max, &v))
+			return cmd_usage_error(c, "invalid --level '%s' "
+					       "(%d to %d)", t->level, min,
+					       max);
+		to->level = (int)v;
+	}
+	if (t->threads) {
+		if (!parse_num(t->threads, 0, 1024, &v))
+			return cmd_usage_error(c, "invalid --threads '%s' "
+					       "(0 for all cores, up to 1024)",
+					       t->threads);
+		to->threads = (int)v;
+	}
+	if (t->clamp || (sde && *sde)) {
+		const char *when = t->clamp ? t->clamp : sde;
+
+		if (!parse_num(when, 0, INT64_MAX / 2, &v))
+			return cmd_usage_error(c, "invalid %s '%s' (seconds "
+					       "since 1970)", t->clamp ?
+					       "--clamp-mtime" :
+					       "SOURCE_DATE_EPOCH", when);
+		to->clamp_mtime = true;
+		to->mtime_max = v;
+	}
+	return 0;
+}
