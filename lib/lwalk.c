@@ -227,8 +227,6 @@ static void dir_free(struct wh_dir *d)
 {
 	if (d->fd >= 0)
 		close(d->fd);
-	if (d->out >= 0)
-		close(d->out);
 	hu_names_free(&d->names);
 	free(d->ents);
 	free(d->redirect);
@@ -253,7 +251,7 @@ static int walk_dir(struct walk *w, struct wh_dir *d, struct hu_error *e)
 		return -1;
 	for (size_t i = 0; i < d->n && rc == 0; i++) {
 		const struct wh_ent *ent = &d->ents[i];
-		struct wh_dir child = { .parent = d, .fd = -1, .out = -1 };
+		struct wh_dir child = { .parent = d, .fd = -1 };
 
 		rc = w->ops->entry(w->ctx, d, ent, e);
 		if (rc <= 0 || !S_ISDIR(ent->type)) {
@@ -284,7 +282,7 @@ int wh_walk(const struct hu_layer *l, const struct wh_walk_ops *ops,
 	    void *ctx, struct hu_error *e)
 {
 	struct walk w = { l, ops, ctx };
-	struct wh_dir root = { .name = "", .out = -1 };
+	struct wh_dir root = { .name = "" };
 	int rc;
 
 	root.path = strdup("");

@@ -16,40 +16,6 @@
 
 #include "internal.h"
 
-/* Refuse an output inside a layer: walk up from its directory to the
- * filesystem root, comparing each directory with the layer roots. */
-static int check_not_in_layer(const struct hu_stack *s, int dirfd,
-			      const char *out, struct hu_error *e)
-{
-	struct stat st, up;
-	int fd = dup(dirfd), next;
-
-	if (fd < 0)
-		return hu_error_set(e, errno, out, "cannot open parent");
-	while (fstat(fd, &st) == 0) {
-		for (size_t i = 0; s && i < s->n; i++) {
-			if (st.st_dev == s->layers[i].dev &&
-			    st.st_ino == s->layers[i].ino) {
-				close(fd);
-				return hu_error_set(e, 0, out,
-					"lies inside layer %s",
-					s->layers[i].path);
-			}
-		}
-		next = openat(fd, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (next < 0 || fstat(next, &up) < 0 ||
-		    (up.st_dev == st.st_dev && up.st_ino == st.st_ino)) {
-			if (next >= 0)
-				close(next);
-			break;
-		}
-		close(fd);
-		fd = next;
-	}
-	close(fd);
-	return 0;
-}
-
 /* Open the directory of @path into f->dirfd and keep its last component
  * in f->base; refuse a name that is not a regular file already. */
 static int open_parent(struct hu_outfile *f, const char *path,
@@ -135,7 +101,8 @@ int hu_outfile_open(struct hu_outfile *f, const char *path,
 		return 0;
 	}
 	if (open_parent(f, path, e) < 0 ||
-	    check_not_in_layer(s, f->dirfd, path, e) < 0 ||
+	    hu_check_outside_layers(f->dirfd, s ? s->layers : NULL,
+				    s ? s->n : 0, path, e) < 0 ||
 	    make_temp(f, e) < 0) {
 		hu_outfile_abort(f);
 		return -1;

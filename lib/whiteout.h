@@ -39,8 +39,6 @@ struct wh_dir {
 				 * of the same key */
 	size_t n;
 	/* for the callbacks: */
-	int out;		/* convert -o: the output directory (closed
-				 * by the walk) */
 	bool changed;		/* convert in place: restore its times */
 };
 
