@@ -84,10 +84,12 @@ deps:
 		|| exit 1; \
 	else echo "deps: run as root: apt-get install -y" $$missing; exit 1; fi
 
+# Both builds run every suite even when one fails; the exit says if any did.
 check: deps
-	$(MAKE) WERROR=1 check-plain
-	$(MAKE) WERROR=1 check-asan
-	@echo "check: all suites passed"
+	@rc=0; $(MAKE) WERROR=1 check-plain || rc=1; \
+	$(MAKE) WERROR=1 check-asan || rc=1; \
+	if [ $$rc = 0 ]; then echo "check: all suites passed"; \
+	else echo "check: FAILED"; fi; exit $$rc
 
 check-plain: all unit-bin $(B)/libhunion.a
 	tests/run-all.sh $(B)
