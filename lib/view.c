@@ -537,11 +537,13 @@ static int collect(struct hu_vdir *d, struct vrec **out, size_t *nout,
 			struct vrec r = { name, name, i, false };
 
 			if (l->format == HU_FMT_OCI) {
+				/* OCI markers are known by name alone */
+				struct stat by_name = { 0 };
 				enum hu_marker kind;
 				const char *target;
 
 				if (hu_marker_classify(l, d->d[i].fd, name,
-						       NULL, false, &kind,
+						       &by_name, false, &kind,
 						       &target, e) < 0) {
 					free(recs);
 					return vfail(d, l - d->s->layers, e);
