@@ -10,8 +10,13 @@
 #   hunion merge --link -o OUT L0 L1 L2
 #   cp -a MERGED OUT                (MERGED: the stack merged beforehand)
 #   mount -t overlay + cp -a MNT OUT
-# first on a ~200k-entry / 2 GB stack, then (hunion merge -o and cp -a only)
-# on a 1M-entry stack of tiny files, for memory.  Every timed run includes the
+#   hunion flatten -o OUT.tar.zst --level 3 L0 L1 L2
+#   tar -C MERGED -cf - . | zstd -T0 -3 -o OUT.tar.zst
+# first on a ~200k-entry / 2 GB stack, then (hunion merge -o, cp -a and the
+# two flatten contenders only) on a 1M-entry stack of tiny files, for memory.
+# On the 1M stack it then writes ten changes into a fourth layer L3 and times
+# hunion diff L0 L1 L2 L3 against rsync -n --itemize-changes of the two
+# overlay views.  Every timed run includes the
 # syncfs(2) that puts its output on disk; by default every run starts with its
 # inputs in the page cache (BENCH_CACHE=warm; cold drops the caches first and
 # takes about three times as long).  See bench/README.md for the knobs
@@ -31,8 +36,11 @@ ENTRIES=${BENCH_ENTRIES:-200000}
 BYTES=${BENCH_BYTES:-2G}
 BIG_ENTRIES=${BENCH_BIG_ENTRIES:-1000000}
 BIG_ROUNDS=${BENCH_BIG_ROUNDS:-1}
-read -ra CONTENDERS <<< "${BENCH_CONTENDERS:-merge link cp ovl}"
-read -ra BIG_CONTENDERS <<< "${BENCH_BIG_CONTENDERS:-merge cp}"
+read -ra CONTENDERS <<< "${BENCH_CONTENDERS:-merge link cp ovl flat tarz}"
+read -ra BIG_CONTENDERS <<< "${BENCH_BIG_CONTENDERS:-merge cp flat tarz}"
+SKIP_MERGE=${BENCH_SKIP_MERGE:-0}
+DIFF_ROUNDS=${BENCH_DIFF_ROUNDS:-5}
+RSYNC_ROUNDS=${BENCH_RSYNC_ROUNDS:-1}
 SEED=${BENCH_SEED:-1}
 CACHE=${BENCH_CACHE:-warm}
 IMG_SIZE=${BENCH_IMG_SIZE:-16G}
@@ -53,30 +61,55 @@ done
 grep -qw overlay /proc/filesystems || modprobe overlay 2>/dev/null ||
 	die "no overlay filesystem in this kernel"
 case $CACHE in cold|warm) ;; *) die "BENCH_CACHE must be cold or warm" ;; esac
-case $ROUNDS$BIG_ROUNDS in *[!0-9]*) die "rounds must be numbers" ;; esac
+case $ROUNDS$BIG_ROUNDS$DIFF_ROUNDS$RSYNC_ROUNDS in
+*[!0-9]*) die "rounds must be numbers" ;; esac
 [ "$ROUNDS" -ge 1 ] || die "BENCH_ROUNDS must be at least 1"
 for k in "${CONTENDERS[@]}" "${BIG_CONTENDERS[@]}"; do
-	case $k in merge|link|cp|ovl) ;;
-	*) die "unknown contender '$k' (merge, link, cp, ovl)" ;; esac
+	case $k in merge|link|cp|ovl|flat|tarz) ;;
+	*) die "unknown contender '$k' (merge, link, cp, ovl, flat, tarz)" ;;
+	esac
 done
+# BENCH_SKIP_MERGE=1: only the flatten contenders (and diff)
+if [ "$SKIP_MERGE" = 1 ]; then
+	skip_merge() {
+		local k out=()
+		for k in "$@"; do
+			case $k in merge|link|cp|ovl) ;; *) out+=("$k") ;; esac
+		done
+		echo "${out[*]}"
+	}
+	read -ra CONTENDERS <<< "$(skip_merge "${CONTENDERS[@]}")"
+	read -ra BIG_CONTENDERS <<< "$(skip_merge "${BIG_CONTENDERS[@]}")"
+fi
+for t in tar zstd; do
+	command -v "$t" >/dev/null || die "$t missing (make deps)"
+done
+if [ "$BIG_ENTRIES" -gt 0 ] && [ "$DIFF_ROUNDS" -gt 0 ] &&
+	[ "$RSYNC_ROUNDS" -gt 0 ]; then
+	command -v rsync >/dev/null || die "rsync missing (apt-get install rsync)"
+fi
 
 W=$(mktemp -d "$TMPBASE/hunion-bench.XXXXXX")
 IMG=$W/fs.img
 FS=$W/fs		# the image's mount point
 MNT=$W/ovl		# overlay mount point
+MNT2=$W/ovl2		# a second one (the new view, for rsync)
 LOOP=
-mkdir "$FS" "$MNT"
+mkdir "$FS" "$MNT" "$MNT2"
 
 # shellcheck disable=SC2317  # reached through the trap
 cleanup() {
 	local ok=1
 	trap - EXIT INT TERM
 	if mountpoint -q "$MNT"; then umount "$MNT" || umount -l "$MNT" || ok=0; fi
+	if mountpoint -q "$MNT2"; then
+		umount "$MNT2" || umount -l "$MNT2" || ok=0
+	fi
 	if mountpoint -q "$FS"; then umount "$FS" || umount -l "$FS" || ok=0; fi
 	if [ -n "$LOOP" ]; then losetup -d "$LOOP" 2>/dev/null || true; fi
 	if [ "$ok" = 1 ]; then
 		rm -f "$IMG" "$W"/mkstack "$W"/*.txt "$W"/*.tsv "$W"/rss "$W"/run.*
-		rmdir "$FS" "$MNT" "$W" 2>/dev/null || true
+		rmdir "$FS" "$MNT" "$MNT2" "$W" 2>/dev/null || true
 	else
 		echo "bench: could not unmount; left $W in place" >&2
 	fi
@@ -116,6 +149,11 @@ declare -A LABEL=(
 	[link]="hunion merge --link -o"
 	[cp]="cp -a pre-merged"
 	[ovl]="overlay mount + cp -a"
+	[flat]="hunion flatten .tar.zst"
+	[tarz]="tar | zstd -T0 -3"
+	[diff]="hunion diff --format=overlay"
+	[diffauto]="hunion diff (detect)"
+	[rsync]="rsync -n of 2 overlays"
 )
 FAILED=0
 
@@ -128,6 +166,7 @@ run() {
 	local phase=$1 key=$2 round=$3 rc=0 t0 t1 t2 rss status=ok
 	local S=$FS/stack OUT=$FS/out
 	rm -rf "$OUT"
+	case $key in flat|tarz) mkdir "$OUT" ;; esac
 	settle
 	: > "$W/rss"
 	t0=$(now)
@@ -143,6 +182,12 @@ run() {
 		else
 			rc=$?
 		fi ;;
+	flat)	timed "$HUNION" flatten -o "$OUT/flat.tar.zst" --level 3 \
+			"$S/L0" "$S/L1" "$S/L2" || rc=$? ;;
+	tarz)	# shellcheck disable=SC2016  # expanded by the inner bash
+		timed bash -c 'set -o pipefail
+			tar -C "$1" -cf - . | zstd -T0 -3 -q -o "$2"' \
+			tarz "$FS/merged" "$OUT/tar.tar.zst" || rc=$? ;;
 	esac
 	t1=$(now)
 	sync -f "$FS"
@@ -156,7 +201,13 @@ run() {
 		tail -n 5 "$W/run.err" >&2 || true
 	elif [ "$key" = merge ] || [ "$key" = link ]; then
 		verify "$OUT" || { status=WRONG; FAILED=1; }
+	elif [ "$key" = flat ]; then
+		verify_names "$OUT/flat.tar.zst" || { status=WRONG; FAILED=1; }
 	fi
+	case $key in flat|tarz) [ "$status" != ok ] ||
+		echo "  $(du -k "$OUT"/*.tar.zst | awk '{ printf "%.1f", $1 / 1024 }')" \
+			"MiB written by ${LABEL[$key]}" ;;
+	esac
 	if [ "$status" = ok ] && [ "$key" = link ]; then
 		local single
 		single=$(find "$OUT" -type f -links 1 | wc -l)
@@ -194,6 +245,21 @@ verify() {
 	echo "bench: output differs from the pre-merged tree" \
 		"($(diff "$W/merged.txt" "$W/out.txt" | grep -c '^[<>]') lines):" >&2
 	diff "$W/merged.txt" "$W/out.txt" | grep '^[<>]' | head -n 8 >&2
+	return 1
+}
+
+# The names in a tarball against those of the pre-merged tree (the contents
+# are not compared: that would cost more than the flatten itself).
+verify_names() {
+	zstd -dcq "$1" |
+		tar --quoting-style=literal --warning=no-unknown-keyword -tf - |
+		sed 's|^\./||; s|/$||' | awk 'NF' | LC_ALL=C sort > "$W/out.txt"
+	cut -f 1 "$W/merged.txt" | awk 'NF && !/^inodes / && !/^xattr /' |
+		LC_ALL=C sort > "$W/names.txt"
+	if cmp -s "$W/names.txt" "$W/out.txt"; then return 0; fi
+	echo "bench: the tarball's names differ from the pre-merged tree" \
+		"($(diff "$W/names.txt" "$W/out.txt" | grep -c '^[<>]') lines):" >&2
+	diff "$W/names.txt" "$W/out.txt" | grep '^[<>]' | head -n 8 >&2
 	return 1
 }
 
@@ -249,6 +315,127 @@ phase() {
 	rm -rf "$FS/out"
 }
 
+# ---- diff: ten changes in a fourth layer -------------------------------------------
+
+# Copy the directories leading to REL (a path in the merged view) up into L3,
+# with their metadata, as the kernel would before changing anything in them.
+copy_up_dirs() {
+	local rel=$1 d='' p
+	local -a parts
+	IFS=/ read -ra parts <<< "$(dirname "$rel")"
+	for p in "${parts[@]}"; do
+		[ "$p" = . ] && continue
+		d=${d:+$d/}$p
+		[ -d "$L3/$d" ] && continue
+		mkdir "$L3/$d"
+		chown --reference="$FS/merged/$d" "$L3/$d"
+		chmod --reference="$FS/merged/$d" "$L3/$d"
+		COPIED_UP+=("$d")
+	done
+}
+
+# run_ms KEY ROUND CMD...: time one run without /usr/bin/time (whose fork
+# would be a good part of a few milliseconds) into $W/results.tsv
+run_ms() {
+	local key=$1 round=$2 rc=0 t0 t1 status=ok
+	shift 2
+	settle
+	t0=$EPOCHREALTIME
+	"$@" >"$W/run.out" 2>"$W/run.err" || rc=$?
+	t1=$EPOCHREALTIME
+	# hunion diff exits 1 when there are differences, as diff(1) does
+	case $key:$rc in diff*:1) rc=0 ;; diff*:0) rc=0-no-changes ;; esac
+	if [ "$rc" != 0 ]; then
+		status=FAIL
+		FAILED=1
+		echo "bench: ${LABEL[$key]} failed (exit $rc):" >&2
+		tail -n 5 "$W/run.err" >&2 || true
+	fi
+	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' 1M "$key" "$round" \
+		"$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.6f", b - a }')" \
+		"$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.6f", b - a }')" \
+		"${RSS_KIB:-0}" "$status" >> "$W/results.tsv"
+	printf '  %-7s round %s  %-28s %9.1f ms  %s line(s) out  %s\n' 1M \
+		"$round" "${LABEL[$key]}" \
+		"$(awk -v a="$t0" -v b="$t1" 'BEGIN { print (b - a) * 1000 }')" \
+		"$(wc -l < "$W/run.out")" "$status"
+}
+
+diff_bench() {
+	local S=$FS/stack r rel
+	local -a files
+	L3=$S/L3
+	COPIED_UP=()
+	echo "== diff: ten changes in a new top layer L3 of the 1M stack"
+	mkdir "$L3"
+	# five regular files spread over the merged view, in directories
+	mapfile -t files < <(awk -F'\t' '$2 == "f" && $1 ~ /\// { print $1 }' \
+		"$W/merged.txt" | awk '{ a[NR] = $0 } END {
+			for (i = 1; i <= 5; i++) print a[int(NR * i / 6)] }')
+	[ "${#files[@]}" = 5 ] || die "could not pick five files from the 1M stack"
+	for rel in "${files[@]}"; do copy_up_dirs "$rel"; done
+	# create 4 files next to the picked ones
+	for r in 0 1 2 3; do
+		rel=$(dirname "${files[$r]}")/bench-new-$r.txt
+		echo "new file $r" > "$L3/$rel"
+	done
+	# overwrite 2 files (copy-up, then new content)
+	for r in 0 1; do
+		cp -a "$FS/merged/${files[$r]}" "$L3/${files[$r]}"
+		echo "changed" >> "$L3/${files[$r]}"
+	done
+	# delete 2 files with whiteouts
+	for r in 2 3; do mknod "$L3/${files[$r]}" c 0 0; done
+	# one new directory
+	mkdir "$L3/$(dirname "${files[4]}")/bench-new-dir"
+	# chmod one copied-up file
+	cp -a "$FS/merged/${files[4]}" "$L3/${files[4]}"
+	chmod 0604 "$L3/${files[4]}"
+	# the copied-up directories keep their mtimes (the kernel would change
+	# those of the directories whose entries changed)
+	for ((r = ${#COPIED_UP[@]} - 1; r >= 0; r--)); do
+		touch -h -r "$FS/merged/${COPIED_UP[$r]}" "$L3/${COPIED_UP[$r]}"
+	done
+	sync -f "$FS"
+	echo "  L3: 4 created, 2 overwritten, 2 whiteouts, 1 mkdir, 1 chmod;" \
+		"${#COPIED_UP[@]} directories copied up"
+
+	# warm the lower layers' directories on the way to the changes
+	"$HUNION" diff --format=overlay "$S/L0" "$S/L1" "$S/L2" "$L3" \
+		> /dev/null || true
+	for ((r = 1; r <= DIFF_ROUNDS; r++)); do
+		run_ms diff "$r" "$HUNION" diff --format=overlay \
+			"$S/L0" "$S/L1" "$S/L2" "$L3"
+		cp "$W/run.out" "$W/diff.out"
+		run_ms diffauto "$r" "$HUNION" diff \
+			"$S/L0" "$S/L1" "$S/L2" "$L3"
+	done
+	echo "  hunion diff --format=overlay says:"
+	sed 's/^/    /' "$W/diff.out"
+	for ((r = 1; r <= RSYNC_ROUNDS; r++)); do
+		run_ms rsync "$r" rsync_views
+	done
+	echo "  rsync -n --itemize-changes says:"
+	sed 's/^/    /' "$W/run.out"
+}
+
+# rsync -n from the new view (L0..L3) to the old one (L0..L2): what changed
+# shellcheck disable=SC2317  # reached through run_ms
+rsync_views() {
+	local S=$FS/stack rc=0
+	mount -t overlay -o "ro,lowerdir=$S/L2:$S/L1:$S/L0" overlay "$MNT" ||
+		return 1
+	if mount -t overlay -o "ro,lowerdir=$L3:$S/L2:$S/L1:$S/L0" \
+		overlay "$MNT2"; then
+		rsync -rlpgoDn --delete --itemize-changes "$MNT2/" "$MNT/" || rc=$?
+		umount "$MNT2" || rc=$?
+	else
+		rc=1
+	fi
+	umount "$MNT" || rc=$?
+	return "$rc"
+}
+
 # ---- main --------------------------------------------------------------------------
 
 echo "bench: building mkstack"
@@ -261,6 +448,7 @@ echo "bench: $HUNION; $CACHE cache before every timed run;" \
 phase stack "$ROUNDS" "${CONTENDERS[*]}" -n "$ENTRIES" -b "$BYTES"
 if [ "$BIG_ENTRIES" -gt 0 ] && [ "$BIG_ROUNDS" -gt 0 ]; then
 	phase 1M "$BIG_ROUNDS" "${BIG_CONTENDERS[*]}" -t -n "$BIG_ENTRIES"
+	if [ "$DIFF_ROUNDS" -gt 0 ]; then diff_bench; fi
 fi
 if mountpoint -q "$FS"; then umount "$FS"; fi
 
@@ -303,12 +491,26 @@ summarize() {
 		label["link"] = "hunion merge --link -o"
 		label["cp"] = "cp -a pre-merged"
 		label["ovl"] = "overlay mount + cp -a"
+		label["flat"] = "hunion flatten .tar.zst"
+		label["tarz"] = "tar | zstd -T0 -3"
+		label["diff"] = "hunion diff --format=ovl"
+		label["diffauto"] = "hunion diff (detect)"
+		label["rsync"] = "rsync -n of 2 overlays"
+		# each row is compared with the baseline of its kind
+		basekey["merge"] = basekey["link"] = basekey["cp"] = "cp"
+		basekey["ovl"] = "cp"
+		basekey["flat"] = basekey["tarz"] = "tarz"
+		basekey["diff"] = basekey["diffauto"] = basekey["rsync"] = "rsync"
+		# and the diff rows are in milliseconds
+		basems["diff"] = basems["diffauto"] = basems["rsync"] = 1
 		printf "\n%-6s %-24s %9s %15s %7s %9s %9s %s\n", "stack", \
 			"contender", "median s", "(min - max)", "ratio", \
 			"cmd s", "peak MiB", "runs"
 		for (i = 1; i <= n; i++) {
 			split(order[i], p, SUBSEP)
-			m = median(order[i]); base = median(p[1] SUBSEP "cp")
+			m = median(order[i])
+			base = median(p[1] SUBSEP basekey[p[2]])
+			ms = p[2] in basems
 			if (m < 0) {
 				printf "%-6s %-24s %9s %15s %7s %9s %9s %d failed\n", \
 					p[1], label[p[2]], "-", "", "-", "-", "-", \
@@ -316,6 +518,14 @@ summarize() {
 				continue
 			}
 			ratio[order[i]] = base > 0 ? m / base : -1
+			if (ms) {
+				printf "%-6s %-24s %7.1fms %6.1f - %6.1fms %6.3fx %9s %9s %d%s\n", \
+					p[1], label[p[2]], m * 1000, lo[order[i]] * 1000, \
+					hi[order[i]] * 1000, ratio[order[i]], "", "", \
+					runs[order[i]], \
+					bad[order[i]] ? " (" bad[order[i]] " failed)" : ""
+				continue
+			}
 			printf "%-6s %-24s %9.2f %6.2f - %6.2f %6.2fx %9.2f %9.1f %d%s\n", \
 				p[1], label[p[2]], m, lo[order[i]], hi[order[i]], \
 				ratio[order[i]], mmedian(order[i]), \
@@ -330,18 +540,28 @@ summarize() {
 			"stack" SUBSEP "link", 0.40, "x")
 		miss += target("merge -o peak RSS <= 32 MiB (1M stack)", \
 			"1M" SUBSEP "merge", 32, "MiB")
+		miss += target("flatten .tar.zst wall <= 0.80x tar|zstd -T0 -3 (stack)", \
+			"stack" SUBSEP "flat", 0.80, "x")
+		miss += target("flatten .tar.zst wall <= 0.60x tar|zstd (1M tiny files)", \
+			"1M" SUBSEP "flat", 0.60, "x")
+		miss += target("flatten peak RSS <= 100 MiB (1M stack)", \
+			"1M" SUBSEP "flat", 100, "MiB")
+		miss += target("diff of 10 changes over 1M entries <= 10 ms", \
+			"1M" SUBSEP "diff", 10, "ms")
 		exit strict && miss ? 3 : 0
 	}
 	function target(text, key, limit, unit,   v, verdict) {
 		if (unit == "x") v = (key in ratio) ? ratio[key] : -1
+		else if (unit == "ms") v = (key in walls) ? median(key) * 1000 : -1
 		else v = (key in rss && !bad[key]) ? rss[key] / 1024 : -1
 		if (!(key in seen)) {
-			printf "  %-52s %10s  not run\n", text, "-"; return 0
+			printf "  %-56s %10s  not run\n", text, "-"; return 0
 		}
-		if (v < 0) { printf "  %-52s %10s  MISS\n", text, "n/a"; return 1 }
+		if (v < 0) { printf "  %-56s %10s  MISS\n", text, "n/a"; return 1 }
 		verdict = v <= limit ? "PASS" : "MISS"
-		if (unit == "x") printf "  %-52s %9.2fx  %s\n", text, v, verdict
-		else printf "  %-52s %6.1f MiB  %s\n", text, v, verdict
+		if (unit == "x") printf "  %-56s %9.2fx  %s\n", text, v, verdict
+		else if (unit == "ms") printf "  %-56s %7.1f ms  %s\n", text, v, verdict
+		else printf "  %-56s %6.1f MiB  %s\n", text, v, verdict
 		return verdict == "MISS"
 	}' "$W/results.tsv"
 }
@@ -356,7 +576,7 @@ if [ -n "$RESULTS" ]; then
 	echo "raw results: $RESULTS"
 fi
 awk -v a="$T_START" -v b="$(now)" -v c="$CACHE" 'BEGIN {
-	printf "\nwall = command + syncfs of the output, %s cache at the start of each run; ratio = median wall / median wall of cp -a pre-merged on the same stack; total bench time %.0f s\n", c, b - a }'
+	printf "\nwall = command + syncfs of the output, %s cache at the start of each run; ratio = median wall / median wall of the baseline of the same kind on the same stack (cp -a pre-merged; tar | zstd for flatten; rsync -n for diff, whose rows are in ms and have no syncfs); total bench time %.0f s\n", c, b - a }'
 if [ "$FAILED" = 1 ]; then
 	echo "bench: some runs failed or produced a wrong tree (see above)" >&2
 	exit 1
