@@ -124,6 +124,16 @@ int tar_opt(struct tar_args *t, const struct parsed_opt *o);
 /* Check them into @to (SOURCE_DATE_EPOCH too); -1 after a usage error. */
 int tar_args_resolve(const struct cmd *c, const struct tar_args *t,
 		     const char *out, struct hu_tarout_opts *to);
+/* Stream the entries of a tarball into @t. */
+typedef int (*tar_fill_fn)(void *ctx, struct hu_tarout *t,
+			   struct hu_error *e);
+/* Write the tarball @path ("-": standard output) and the descriptor the
+ * options ask for, built beside them and renamed in when complete; on
+ * failure nothing is left and @e names the output. */
+int tar_write(const struct tar_args *ta, const char *path,
+	      const struct hu_stack *s, const struct hu_tarout_opts *to,
+	      tar_fill_fn fill, void *ctx, struct hu_digests *d,
+	      struct hu_error *e);
 /* A whole decimal number in [min, max]. */
 bool parse_num(const char *s, long long min, long long max, long long *out);
 

@@ -141,64 +141,31 @@ static int any_change(const struct hu_stack *s, const struct hu_changes_opts *o,
 	return 0;
 }
 
-/* Write the change set into @out (and its descriptor into @desc). */
-static int oci(const struct diff_args *a, const struct hu_stack *s,
-	       const struct hu_changes_opts *co,
-	       const struct hu_tarout_opts *to, struct hu_outfile *out,
-	       struct hu_outfile *desc, struct hu_error *e)
-{
-	struct hu_tarout *t;
-	struct hu_digests d;
-	char json[512];
-	size_t n;
-	int rc;
+struct oci_fill {
+	const struct diff_args *a;
+	const struct hu_stack *s;
+	const struct hu_changes_opts *co;
+};
 
-	if (hu_tarout_open(&t, out->fd, to, e) < 0)
-		return -1;
-	rc = hu_changes_write_tar(s, co, a->tar.opaque_markers, t, e);
-	front_progress_done();
-	if (rc < 0) {
-		hu_tarout_abort(t);
-		return -1;
-	}
-	if (hu_tarout_close(t, &d, e) < 0)
-		return -1;
-	if (desc->name) {
-		n = hu_descriptor_json(&d, json, sizeof(json));
-		if (hu_outfile_write(desc, json, n, e) < 0)
-			return -1;
-	}
-	if (hu_outfile_commit(out, e) < 0)
-		return -1;
-	if (desc->name && hu_outfile_commit(desc, e) < 0)
-		return -1;
-	return 0;
+static int fill_changes(void *ctx, struct hu_tarout *t, struct hu_error *e)
+{
+	const struct oci_fill *f = ctx;
+
+	return hu_changes_write_tar(f->s, f->co, f->a->tar.opaque_markers, t,
+				    e);
 }
 
 static int write_oci(const struct diff_args *a, const struct hu_stack *s,
 		     const struct hu_changes_opts *co,
 		     const struct hu_tarout_opts *to, struct hu_error *e)
 {
-	struct hu_outfile out = { .fd = -1, .dirfd = -1 };
-	struct hu_outfile desc = { .fd = -1, .dirfd = -1 };
+	struct oci_fill f = { a, s, co };
+	struct hu_digests d;
 	bool any;
-	int rc = -1;
 
-	if (any_change(s, co, &any, e) < 0)
+	if (any_change(s, co, &any, e) < 0 ||
+	    tar_write(&a->tar, a->out, s, to, fill_changes, &f, &d, e) < 0)
 		return DIFF_TROUBLE;
-	if (hu_outfile_open(&out, a->out, s, e) == 0 &&
-	    (!a->tar.descriptor ||
-	     hu_outfile_open(&desc, a->tar.descriptor, s, e) == 0)) {
-		rc = oci(a, s, co, to, &out, &desc, e);
-		if (rc < 0 && !e->path)
-			hu_error_prefix(e, strcmp(a->out, "-") ? a->out :
-					"standard output");
-	}
-	if (rc < 0) {
-		hu_outfile_abort(&desc);
-		hu_outfile_abort(&out);
-		return DIFF_TROUBLE;
-	}
 	return any ? DIFF_CHANGES : DIFF_SAME;
 }
 

@@ -33,14 +33,25 @@ static int flatten_opt(void *ctx, const struct parsed_opt *o)
 	return 0;
 }
 
-/* The changes of the layers above the bottom @base ones. */
-static int write_base(const struct hu_stack *s, size_t base,
-		      bool opaque_markers, const struct hu_report *r,
-		      struct hu_tarout *t, struct hu_error *e)
-{
-	struct hu_changes_opts co = { .base = base, .report = r };
+struct flatten_fill {
+	const struct flatten_args *a;
+	const struct hu_stack *s;
+	struct hu_report report;
+	struct hu_flatten_stats st;
+};
 
-	return hu_changes_write_tar(s, &co, opaque_markers, t, e);
+/* The merged view, or with --base the changes of the layers above the
+ * bottom N. */
+static int fill(void *ctx, struct hu_tarout *t, struct hu_error *e)
+{
+	struct flatten_fill *f = ctx;
+	struct hu_changes_opts co = { .report = &f->report };
+
+	if (!f->a->base)
+		return hu_flatten_write_tar(f->s, &f->report, t, &f->st, e);
+	co.base = strtoul(f->a->base, NULL, 10);
+	return hu_changes_write_tar(f->s, &co, f->a->tar.opaque_markers, t,
+				    e);
 }
 
 static void print_summary(const struct flatten_args *a,
@@ -64,47 +75,6 @@ static void print_summary(const struct flatten_args *a,
 	fprintf(stderr, "%s: wrote %s: %s, %llu bytes, %s, diffID %s\n",
 		front.cmdname, name, d->media_type,
 		(unsigned long long)d->size, d->digest, d->diff_id);
-}
-
-/* Write the tarball into @out (and its descriptor into @desc). */
-static int flatten(struct flatten_args *a, const struct hu_stack *s,
-		   const struct hu_tarout_opts *to, struct hu_outfile *out,
-		   struct hu_outfile *desc, struct hu_error *e)
-{
-	struct hu_report report = front_report();
-	struct hu_flatten_stats st = { 0 };
-	struct hu_tarout *t;
-	struct hu_digests d;
-	char json[512];
-	size_t n;
-	int rc;
-
-	if (hu_tarout_open(&t, out->fd, to, e) < 0)
-		return -1;
-	if (a->base)
-		rc = write_base(s, strtoul(a->base, NULL, 10),
-				a->tar.opaque_markers, &report, t, e);
-	else
-		rc = hu_flatten_write_tar(s, &report, t, &st, e);
-	front_progress_done();
-	if (rc < 0) {
-		hu_tarout_abort(t);
-		return -1;
-	}
-	if (hu_tarout_close(t, &d, e) < 0)
-		return -1;
-	if (desc->name) {
-		n = hu_descriptor_json(&d, json, sizeof(json));
-		if (hu_outfile_write(desc, json, n, e) < 0)
-			return -1;
-	}
-	if (hu_outfile_commit(out, e) < 0)
-		return -1;
-	if (desc->name && hu_outfile_commit(desc, e) < 0)
-		return -1;
-	if (front.verbosity > 0)
-		print_summary(a, &st, &d);
-	return 0;
 }
 
 /* Check what needs the number of layers; -1 after a usage error. */
@@ -131,13 +101,12 @@ static int check_args(struct flatten_args *a, int nlayers)
 int cmd_flatten(const struct cmd *c, int argc, char **argv)
 {
 	struct flatten_args a = { .c = c };
+	struct flatten_fill f = { .a = &a, .report = front_report() };
 	struct hu_tarout_opts to = { 0 };
-	struct hu_outfile out = { .fd = -1, .dirfd = -1 };
-	struct hu_outfile desc = { .fd = -1, .dirfd = -1 };
-	struct hu_report report = front_report();
 	struct hu_error e = { 0 };
+	struct hu_digests d;
 	struct hu_stack s;
-	int first = cmd_parse(c, argc, argv, flatten_opt, &a), rc = -1;
+	int first = cmd_parse(c, argc, argv, flatten_opt, &a), rc;
 
 	if (first < 0)
 		return EXIT_USAGE;
@@ -148,26 +117,19 @@ int cmd_flatten(const struct cmd *c, int argc, char **argv)
 	if (tar_args_resolve(c, &a.tar, a.out, &to) < 0 ||
 	    check_args(&a, argc - first) < 0)
 		return EXIT_USAGE;
-	a.lo.stack.report = &report;
+	a.lo.stack.report = &f.report;
 	if (hu_stack_open(&s, argv + first, argc - first, &a.lo.stack,
 			  &e) < 0) {
 		print_error(&e);
 		hu_error_clear(&e);
 		return EXIT_TROUBLE;
 	}
-	if (hu_outfile_open(&out, a.out, &s, &e) == 0 &&
-	    (!a.tar.descriptor ||
-	     hu_outfile_open(&desc, a.tar.descriptor, &s, &e) == 0)) {
-		rc = flatten(&a, &s, &to, &out, &desc, &e);
-		if (rc < 0 && !e.path)
-			hu_error_prefix(&e, strcmp(a.out, "-") ? a.out :
-					"standard output");
-	}
-	if (rc < 0) {
+	f.s = &s;
+	rc = tar_write(&a.tar, a.out, &s, &to, fill, &f, &d, &e);
+	if (rc < 0)
 		print_error(&e);
-		hu_outfile_abort(&desc);
-		hu_outfile_abort(&out);
-	}
+	else if (front.verbosity > 0)
+		print_summary(&a, &f.st, &d);
 	hu_error_clear(&e);
 	hu_stack_close(&s);
 	return rc < 0 ? EXIT_TROUBLE : EXIT_OK;

@@ -83,3 +83,60 @@ int tar_args_resolve(const struct cmd *c, const struct tar_args *t,
 	}
 	return 0;
 }
+
+/* Write the tarball: @fill streams the entries, this closes the stream,
+ * writes the descriptor and renames both into place. */
+static int write_both(const struct hu_tarout_opts *to, struct hu_outfile *out,
+		      struct hu_outfile *desc, tar_fill_fn fill, void *ctx,
+		      struct hu_digests *d, struct hu_error *e)
+{
+	struct hu_tarout *t;
+	char json[512];
+	size_t n;
+	int rc;
+
+	if (hu_tarout_open(&t, out->fd, to, e) < 0)
+		return -1;
+	rc = fill(ctx, t, e);
+	front_progress_done();
+	if (rc < 0) {
+		hu_tarout_abort(t);
+		return -1;
+	}
+	if (hu_tarout_close(t, d, e) < 0)
+		return -1;
+	if (desc->name) {
+		n = hu_descriptor_json(d, json, sizeof(json));
+		if (hu_outfile_write(desc, json, n, e) < 0)
+			return -1;
+	}
+	if (hu_outfile_commit(out, e) < 0)
+		return -1;
+	if (desc->name && hu_outfile_commit(desc, e) < 0)
+		return -1;
+	return 0;
+}
+
+int tar_write(const struct tar_args *ta, const char *path,
+	      const struct hu_stack *s, const struct hu_tarout_opts *to,
+	      tar_fill_fn fill, void *ctx, struct hu_digests *d,
+	      struct hu_error *e)
+{
+	struct hu_outfile out = { .fd = -1, .dirfd = -1 };
+	struct hu_outfile desc = { .fd = -1, .dirfd = -1 };
+	int rc = -1;
+
+	if (hu_outfile_open(&out, path, s, e) == 0 &&
+	    (!ta->descriptor ||
+	     hu_outfile_open(&desc, ta->descriptor, s, e) == 0)) {
+		rc = write_both(to, &out, &desc, fill, ctx, d, e);
+		if (rc < 0 && !e->path)
+			hu_error_prefix(e, strcmp(path, "-") ? path :
+					"standard output");
+	}
+	if (rc < 0) {
+		hu_outfile_abort(&desc);
+		hu_outfile_abort(&out);
+	}
+	return rc;
+}
