@@ -193,16 +193,24 @@ static int apply_redirect(struct lookup *lk, const char *r, char **comps,
 	return 0;
 }
 
-static size_t split_path(char *p, char **comps, size_t max)
+/* Split @p in place at '/' into a malloc'd array of its components (empty
+ * ones dropped); NULL when memory runs out. */
+static char **split_path(char *p, size_t *n)
 {
-	size_t n = 0;
+	size_t max = 1;
+	char **comps, *save;
 
-	for (char *t = strtok(p, "/"); t && n < max; t = strtok(NULL, "/"))
-		comps[n++] = t;
-	return n;
+	for (const char *c = p; *c; c++)
+		max += *c == '/';
+	comps = malloc(max * sizeof(*comps));
+	*n = 0;
+	if (!comps)
+		return NULL;
+	for (char *t = strtok_r(p, "/", &save); t;
+	     t = strtok_r(NULL, "/", &save))
+		comps[(*n)++] = t;
+	return comps;
 }
-
-#define MAX_COMPS 4096
 
 /* Does OCI directory @fd hold ".wh.@name"? */
 static bool oci_whiteout(int fd, const char *name)
@@ -231,11 +239,10 @@ static int lookup_layer(const struct hu_stack *s, size_t j, int base,
 	size_t n;
 
 	*found = -1;
-	if (!copy || !(comps = malloc(MAX_COMPS * sizeof(*comps)))) {
+	if (!copy || !(comps = split_path(copy, &n))) {
 		hu_error_set(e, ENOMEM, NULL, "out of memory");
 		goto out;
 	}
-	n = split_path(copy, comps, MAX_COMPS);
 	for (size_t k = 0; k < n; k++) {
 		bool last = k + 1 == n, stop;
 		enum hu_marker kind;
