@@ -239,6 +239,9 @@ static int run(struct diff_args *a, char **ops, int nops,
 			return DIFF_TROUBLE;
 		co.old = &old;
 	} else {
+		/* Only the top layer is walked whole; the lowers are read
+		 * where it touches them, so their format is detected then. */
+		a->lo.stack.defer_below = nops - 1;
 		if (hu_stack_open(&s, ops, nops, &a->lo.stack, e) < 0)
 			return DIFF_TROUBLE;
 		co.base = s.n - 1;

@@ -118,6 +118,10 @@ int cmd_flatten(const struct cmd *c, int argc, char **argv)
 	    check_args(&a, argc - first) < 0)
 		return EXIT_USAGE;
 	a.lo.stack.report = &f.report;
+	/* The layers kept as context are read only where the layers above
+	 * touch them: detect their format on demand. */
+	if (a.base)
+		a.lo.stack.defer_below = strtoul(a.base, NULL, 10);
 	if (hu_stack_open(&s, argv + first, argc - first, &a.lo.stack,
 			  &e) < 0) {
 		print_error(&e);

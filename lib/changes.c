@@ -121,17 +121,30 @@ static int diff_dir(struct chg_walk *w, struct chg_dir *ns, struct chg_dir *os,
 		    bool same, struct chg_uppers *u, struct hu_error *e);
 
 /*
- * Does new directory @nd, which the upper layers provide, replace the old
- * one @os, nothing beneath showing through (opaque, or redirected to
- * nothing)?  With one upper layer that is "not merged".  With more, the
- * view does not say whether a merge reaches the old layers: never, then;
- * the deletions say what is gone all the same.
+ * Is new directory @nd, which the upper layers provide, alone, nothing
+ * beneath showing through (opaque, or redirected to nothing)?  With one
+ * upper layer that is "not merged".  With more, the view does not say
+ * whether a merge reaches the old layers: never, then; the deletions say
+ * what is gone all the same.  A lone directory replaces the old one when
+ * that has entries.
  */
-static bool replaces(const struct chg_walk *w, struct hu_vdir *nd,
-		     const struct chg_dir *os)
+static bool lone(const struct chg_walk *w, struct hu_vdir *nd)
 {
-	return w->base + 1 == w->news->n && os->n > 0 &&
+	return w->layered && w->base + 1 == w->news->n &&
 	       !hu_vdir_is_merged(nd);
+}
+
+/* The old side of a directory whose new side is fast (@fast) or not: a
+ * lone new directory needs the old listing, to delete what it hides. */
+static int old_side(struct chg_walk *w, struct chg_dir *os,
+		    struct hu_vdir *od, bool fast, bool alone,
+		    struct hu_error *e)
+{
+	if (fast && !alone) {
+		chg_side_lookup(os, od);
+		return 0;
+	}
+	return chg_side_list(os, od, e);
 }
 
 static bool same_inode(const struct hu_ventry *a, const struct hu_ventry *b)
@@ -154,22 +167,24 @@ static int dirs(struct chg_walk *w, const struct chg_side *n,
 	bool upper = w->layered && n->ent->layer >= w->base;
 	struct hu_vdir *nd = NULL, *od = NULL, *cud = NULL;
 	struct chg_uppers cu = { 0 };
-	bool redirected = false, opaque;
+	bool redirected = false, alone, opaque;
 	struct chg_dir ns, os;
 	size_t saved;
 	int rc = -1;
 
 	memset(&ns, 0, sizeof(ns));
 	if (hu_vdir_open_child(n->d, n->ent, &nd, e) < 0 ||
-	    hu_vdir_open_child(o->d, o->ent, &od, e) < 0 ||
-	    chg_side_list(&os, od, e) < 0)
+	    hu_vdir_open_child(o->d, o->ent, &od, e) < 0)
 		goto out;
 	same = same && upper;
 	if (same && u && chg_uppers_child(w, u, n->ent->name, &cu,
 					  &redirected, e) < 0)
 		goto out;
 	same = same && !redirected;
-	opaque = upper && replaces(w, nd, &os);
+	alone = upper && lone(w, nd);
+	if (old_side(w, &os, od, same && uent, alone, e) < 0)
+		goto out;
+	opaque = alone && os.n > 0;
 	if (same && uent && !(opaque && w->f->replace_opaque)) {
 		if (hu_vdir_open_child(ud, uent, &cud, e) < 0 ||
 		    chg_side_fast(w, &ns, nd, cud, e) < 0)
@@ -263,11 +278,55 @@ static int deleted(struct chg_walk *w, const struct chg_dir *os,
 		emit_tree(w, os->d, oe, HU_CHG_DELETE, e) : 0;
 }
 
+/*
+ * diff_dir() with the old side not listed: the deletions are the names the
+ * upper layer whites out that the old view has, the rest the upper layer's
+ * own entries, each looked up in the old view.  The same changes in the
+ * same order as a walk of both listings.
+ */
+static int diff_dir_lookup(struct chg_walk *w, struct chg_dir *ns,
+			   struct chg_dir *os, bool same,
+			   struct chg_uppers *u, struct hu_error *e)
+{
+	struct hu_ventry oe;
+	int in;
+
+	for (size_t k = 0; k < ns->raw.n; k++) {
+		const char *gone = chg_fast_whiteout(w, ns, k);
+
+		if (!gone || chg_side_has(ns, gone))
+			continue;	/* not a whiteout, or replaced */
+		in = hu_vdir_lookup(os->d, gone, &oe, e);
+		if (in < 0)
+			return -1;
+		if (!in)
+			continue;	/* nothing to delete */
+		seen(w);
+		if (deleted(w, os, &oe, e) < 0)
+			return -1;
+	}
+	for (size_t i = 0; i < ns->n; i++) {
+		const struct hu_ventry *ne = &ns->ents[i];
+
+		in = hu_vdir_lookup(os->d, ne->name, &oe, e);
+		if (in < 0)
+			return -1;
+		seen(w);
+		if ((in ? both(w, ns, ne, os, &oe, same, u, e) :
+		     added(w, ns, ne, e)) < 0)
+			return -1;
+	}
+	return 0;
+}
+
 /* One directory in both views: the deletions, then the rest. */
 static int diff_dir(struct chg_walk *w, struct chg_dir *ns, struct chg_dir *os,
 		    bool same, struct chg_uppers *u, struct hu_error *e)
 {
 	size_t i = 0, j;
+
+	if (os->lookup)
+		return diff_dir_lookup(w, ns, os, same, u, e);
 
 	for (j = 0; j < os->n; j++) {
 		const struct hu_ventry *oe = &os->ents[j];
@@ -322,16 +381,16 @@ static int walk_roots(struct chg_walk *w, struct hu_vdir *nr,
 	struct hu_vdir *ur = NULL;
 	struct chg_uppers u = { 0 };
 	struct chg_dir ns = { 0 }, os;
+	bool alone = lone(w, nr), opaque;
 	unsigned what;
-	bool opaque;
 	int rc = -1;
 
-	if (chg_side_list(&os, or, e) < 0 ||
+	if (old_side(w, &os, or, w->fast, alone, e) < 0 ||
 	    root_entry(w->news, nr, &nent, e) < 0 ||
 	    root_entry(w->olds, or, &oent, e) < 0 ||
 	    chg_compare(&n, &o, w->how, &what, e) < 0)
 		return -1;
-	opaque = w->layered && replaces(w, nr, &os);
+	opaque = alone && os.n > 0;
 	if (w->fast && !(opaque && w->f->replace_opaque)) {
 		if (hu_vdir_open_root(&w->ustack, &ur, e) < 0 ||
 		    chg_side_fast(w, &ns, nr, ur, e) < 0)

@@ -44,11 +44,14 @@ struct chg_flags {
 /* One directory of one view, listed.  The new side of a directory that
  * only the one upper layer changes ("fast": its lower layers looked up as
  * in the old view) lists the upper layer's own entries only: the rest is
- * the old view's, and reading the lower layers once is enough. */
+ * the old view's.  The old side then is not listed either ("lookup"):
+ * each name the upper layer has or whites out is looked up in it, so the
+ * lower layers are read where the upper one touches them, no more. */
 struct chg_dir {
 	struct hu_vdir *d;
 	const struct hu_ventry *ents;
 	size_t n;
+	bool lookup;			/* old side: not listed (n is 0) */
 	/* fast */
 	struct hu_vdir *ud;		/* the upper layer alone, here */
 	const struct hu_ventry *uents;	/* ud's entries (ents: the same as
@@ -91,6 +94,10 @@ int chg_nomem(struct hu_error *e);
 
 /* @sd: directory @d of a view, listed whole. */
 int chg_side_list(struct chg_dir *sd, struct hu_vdir *d, struct hu_error *e);
+/* Does listed side @sd have @name? */
+bool chg_side_has(const struct chg_dir *sd, const char *name);
+/* @sd: old directory @d, for hu_vdir_lookup() only. */
+void chg_side_lookup(struct chg_dir *sd, struct hu_vdir *d);
 /* @sd: the fast new side of directory @nd (not listed), whose upper layer
  * directory alone is @ud. */
 int chg_side_fast(const struct chg_walk *w, struct chg_dir *sd,
@@ -100,6 +107,9 @@ void chg_side_free(struct chg_dir *sd);
  * view? */
 bool chg_fast_gone(const struct chg_walk *w, const struct chg_dir *sd,
 		   const char *name);
+/* The name raw name @k of fast side @sd whites out, or NULL. */
+const char *chg_fast_whiteout(const struct chg_walk *w,
+			      const struct chg_dir *sd, size_t k);
 
 /* The upper layers' directories at the root; at child @name of @pu, with
  * *@redirected when one of them sends the lookup beneath elsewhere. */

@@ -31,6 +31,13 @@ int chg_side_list(struct chg_dir *sd, struct hu_vdir *d, struct hu_error *e)
 	return hu_vdir_list(d, &sd->ents, &sd->n, e);
 }
 
+void chg_side_lookup(struct chg_dir *sd, struct hu_vdir *d)
+{
+	memset(sd, 0, sizeof(*sd));
+	sd->d = d;
+	sd->lookup = true;
+}
+
 int chg_side_fast(const struct chg_walk *w, struct chg_dir *sd,
 		  struct hu_vdir *nd, struct hu_vdir *ud, struct hu_error *e)
 {
@@ -99,6 +106,39 @@ bool chg_fast_gone(const struct chg_walk *w, const struct chg_dir *sd,
 		return false;
 	snprintf(wh, sizeof(wh), "%s%s", HU_OCI_WH_PREFIX, name);
 	return has_name(&sd->raw, wh);
+}
+
+bool chg_side_has(const struct chg_dir *sd, const char *name)
+{
+	size_t lo = 0, hi = sd->n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = strcmp(sd->ents[mid].name, name);
+
+		if (c == 0)
+			return true;
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return false;
+}
+
+/* Raw names come sorted, and so do the names they white out: ".wh.a" <
+ * ".wh.b" as "a" < "b". */
+const char *chg_fast_whiteout(const struct chg_walk *w,
+			      const struct chg_dir *sd, size_t k)
+{
+	const char *name = sd->raw.v[k].name;
+
+	if (w->ustack.layers[0].format != HU_FMT_OCI)
+		return chg_side_has(sd, name) ? NULL : name;
+	if (strncmp(name, ".wh..wh.", 8) == 0 ||
+	    strncmp(name, HU_OCI_WH_PREFIX, 4) != 0)
+		return NULL;
+	return name + 4;
 }
 
 /* ---- redirects of the upper layers ------------------------------------ */

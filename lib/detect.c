@@ -8,6 +8,8 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/sysmacros.h>
@@ -208,4 +210,115 @@ int hu_layer_detect(struct hu_layer *l, struct hu_error *e)
 	free(d.found_path);
 	hu_pathbuf_free(&d.path);
 	return rc;
+}
+
+/* ---- deferred detection ------------------------------------------------ */
+
+int hu_layer_settle(const struct hu_layer *cl, struct hu_error *e)
+{
+	/* The stack hands its layers out const; a deferred layer's format
+	 * is the one thing that is filled in later, once, by the thread
+	 * that walks the view (only diff and flatten --base defer, and
+	 * neither uses the worker pool). */
+	struct hu_layer *l = (struct hu_layer *)cl;
+
+	if (!l->deferred)
+		return 0;
+	l->deferred = false;
+	if (hu_layer_detect(l, e) < 0) {
+		e->whole = true;	/* detect named the layer and path */
+		return -1;
+	}
+	return 0;
+}
+
+/* Is @a an xattr the markers of some format use in @l's namespaces? */
+static bool marker_xattr(const struct hu_layer *l, const char *a)
+{
+	const char *rest;
+
+	if (strncmp(a, "user.", 5) == 0)
+		rest = a + 5;
+	else if (!l->userxattr && strncmp(a, "trusted.", 8) == 0)
+		rest = a + 8;
+	else
+		return false;
+	return strncmp(rest, "overlay.", 8) == 0 ||
+	       strncmp(rest, "union.", 6) == 0;
+}
+
+/* Settle @l if the xattrs of @fd (or of @name in it) hold a marker one. */
+static int probe_xattrs(const struct hu_layer *l, int fd, const char *name,
+			struct hu_error *e)
+{
+	bool found = false;
+	char *list;
+	ssize_t len;
+
+	if (hu_llistxattr_at(fd, name, &list, &len) < 0)
+		return hu_error_set(e, errno, name, "cannot list xattrs");
+	for (char *a = list; a && a < list + len && !found; a += strlen(a) + 1)
+		found = marker_xattr(l, a);
+	free(list);
+	return found ? hu_layer_settle(l, e) : 0;
+}
+
+int hu_layer_probe_dir(const struct hu_layer *l, int fd, struct hu_error *e)
+{
+	struct stat st;
+
+	if (!l->deferred)
+		return 0;
+	if (fstatat(fd, HU_OCI_OPAQUE, &st, AT_SYMLINK_NOFOLLOW) == 0)
+		return hu_layer_settle(l, e);
+	if (errno != ENOENT)
+		return hu_error_set(e, errno, HU_OCI_OPAQUE, "cannot stat");
+	return probe_xattrs(l, fd, NULL, e);
+}
+
+int hu_layer_probe_name(const struct hu_layer *l, int dirfd,
+			const char *name, struct hu_error *e)
+{
+	char wh[NAME_MAX + 8];
+	struct stat st;
+
+	if (!l->deferred)
+		return 0;
+	if (strncmp(name, HU_OCI_WH_PREFIX, 4) == 0)
+		return hu_layer_settle(l, e);
+	if (strlen(name) + 4 > NAME_MAX)
+		return 0;
+	snprintf(wh, sizeof(wh), "%s%s", HU_OCI_WH_PREFIX, name);
+	if (fstatat(dirfd, wh, &st, AT_SYMLINK_NOFOLLOW) == 0)
+		return hu_layer_settle(l, e);
+	if (errno != ENOENT)
+		return hu_error_set(e, errno, wh, "cannot stat");
+	return 0;
+}
+
+int hu_layer_probe_entry(const struct hu_layer *l, int dirfd,
+			 const char *name, const struct stat *st,
+			 struct hu_error *e)
+{
+	char target[sizeof(HU_UNION_WHITEOUT_TARGET) + 1];
+	ssize_t n;
+
+	if (!l->deferred)
+		return 0;
+	if (S_ISCHR(st->st_mode) && st->st_rdev == makedev(0, 0))
+		return hu_layer_settle(l, e);
+	if (S_ISLNK(st->st_mode) &&
+	    st->st_size == (off_t)strlen(HU_UNION_WHITEOUT_TARGET)) {
+		n = readlinkat(dirfd, name, target, sizeof(target));
+		if (n < 0)
+			return hu_error_set(e, errno, name,
+					    "cannot read symlink");
+		if ((size_t)n == strlen(HU_UNION_WHITEOUT_TARGET) &&
+		    memcmp(target, HU_UNION_WHITEOUT_TARGET, n) == 0)
+			return hu_layer_settle(l, e);
+	}
+	/* metacopy files and xattr whiteouts */
+	if (S_ISREG(st->st_mode))
+		return probe_xattrs(l, dirfd, name, e);
+	return 0;
 }

@@ -15,6 +15,7 @@ static void error_fill(struct hu_error *e, int err, char *path,
 	free(e->path);
 	e->err = err;
 	e->path = path;
+	e->whole = false;
 	vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
 }
 
@@ -49,6 +50,7 @@ void hu_error_clear(struct hu_error *e)
 	free(e->path);
 	e->path = NULL;
 	e->err = 0;
+	e->whole = false;
 	e->msg[0] = '\0';
 }
 
@@ -93,7 +95,7 @@ void hu_error_prefix(struct hu_error *e, const char *dir)
 {
 	char *p;
 
-	if (!e || !dir || !*dir)
+	if (!e || e->whole || !dir || !*dir)
 		return;
 	p = hu_path_join(dir, e->path ? e->path : "");
 	if (p) {

@@ -22,6 +22,8 @@ struct hu_error {
 	int err;	/* errno, or 0 when the cause is not a system error */
 	char *path;	/* what the error concerns, as the user named it */
 	char msg[256];	/* what went wrong, without the path or errno text */
+	bool whole;	/* path is already complete: hu_error_prefix leaves
+			 * it alone */
 };
 
 /* Fill @e and return -1; @path may be NULL.  A later call replaces the
@@ -67,6 +69,8 @@ struct hu_layer {
 	ino_t ino;
 	enum hu_format format;	/* never AUTO once opened */
 	bool userxattr;		/* markers under user.* instead of trusted.* */
+	bool deferred;		/* format not detected yet: NONE until the
+				 * view meets a marker (hu_layer_settle) */
 	char *unpacked;		/* a tarball layer: the private directory it
 				 * was unpacked into (removed by
 				 * hu_layer_close); NULL for a directory */
@@ -80,6 +84,11 @@ struct hu_stack {
 struct hu_stack_opts {
 	enum hu_format format;	/* AUTO: detect each layer */
 	bool userxattr;		/* force user.* namespace for markers */
+	size_t defer_below;	/* with AUTO: the bottom N layers detect their
+				 * format only when the view meets a marker
+				 * in them, so that a command that reads a
+				 * few paths of a huge lower does not walk
+				 * it whole (diff) */
 	const struct hu_report *report;	/* warnings while opening (a
 					 * tarball's duplicate entries);
 					 * may be NULL */
@@ -180,6 +189,11 @@ void hu_vdir_close(struct hu_vdir *d);
 /* The merged, bytewise sorted entries of @d.  Owned by @d. */
 int hu_vdir_list(struct hu_vdir *d, const struct hu_ventry **ents,
 		 size_t *n, struct hu_error *e);
+/* Name @name of @d alone, without listing @d: 1 with *@ent filled in (its
+ * name is @name itself, which must outlive *@ent), 0 when the view does
+ * not have it. */
+int hu_vdir_lookup(struct hu_vdir *d, const char *name, struct hu_ventry *ent,
+		   struct hu_error *e);
 /* The path of @d relative to the view root ("" for the root). */
 const char *hu_vdir_path(const struct hu_vdir *d);
 /* The topmost layer directory of @d: its metadata are the merged dir's. */

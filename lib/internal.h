@@ -20,6 +20,28 @@ char *hu_path_join(const char *dir, const char *name);
  * Refuses a layer with both union and overlay markers. */
 int hu_layer_detect(struct hu_layer *l, struct hu_error *e);
 
+/*
+ * A deferred layer (hu_stack_opts.defer_below) reads as HU_FMT_NONE until
+ * something that could be a marker of some format is met; then the whole
+ * layer is detected (hu_layer_settle).  Reading an entry without such
+ * evidence as NONE is exact: in every format an entry that is none of
+ * these things is an ordinary one.  The view calls the probes below before
+ * it asks a deferred layer's format about a directory, a name or an entry;
+ * each is a no-op once the layer is settled.
+ */
+int hu_layer_settle(const struct hu_layer *l, struct hu_error *e);
+/* Directory @fd: overlay or union xattrs, or a .wh..wh..opq in it. */
+int hu_layer_probe_dir(const struct hu_layer *l, int fd, struct hu_error *e);
+/* Name @name in directory @dirfd, whether it exists or not: a .wh. name,
+ * or a .wh.@name beside it. */
+int hu_layer_probe_name(const struct hu_layer *l, int dirfd,
+			const char *name, struct hu_error *e);
+/* Entry @name (lstat @st): a 0/0 device, a union whiteout symlink, a
+ * regular file with overlay or union xattrs (metacopy, xattr whiteout). */
+int hu_layer_probe_entry(const struct hu_layer *l, int dirfd,
+			 const char *name, const struct stat *st,
+			 struct hu_error *e);
+
 /* The names of a directory, sorted bytewise ('.' and '..' left out). */
 struct hu_name {
 	const char *name;

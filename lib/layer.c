@@ -82,10 +82,18 @@ static int layer_open(struct hu_layer *l, const char *path,
 	l->userxattr = o->userxattr;
 	if (l->unpacked)
 		return 0;	/* a tarball: always OCI, no trusted.* */
-	if (o->format != HU_FMT_AUTO)
+	if (o->format != HU_FMT_AUTO) {
 		l->format = o->format;
-	else if (hu_layer_detect(l, e) < 0)
+	} else if (below && below->n < o->defer_below &&
+		   (l->userxattr || can_read_trusted())) {
+		/* Unreadable trusted.* xattrs would hide the evidence that
+		 * settles the layer: without them, detect now. */
+		l->format = HU_FMT_NONE;
+		l->deferred = true;
+		return 0;
+	} else if (hu_layer_detect(l, e) < 0) {
 		goto fail;
+	}
 	/* Without CAP_SYS_ADMIN trusted.* xattrs are invisible: a union or
 	 * overlay layer would silently lose its opaque markers. */
 	if (!l->userxattr && l->format != HU_FMT_OCI && !can_read_trusted()) {

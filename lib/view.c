@@ -84,6 +84,8 @@ static int dir_stops(const struct hu_stack *s, size_t layer, int fd,
 	struct stat st;
 
 	*stop = false;
+	if (hu_layer_probe_dir(l, fd, e) < 0)
+		return -1;
 	if (l->format == HU_FMT_OCI) {
 		if (fstatat(fd, HU_OCI_OPAQUE, &st, AT_SYMLINK_NOFOLLOW) == 0)
 			*stop = true;
@@ -250,6 +252,8 @@ static int lookup_layer(const struct hu_stack *s, size_t j, int base,
 		char *r = NULL;
 		int sub;
 
+		if (hu_layer_probe_name(l, fd, comps[k], e) < 0)
+			goto out;
 		if (l->format == HU_FMT_OCI && oci_whiteout(fd, comps[k]))
 			lk->stop = true;	/* hides what lies below */
 		if (fstatat(fd, comps[k], st, AT_SYMLINK_NOFOLLOW) < 0) {
@@ -258,6 +262,8 @@ static int lookup_layer(const struct hu_stack *s, size_t j, int base,
 				hu_error_set(e, errno, comps[k], "cannot stat");
 			goto out;
 		}
+		if (hu_layer_probe_entry(l, fd, comps[k], st, e) < 0)
+			goto out;
 		kind = HU_MARK_NONE;
 		if (l->format != HU_FMT_OCI &&
 		    hu_marker_classify(l, fd, comps[k], st, true, &kind,
@@ -518,6 +524,19 @@ static int vrec_cmp(const void *pa, const void *pb)
 	return (int)a->whiteout - (int)b->whiteout;	/* real first */
 }
 
+/* A deferred layer that lists a .wh. name is settled before any of its
+ * names is read. */
+static int probe_names(const struct hu_vdir *d, size_t i, struct hu_error *e)
+{
+	const struct hu_layer *l = &d->s->layers[d->d[i].layer];
+	const struct hu_names *names = &d->lists[i];
+
+	for (size_t k = 0; k < names->n && l->deferred; k++)
+		if (strncmp(names->v[k].name, HU_OCI_WH_PREFIX, 4) == 0)
+			return hu_layer_settle(l, e);
+	return 0;
+}
+
 /* Every name of every layer directory of @d, as records. */
 static int collect(struct hu_vdir *d, struct vrec **out, size_t *nout,
 		   struct hu_error *e)
@@ -529,7 +548,8 @@ static int collect(struct hu_vdir *d, struct vrec **out, size_t *nout,
 	if (!d->lists)
 		return hu_error_set(e, ENOMEM, NULL, "out of memory");
 	for (size_t i = 0; i < d->nd; i++) {
-		if (hu_names_read(d->d[i].fd, &d->lists[i], NULL, e) < 0)
+		if (hu_names_read(d->d[i].fd, &d->lists[i], NULL, e) < 0 ||
+		    probe_names(d, i, e) < 0)
 			return vfail(d, d->d[i].layer, e);
 		total += d->lists[i].n;
 	}
@@ -591,6 +611,8 @@ static int decide(struct hu_vdir *d, const struct vrec *g, size_t ng,
 		hu_error_set(e, errno, top->name, "cannot stat");
 		return vfail(d, v->layer, e);
 	}
+	if (hu_layer_probe_entry(l, v->fd, top->name, &ent->st, e) < 0)
+		return vfail(d, v->layer, e);
 	if (l->format != HU_FMT_OCI &&
 	    hu_marker_classify(l, v->fd, top->name, &ent->st, true,
 			       &kind, &target, e) < 0)
@@ -637,6 +659,47 @@ done:
 	*ents = d->ents;
 	*n = d->nents;
 	return 0;
+}
+
+int hu_vdir_lookup(struct hu_vdir *d, const char *name, struct hu_ventry *ent,
+		   struct hu_error *e)
+{
+	struct vrec *recs = malloc(2 * d->nd * sizeof(*recs));
+	size_t n = 0;
+	int rc = 0;
+
+	if (!recs)
+		return hu_error_set(e, ENOMEM, NULL, "out of memory");
+	/* The records collect() would make of @name, topmost first: the
+	 * entry, then an OCI whiteout of it in the same layer. */
+	for (size_t i = 0; i < d->nd && rc == 0; i++) {
+		const struct hu_layer *l = &d->s->layers[d->d[i].layer];
+		int fd = d->d[i].fd;
+		bool oci_wh = false;
+		struct stat st;
+
+		if (hu_layer_probe_name(l, fd, name, e) < 0) {
+			rc = vfail(d, d->d[i].layer, e);
+			break;
+		}
+		if (l->format == HU_FMT_OCI) {
+			if (strncmp(name, HU_OCI_WH_PREFIX, 4) == 0)
+				continue;	/* a marker, never a name */
+			oci_wh = oci_whiteout(fd, name);
+		}
+		if (fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+			recs[n++] = (struct vrec){ name, name, i, false };
+		else if (errno != ENOENT && errno != ENAMETOOLONG) {
+			hu_error_set(e, errno, name, "cannot stat");
+			rc = vfail(d, d->d[i].layer, e);
+		}
+		if (oci_wh)
+			recs[n++] = (struct vrec){ name, name, i, true };
+	}
+	if (rc == 0 && n > 0)
+		rc = decide(d, recs, n, ent, e);
+	free(recs);
+	return rc;
 }
 
 /* The layer directory of @d in @layer, or -1. */
