@@ -37,63 +37,40 @@
 #      the change set is not recorded); with --exact an unchanged copy-up
 #      is left out, so a new link to it is a file of its own.
 #      "hunion diff --trees --oci OLD MNT" applied to OLD must too.
+#      umoci too: "umoci unpack" of an OCI image layout (tests/tools/
+#      oci_layout.py) whose layers are OLD ("hunion flatten" of it) and
+#      the layer must give the view, for the diff --oci layer (plain and
+#      gzip), the --trees one and the --exact --opaque-markers one (gzip:
+#      umoci 0.4.7 reads no zstd layers); the descriptors (--descriptor)
+#      go into the image as they are, so umoci checks digests and DiffIDs;
 #   6. "hunion flatten --base" (the same writer) must write the same bytes
 #      as diff --oci; in the second session, "flatten --base 1 L0 U1 U2"
-#      (two layers above the base) applied to L0 must give the view too.
+#      (two layers above the base) applied to L0 must give the view too,
+#      with oci_apply.py and with umoci; and so must umoci's unpack of
+#      L0 + U1's layer + U2's layer as a three-layer image.
 # Needs root and overlayfs; skipped (exit 0, with the reason) otherwise.
+# The umoci checks are skipped, with a line that says so, when umoci is
+# not installed.
 #
-# HUNION_KEEP=DIR keeps the work dirs of failing runs there.
+# HUNION_KEEP=DIR keeps the work dirs of failing runs there;
+# HUNION_KERNEL_VERBOSE=1 prints whole diffs instead of their first lines.
 # Ends with "diff: N passed, N failed".
 
-set -u
-export LC_ALL=C
-
-HERE=$(cd "$(dirname "$0")" && pwd)
-TOOLS=$(cd "$HERE/../tools" && pwd)
+SUITE="diff"
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
+kt_args "HUNION [SEEDS [OPS]]" "$@"
 SEEDS=${2:-10}
 NOPS=${3:-40}
-passed=0 failed=0
 
-if [ $# -lt 1 ]; then
-	echo "usage: $0 HUNION [SEEDS [OPS]]" >&2
-	exit 2
+kt_setup $((SEEDS * 2))
+layers_tmpfs 2g ||
+	skip_all "no tmpfs with user and trusted xattrs (Linux < 6.6)"
+UMOCI=umoci
+if ! command -v umoci >/dev/null; then
+	UMOCI=
+	echo "diff: umoci is not installed (make deps): its checks are skipped"
 fi
-HUNION=$(realpath -- "$1" 2>/dev/null || echo "$1")
-[ -x "$HUNION" ] || { echo "diff: $1: not an executable" >&2; exit 2; }
-
-skip_all() {
-	echo "diff: skipped: $1"
-	echo "diff: 0 passed, 0 failed, $((SEEDS * 2)) skipped"
-	exit 0
-}
-[ "$(id -u)" = 0 ] || skip_all "not root (mounting overlayfs needs root)"
-grep -qw overlay /proc/filesystems || modprobe overlay 2>/dev/null
-grep -qw overlay /proc/filesystems ||
-	skip_all "overlayfs is not available in this kernel"
-
-WORK=$(mktemp -d /tmp/hunion-diffk.XXXXXX) || exit 1
-FS=$WORK/fs
-MNT=$WORK/mnt
-cleanup() {
-	mountpoint -q "$MNT" 2>/dev/null && umount "$MNT"
-	mountpoint -q "$FS" 2>/dev/null && umount "$FS"
-	rm -rf "$WORK"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-mkdir -p "$FS" "$MNT"
-if ! mount -t tmpfs -o size=2g,mode=0755 hunion-diffk "$FS"; then
-	skip_all "cannot mount a tmpfs for the layers"
-fi
-if ! touch "$FS/.p" || ! setfattr -n user.p -v y "$FS/.p" 2>/dev/null ||
-   ! setfattr -n trusted.p -v y "$FS/.p" 2>/dev/null; then
-	skip_all "tmpfs without user and trusted xattrs (kernel < 6.6)"
-fi
-rm -f "$FS/.p"
-
-manifest() {
-	python3 "$TOOLS/manifest.py" "$@"
-}
 
 # Run hunion and require exit status $1 (or 0|1 for "either").
 hu() {
@@ -108,13 +85,63 @@ hu() {
 	return 1
 }
 
-# A difference between two files: show its first lines, fail.
-same() {	# LABEL WANT GOT
-	if ! diff -u --label "$2" --label "$3" "$2" "$3" >"$W/d.out"; then
-		echo "  $1 differ:"
-		sed -n '3,$p' "$W/d.out" | head -n 12 | sed 's/^/    /'
+# The tree $2 must show the kernel's view of the session ($S), hard-link
+# groups aside (see 5. above).
+view_is() {	# LABEL DIR
+	manifest "$2" | sed 's/ link=.*//' >"$2.txt"
+	same "$1" "$S/kernel-nolinks.txt" "$2.txt"
+}
+
+# tests/tools/oci_apply.py applies LAYER to a copy of the tree OLD, in
+# $S/applied-LAYER's name: the kernel's view.
+apply_view() {	# LABEL OLD LAYER
+	local x
+	x=$S/applied-$(basename "$3")
+	cp -a "$2" "$x" && python3 "$TOOLS/oci_apply.py" "$3" "$x" &&
+		view_is "$1" "$x"
+}
+
+# umoci unpacks the image of LAYER... (bottom first, each with its
+# descriptor LAYER.json; tests/tools/oci_layout.py writes the image
+# layout): the kernel's view.
+umoci_view() {	# LABEL LAYER...
+	local label=$1 lay
+	shift
+	lay=$S/oci-$#-$(basename "${@: -1}")
+	if ! python3 "$TOOLS/oci_layout.py" "$lay" t "$@" ||
+	   ! umoci unpack --image "$lay:t" "$lay.bundle" >"$lay.log" 2>&1; then
+		echo "  $label: umoci unpack failed:"
+		tail -n 4 "$lay.log" | sed 's/^/    /'
 		return 1
 	fi
+	view_is "$label" "$lay.bundle/rootfs"
+}
+
+# Step 5 and 6 with umoci: the old view (flattened) as a base layer, and
+# above it the layers session() wrote, in an image that umoci unpacks.
+# umoci 0.4.7 refuses zstd layers ("blob is not correct mediatype:
+# application/vnd.oci.image.layer.v1.tar+zstd"), so the --opaque-markers
+# layer goes to it gzipped.  Runs inside session(), with its variables.
+umoci_checks() {
+	local ok=0 l
+	hu 0 flatten -q -o "$S/base.tar" --descriptor "$S/base.tar.json" \
+		"$base" || ok=1
+	hu either diff --oci -o "$S/ch.tar.gz" --descriptor \
+		"$S/ch.tar.gz.json" "${layers[@]}" || ok=1
+	hu either diff --oci --exact --opaque-markers -o "$S/ch2.tar.gz" \
+		--descriptor "$S/ch2.tar.gz.json" "${layers[@]}" || ok=1
+	for l in ch.tar ch.tar.gz trees.tar ch2.tar.gz; do
+		umoci_view "$up: kernel vs umoci unpack of old + $l" \
+			"$S/base.tar" "$S/$l" || ok=1
+	done
+	if [ "${#LOWERS[@]}" -gt 1 ]; then
+		# L0 + (U1 U2) squashed, and L0 + U1 + U2 as three layers
+		umoci_view "$up: kernel vs umoci unpack of L0 + flatten --base 1" \
+			"$W/U1/base.tar" "$S/fl1.tar" || ok=1
+		umoci_view "$up: kernel vs umoci unpack of L0 + U1 + U2" \
+			"$W/U1/base.tar" "$W/U1/ch.tar" "$S/ch.tar" || ok=1
+	fi
+	return $ok
 }
 
 # One session: mount LOWERS (bottom first) with the empty upper $1, make
@@ -122,15 +149,12 @@ same() {	# LABEL WANT GOT
 # of the old view (the tree the change set is applied to); $3: the seed of
 # the operations.  Leaves a plain copy of the new view in $W/view-$1.
 session() {
-	local up=$1 base=$2 seed=$3 lowerdir='' i want ok=0
+	local up=$1 base=$2 seed=$3 want ok=0
 	local S=$W/$up U=$W/$up/upper
 	mkdir -p "$S" "$U" "$S/work"
-	for ((i = ${#LOWERS[@]} - 1; i >= 0; i--)); do
-		lowerdir+=${lowerdir:+:}${LOWERS[i]}
-	done
 	local top=${LOWERS[${#LOWERS[@]} - 1]}
 	python3 "$HERE/diff_ops.py" root-meta "$top" "$U" || return 1
-	if ! mount -t overlay overlay -o "lowerdir=$lowerdir,upperdir=$U,workdir=$S/work,redirect_dir=on,metacopy=$MC" "$MNT" 2>"$S/mount.err"; then
+	if ! mount -t overlay overlay -o "lowerdir=$(lowerdir "${LOWERS[@]}"),upperdir=$U,workdir=$S/work,redirect_dir=on,metacopy=$MC" "$MNT" 2>"$S/mount.err"; then
 		echo "  $up: mount failed: $(cat "$S/mount.err")"
 		return 1
 	fi
@@ -147,7 +171,8 @@ session() {
 	   ! cp -a "$MNT" "$W/view-$up" ||
 	   ! hu $want diff --trees "$base" "$MNT" >"$S/trees.txt" ||
 	   ! hu $want diff --trees -r "$base" "$MNT" >"$S/trees-r.txt" ||
-	   ! hu $want diff --trees --oci -o "$S/trees.tar" "$base" "$MNT"; then
+	   ! hu $want diff --trees --oci -o "$S/trees.tar" \
+		--descriptor "$S/trees.tar.json" "$base" "$MNT"; then
 		umount "$MNT"
 		return 1
 	fi
@@ -180,34 +205,23 @@ session() {
 
 	# The change set as a layer, applied to the old view: the new one.
 	sed 's/ link=.*//' "$S/kernel.txt" >"$S/kernel-nolinks.txt"
-	hu either diff --oci -o "$S/ch.tar" "${layers[@]}" || ok=1
+	hu either diff --oci -o "$S/ch.tar" --descriptor "$S/ch.tar.json" \
+		"${layers[@]}" || ok=1
 	HUNION_DIFF_SLOW=1 hu either diff --oci -o "$S/slow.tar" \
 		"${layers[@]}" || ok=1
 	cmp -s "$S/ch.tar" "$S/slow.tar" ||
 		{ echo "  $up: the two walks write other tarballs"; ok=1; }
-	cp -a "$base" "$S/applied" &&
-		python3 "$TOOLS/oci_apply.py" "$S/ch.tar" "$S/applied" || ok=1
-	manifest "$S/applied" | sed 's/ link=.*//' >"$S/applied.txt"
-	same "$up: kernel vs old + diff --oci" "$S/kernel-nolinks.txt" \
-		"$S/applied.txt" || ok=1
-	python3 "$HERE/diff_ops.py" links "$S/expect.links" "$S/applied" |
-		sed "s/^/  $up: diff --oci: /"
+	apply_view "$up: kernel vs old + diff --oci" "$base" "$S/ch.tar" ||
+		ok=1
+	python3 "$HERE/diff_ops.py" links "$S/expect.links" \
+		"$S/applied-ch.tar" | sed "s/^/  $up: diff --oci: /"
 	[ "${PIPESTATUS[0]}" = 0 ] || ok=1
-	cp -a "$base" "$S/applied-trees" &&
-		python3 "$TOOLS/oci_apply.py" "$S/trees.tar" \
-		"$S/applied-trees" || ok=1
-	manifest "$S/applied-trees" | sed 's/ link=.*//' \
-		>"$S/applied-trees.txt"
-	same "$up: kernel vs old + diff --trees --oci" \
-		"$S/kernel-nolinks.txt" "$S/applied-trees.txt" || ok=1
+	apply_view "$up: kernel vs old + diff --trees --oci" "$base" \
+		"$S/trees.tar" || ok=1
 	hu either diff --oci --exact --opaque-markers -o "$S/ch2.tar.zst" \
 		"${layers[@]}" || ok=1
-	cp -a "$base" "$S/applied2" &&
-		python3 "$TOOLS/oci_apply.py" "$S/ch2.tar.zst" "$S/applied2" ||
-		ok=1
-	manifest "$S/applied2" | sed 's/ link=.*//' >"$S/applied2.txt"
-	same "$up: kernel vs old + diff --oci --exact --opaque-markers" \
-		"$S/kernel-nolinks.txt" "$S/applied2.txt" || ok=1
+	apply_view "$up: kernel vs old + diff --oci --exact --opaque-markers" \
+		"$base" "$S/ch2.tar.zst" || ok=1
 	# flatten --base shares the writer: the same bytes as diff --oci
 	if ! hu 0 flatten --base "${#LOWERS[@]}" -o "$S/fl.tar" \
 		"${layers[@]}" || ! cmp -s "$S/ch.tar" "$S/fl.tar"; then
@@ -216,14 +230,13 @@ session() {
 	fi
 	if [ "${#LOWERS[@]}" -gt 1 ]; then
 		# several layers above the base: L0 + (U1 U2) squashed
-		hu 0 flatten --base 1 -o "$S/fl1.tar" "${layers[@]}" || ok=1
-		cp -a "${LOWERS[0]}" "$S/applied3" &&
-			python3 "$TOOLS/oci_apply.py" "$S/fl1.tar" \
-			"$S/applied3" || ok=1
-		manifest "$S/applied3" | sed 's/ link=.*//' >"$S/applied3.txt"
-		same "$up: kernel vs L0 + flatten --base 1" \
-			"$S/kernel-nolinks.txt" "$S/applied3.txt" || ok=1
+		hu 0 flatten --base 1 -o "$S/fl1.tar" --descriptor \
+			"$S/fl1.tar.json" "${layers[@]}" || ok=1
+		apply_view "$up: kernel vs L0 + flatten --base 1" \
+			"${LOWERS[0]}" "$S/fl1.tar" || ok=1
 	fi
+	# the layers again, unpacked by umoci
+	[ -z "$UMOCI" ] || umoci_checks || ok=1
 	LOWERS+=("$U")
 	return $ok
 }
@@ -254,15 +267,10 @@ for seed in $(seq 1 "$SEEDS"); do
 				echo "  ${f#"$W"/}:"
 				head -n 40 "$f" | sed 's/^/    /'
 			done
-			if [ -n "${HUNION_KEEP:-}" ]; then
-				mkdir -p "$HUNION_KEEP" &&
-					cp -a "$W" "$HUNION_KEEP/" &&
-					echo "  kept in $HUNION_KEEP/$(basename "$W")"
-			fi
+			keep "$(basename "$W")" "$W"
 			rm -rf "$W"
 		fi
 	done
 done
 
-echo "diff: $passed passed, $failed failed"
-[ "$failed" = 0 ]
+finish

@@ -47,62 +47,18 @@
 # HUNION_FLATTEN_ONLY="3 17" runs those seeds only (no fixed checks).  Ends with
 # "flatten: N passed, N failed[, N skipped]"; exits 1 if any failed.
 
-set -u
-export LC_ALL=C
-
-HERE=$(cd "$(dirname "$0")" && pwd)
-TOOLS=$(cd "$HERE/../tools" && pwd)
+SUITE="flatten"
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
+kt_args "HUNION [SEEDS]" "$@"
 SEEDS=${2:-20}
 NFIXED=5
-passed=0 failed=0
 
-if [ $# -lt 1 ]; then
-	echo "usage: $0 HUNION [SEEDS]" >&2
-	exit 2
-fi
-HUNION=$(realpath -- "$1" 2>/dev/null || echo "$1")
-[ -x "$HUNION" ] || { echo "flatten: $1: not an executable" >&2; exit 2; }
-
-skip_all() {
-	echo "flatten: skipped: $1"
-	echo "flatten: 0 passed, 0 failed, $((SEEDS + NFIXED)) skipped"
-	exit 0
-}
-
-[ "$(id -u)" = 0 ] || skip_all "not root (mounting overlayfs needs root)"
-grep -qw overlay /proc/filesystems || modprobe overlay 2>/dev/null
-grep -qw overlay /proc/filesystems ||
-	skip_all "overlayfs is not available in this kernel"
+kt_setup $((SEEDS + NFIXED))
 for t in python3 zstd gzip sha256sum setfattr; do
 	command -v $t >/dev/null || skip_all "$t is not installed"
 done
-
-WORK=$(mktemp -d /tmp/hunion-flatten.XXXXXX) || exit 1
-MNT=$WORK/mnt
-cleanup() {
-	local m
-	for m in "$MNT" "$WORK/small" "$WORK/ro" "$WORK/fs"; do
-		mountpoint -q "$m" 2>/dev/null && umount "$m"
-	done
-	rm -rf "$WORK"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-mkdir -p "$MNT" "$WORK/fs"
-
-# The layers on a fresh tmpfs with trusted and user xattrs (Linux >= 6.6).
-xattrs_ok() {
-	touch "$1/.probe" &&
-		setfattr -n trusted.probe -v y "$1/.probe" 2>/dev/null &&
-		setfattr -n user.probe -v y "$1/.probe" 2>/dev/null
-	local rc=$?
-	rm -f "$1/.probe"
-	return $rc
-}
-mount -t tmpfs -o size=4g,mode=0755 hunion-flatten "$WORK/fs" ||
-	skip_all "cannot mount a tmpfs"
-xattrs_ok "$WORK/fs" || skip_all "tmpfs has no trusted/user xattrs here"
-FS=$WORK/fs
+layers_tmpfs 4g || skip_all "no tmpfs with trusted/user xattrs (Linux < 6.6)"
 
 # ---- the readers
 READERS=()
@@ -145,30 +101,6 @@ cmp_opts() {
 	esac
 }
 
-info() {
-	python3 -c 'import json,sys; i = json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1/info.json" "$2"
-}
-
-# The kernel's manifest of stack $1 (manifest.py options $3...) into $2.
-kernel_manifest() {
-	local dir=$1 out=$2 lower='' i n opts=redirect_dir=follow,metacopy=on
-	shift 2
-	n=$(info "$dir" 'i["layers"]')
-	for ((i = n - 1; i >= 0; i--)); do
-		lower+=${lower:+:}$dir/overlay/L$i
-	done
-	[ "$USERX" = 1 ] && opts=userxattr
-	if ! mount -t overlay overlay -o "ro,lowerdir=$lower,$opts" "$MNT" \
-		2>"$dir/mount.err"; then
-		echo "  mount failed: $(cat "$dir/mount.err")"
-		return 1
-	fi
-	python3 "$TOOLS/manifest.py" "$@" "$MNT" >"$out"
-	local rc=$?
-	umount "$MNT"
-	return $rc
-}
-
 # Check a descriptor $1 against its tarball $2 and the DiffID $3.
 check_descriptor() {
 	python3 - "$1" "$2" "$3" <<'EOF'
@@ -198,33 +130,16 @@ diff_id() {
 	esac | sha256sum | sed 's/^\([0-9a-f]*\).*/sha256:\1/'
 }
 
-keep() {
-	[ -n "${HUNION_KEEP:-}" ] || return 0
-	mkdir -p "$HUNION_KEEP" &&
-		cp -a "$2" "$HUNION_KEEP/${1// /-}" 2>/dev/null &&
-		echo "  kept in $HUNION_KEEP/${1// /-}"
-}
-
 # Flatten, extract with every reader, compare: one seed.
 run_seed() {
-	local seed=$1 dir=$FS/stack ok=1 n i ext r out x ids=() layers=()
-	local extra=()
-	rm -rf "$dir"
-	if ! python3 "$TOOLS/mkstack.py" --out "$dir" --seed "$seed" \
-		>/dev/null 2>"$FS/mkstack.err"; then
-		echo "FAIL seed $seed: mkstack.py failed"
-		tail -n 3 "$FS/mkstack.err" | sed 's/^/  /'
-		failed=$((failed + 1))
-		return
-	fi
-	USERX=$(info "$dir" 'int(i["userxattr"])')
+	local seed=$1 dir=$FS/stack ok=1 ext r out x ids=() layers extra=()
+	new_stack "seed $seed" --seed "$seed" || return
 	[ "$USERX" = 1 ] && extra=(--userxattr)
-	n=$(info "$dir" 'i["layers"]')
-	for ((i = 0; i < n; i++)); do layers+=("$dir/overlay/L$i"); done
+	mapfile -t layers < <(stack_layers "$dir" overlay)
 	if ! kernel_manifest "$dir" "$dir/kernel.txt" ||
 	   ! kernel_manifest "$dir" "$dir/kernel-noxattrs.txt" --no-xattrs; then
 		echo "FAIL seed $seed: no kernel reference"
-		failed=$((failed + 1))
+		stack_result 0 "seed $seed" --seed "$seed"
 		return
 	fi
 	for ext in tar tar.gz tar.zst; do
@@ -252,8 +167,7 @@ run_seed() {
 			local want=$dir/kernel.txt
 			[ "$r" = python ] && want=$dir/kernel-noxattrs.txt
 			# shellcheck disable=SC2046
-			python3 "$TOOLS/manifest.py" $(man_opts "$r") "$x" \
-				>"$x.txt" 2>&1
+			manifest $(man_opts "$r") "$x" >"$x.txt" 2>&1
 			# shellcheck disable=SC2046
 			if ! python3 "$TOOLS/mancmp.py" $(cmp_opts "$r") \
 				"$want" "$x.txt" >"$x.diff"; then
@@ -279,14 +193,7 @@ run_seed() {
 		echo "FAIL seed $seed: a second flatten wrote other bytes"
 		ok=0
 	fi
-	if [ $ok = 1 ]; then
-		passed=$((passed + 1))
-	else
-		failed=$((failed + 1))
-		echo "  reproduce: python3 $TOOLS/mkstack.py --out DIR --seed $seed"
-		keep "seed $seed" "$dir"
-	fi
-	rm -rf "$dir"
+	stack_result $ok "seed $seed" --seed "$seed"
 }
 
 result() {	# LABEL OK
@@ -300,13 +207,9 @@ result() {	# LABEL OK
 
 # SOURCE_DATE_EPOCH: mtimes newer than T become T, the others stay.
 check_clamp() {
-	local dir=$FS/stack ok=1 T=1300000000 layers=() i n r
-	rm -rf "$dir"
-	python3 "$TOOLS/mkstack.py" --out "$dir" --seed 7 --features common \
-		>/dev/null 2>&1 || { result "clamp: mkstack.py failed" 0; return; }
-	USERX=0
-	n=$(info "$dir" 'i["layers"]')
-	for ((i = 0; i < n; i++)); do layers+=("$dir/overlay/L$i"); done
+	local dir=$FS/stack ok=1 T=1300000000 layers r
+	new_stack clamp --seed 7 --features common || return
+	mapfile -t layers < <(stack_layers "$dir" overlay)
 	kernel_manifest "$dir" "$dir/kernel.txt" || ok=0
 	python3 - "$dir/kernel.txt" $T >"$dir/clamped.txt" <<'EOF'
 import re, sys
@@ -325,7 +228,7 @@ EOF
 	r=${READERS[0]}
 	mkdir "$dir/x"
 	extract "$r" "$dir/c.tar" "$dir/x" >/dev/null 2>&1 || ok=0
-	python3 "$TOOLS/manifest.py" "$dir/x" >"$dir/x.txt"
+	manifest "$dir/x" >"$dir/x.txt"
 	# shellcheck disable=SC2046
 	python3 "$TOOLS/mancmp.py" $(cmp_opts "$r") "$dir/clamped.txt" \
 		"$dir/x.txt" || ok=0
@@ -381,5 +284,4 @@ if [ -z "${HUNION_FLATTEN_ONLY:-}" ]; then
 	check_errors
 fi
 
-echo "flatten: $passed passed, $failed failed"
-[ "$failed" = 0 ]
+finish

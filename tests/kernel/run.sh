@@ -64,111 +64,33 @@
 # Ends with "kernel: N passed, N failed[, N skipped]"; exits 1 if any
 # failed.
 
-set -u
-export LC_ALL=C
-
-HERE=$(cd "$(dirname "$0")" && pwd)
-TOOLS=$(cd "$HERE/../tools" && pwd)
+SUITE="kernel"
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
+kt_args "HUNION [SEEDS]" "$@"
 SEEDS=${2:-60}
-passed=0 failed=0
 n_forced=0 n_auto=0
-USERX=0
 
-if [ $# -lt 1 ]; then
-	echo "usage: $0 HUNION [SEEDS]" >&2
-	exit 2
-fi
-HUNION=$(realpath -- "$1" 2>/dev/null || echo "$1")
-[ -x "$HUNION" ] || { echo "kernel: $1: not an executable" >&2; exit 2; }
-
-total=$((SEEDS + SEEDS / 5 + 3))
-skip_all() {
-	echo "kernel: skipped: $1"
-	echo "kernel: 0 passed, 0 failed, $total skipped"
-	exit 0
-}
-
-[ "$(id -u)" = 0 ] || skip_all "not root (mounting overlayfs needs root)"
-grep -qw overlay /proc/filesystems || modprobe overlay 2>/dev/null
-grep -qw overlay /proc/filesystems ||
-	skip_all "overlayfs is not available in this kernel"
-
-WORK=$(mktemp -d /tmp/hunion-kernel.XXXXXX) || exit 1
-MNT=$WORK/mnt
-LOOPIMG=
-cleanup() {
-	mountpoint -q "$MNT" 2>/dev/null && umount "$MNT"
-	mountpoint -q "$WORK/fs" 2>/dev/null && umount "$WORK/fs"
-	[ -n "$LOOPIMG" ] && rm -f "$LOOPIMG"
-	rm -rf "$WORK"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-mkdir -p "$MNT" "$WORK/fs"
-
+kt_setup $((SEEDS + SEEDS / 5 + 3))
 # The layers live on a fresh tmpfs; fall back to an ext4 loop image when
 # tmpfs lacks trusted/user xattrs.
-xattrs_ok() {
-	touch "$1/.probe" &&
-		setfattr -n trusted.probe -v y "$1/.probe" 2>/dev/null &&
-		setfattr -n user.probe -v y "$1/.probe" 2>/dev/null
-	local rc=$?
-	rm -f "$1/.probe"
-	return $rc
-}
 FSTYPE=tmpfs
-if ! mount -t tmpfs -o size=4g,mode=0755 hunion-kernel "$WORK/fs" ||
-   ! xattrs_ok "$WORK/fs"; then
-	mountpoint -q "$WORK/fs" && umount "$WORK/fs"
+if ! layers_tmpfs 4g; then
 	LOOPIMG=$(mktemp /tmp/hunion-kernel-img.XXXXXX)
 	if ! truncate -s 4G "$LOOPIMG" || ! mkfs.ext4 -q -F "$LOOPIMG" ||
-	   ! mount -o loop "$LOOPIMG" "$WORK/fs" || ! xattrs_ok "$WORK/fs"; then
+	   ! mount -o loop "$LOOPIMG" "$FS" || ! xattrs_ok "$FS"; then
 		skip_all "no filesystem with trusted and user xattrs for the layers"
 	fi
 	FSTYPE=ext4
 fi
-FS=$WORK/fs
 echo "kernel: layers on $FSTYPE, $HUNION"
-
-manifest() {
-	python3 "$TOOLS/manifest.py" --holes "$@"
-}
-
-# Mount the overlay form of stack $1 (layers L0..Lk) and take the kernel's
-# manifest into $2.  Returns non-zero when the kernel refuses or the walk
-# meets errors (a generator bug: the stack must be valid).
-kernel_manifest() {
-	local dir=$1 out=$2 lower='' i n opts=redirect_dir=follow,metacopy=on
-	n=$(info "$dir" 'i["layers"]')
-	for ((i = n - 1; i >= 0; i--)); do
-		lower+=${lower:+:}$dir/overlay/L$i
-	done
-	[ "$USERX" = 1 ] && opts=userxattr
-	if ! mount -t overlay overlay -o "ro,lowerdir=$lower,$opts" "$MNT" \
-		2>"$dir/mount.err"; then
-		echo "  mount failed: $(cat "$dir/mount.err")"
-		dmesg 2>/dev/null | tail -n 3 | sed 's/^/  /'
-		return 1
-	fi
-	manifest "$MNT" >"$out" 2>"$dir/kmanifest.err"
-	local rc=$?
-	umount "$MNT"
-	if [ $rc != 0 ]; then
-		echo "  the kernel's view has errors (a generator bug):"
-		grep ' ! ' "$out" | head -n 5 | sed 's/^/  /'
-		cat "$dir/kmanifest.err"
-		return 1
-	fi
-}
 
 # Compare hunion's merge of form $2 of stack $1 (--format=$3) with the
 # kernel's manifest.  Prints the first differing lines on mismatch.
 check_form() {
-	local dir=$1 form=$2 fmt=$3 label=$4 out i n layers=()
+	local dir=$1 form=$2 fmt=$3 label=$4 out layers extra=()
 	out=$dir/out-$form-$fmt
-	n=$(info "$dir" 'i["layers"]')
-	for ((i = 0; i < n; i++)); do layers+=("$dir/$form/L$i"); done
-	local extra=()
+	mapfile -t layers < <(stack_layers "$dir" "$form")
 	[ "$USERX" = 1 ] && extra=(--userxattr)
 	if [ "$fmt" = auto ]; then
 		n_auto=$((n_auto + 1))
@@ -181,45 +103,24 @@ check_form() {
 		head -n 5 "$dir/merge-$form-$fmt.log" | sed 's/^/  /'
 		return 1
 	fi
-	manifest "$out" >"$dir/$form-$fmt.txt" 2>&1
-	if ! diff -u --label kernel --label "hunion-$form-$fmt" \
-		"$dir/kernel.txt" "$dir/$form-$fmt.txt" >"$dir/$form-$fmt.diff"
-	then
+	manifest --holes "$out" >"$dir/$form-$fmt.txt" 2>&1
+	if ! same "the kernel's and hunion's merged trees" \
+		"$dir/kernel.txt" "$dir/$form-$fmt.txt"; then
 		echo "FAIL $label $form --format=$fmt: the merged trees differ"
-		if [ "${HUNION_KERNEL_VERBOSE:-0}" = 1 ]; then
-			cat "$dir/$form-$fmt.diff"
-		else
-			sed -n '3,$p' "$dir/$form-$fmt.diff" | grep '^[-+]' |
-				head -n 8 | cut -c1-300 | sed 's/^/  /'
-		fi
 		return 1
 	fi
 	rm -rf "$out"
 	return 0
 }
 
-# A value from the stack's info.json: $1 stack dir, $2 expression of i.
-info() {
-	python3 -c 'import json,sys; i = json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1/info.json" "$2"
-}
-
 # Run one stack: $1 label, then mkstack.py arguments.
 run_stack() {
 	local label=$1 dir=$FS/stack ok=1 form
 	shift
-	rm -rf "$dir"
-	if ! python3 "$TOOLS/mkstack.py" --out "$dir" "$@" >/dev/null \
-		2>"$FS/mkstack.err"; then
-		echo "FAIL $label: mkstack.py failed"
-		sed 's/^/  /' "$FS/mkstack.err" | tail -n 5
-		failed=$((failed + 1))
-		return
-	fi
-	USERX=$(info "$dir" 'int(i["userxattr"])')
-	if ! kernel_manifest "$dir" "$dir/kernel.txt"; then
+	new_stack "$label" "$@" || return
+	if ! kernel_manifest "$dir" "$dir/kernel.txt" --holes; then
 		echo "FAIL $label: no kernel reference"
-		failed=$((failed + 1))
-		keep "$label" "$dir"
+		stack_result 0 "$label" "$@"
 		return
 	fi
 	local forms amb
@@ -231,21 +132,7 @@ run_stack() {
 			check_form "$dir" "$form" auto "$label" || ok=0
 		fi
 	done
-	if [ $ok = 1 ]; then
-		passed=$((passed + 1))
-	else
-		failed=$((failed + 1))
-		echo "  reproduce: python3 $TOOLS/mkstack.py --out DIR $*"
-		keep "$label" "$dir"
-	fi
-	rm -rf "$dir"
-}
-
-keep() {
-	[ -n "${HUNION_KEEP:-}" ] || return 0
-	mkdir -p "$HUNION_KEEP" &&
-		cp -a "$2" "$HUNION_KEEP/${1// /-}" 2>/dev/null &&
-		echo "  kept in $HUNION_KEEP/${1// /-}"
+	stack_result $ok "$label" "$@"
 }
 
 seeds=$(seq 1 "$SEEDS")
@@ -264,5 +151,4 @@ if [ -z "${HUNION_KERNEL_ONLY:-}" ]; then
 fi
 
 echo "kernel: $n_forced merges with --format forced, $n_auto with auto-detection"
-echo "kernel: $passed passed, $failed failed"
-[ "$failed" = 0 ]
+finish
