@@ -609,6 +609,46 @@ Test(tarout, a_failed_write_has_no_path)
 	hu_error_clear(&e);
 }
 
+/* Compressed, the bytes go out from the pipeline thread: a failed write
+ * there is reported all the same, at the latest by the close, with no
+ * path, and nothing follows it.  Enough data for several writes. */
+Test(tarout, a_failed_write_of_compressed_bytes_is_reported)
+{
+	struct hu_tarout_opts o = { .compress = HU_COMP_GZIP, .level = 1 };
+	struct hu_error e = { 0 };
+	struct hu_digests d;
+	struct stat st;
+	int fd, rc;
+	struct hu_tarout *t;
+	unsigned char *noise = malloc(8 << 20);
+
+	cr_assert_not_null(noise);
+	/* incompressible: xorshift */
+	for (size_t i = 0, x = 88172645463325252u; i < (8u << 20); i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		noise[i] = (unsigned char)(x >> 24);
+	}
+	tu_file("src/big", "");
+	fd = open(tu_path("src/big"), O_WRONLY);
+	cr_assert_eq(write(fd, noise, 8 << 20), 8 << 20);
+	close(fd);
+	free(noise);
+	setenv("HUNION_FAULT", "write:2:ENOSPC", 1);
+	t = start("o.tar.gz", &o, &fd);
+	add(t, "big", "src/big");
+	rc = hu_tarout_close(t, &d, &e);
+	unsetenv("HUNION_FAULT");
+	cr_assert_eq(rc, -1);
+	cr_assert_null(e.path);
+	cr_assert_eq(e.err, ENOSPC, "%s", e.msg);
+	cr_assert_eq(fstat(fd, &st), 0);
+	cr_assert_eq(st.st_size, 1 << 20, "one buffer written, then none");
+	close(fd);
+	hu_error_clear(&e);
+}
+
 /* An aborted stream ends where it was cut: no end-of-archive records. */
 Test(tarout, an_abort_writes_nothing_more)
 {
