@@ -14,10 +14,12 @@
  *
  * With one upper layer (base n-1), the new side of such a directory lists
  * only the upper layer's own entries (the upper layer's own view of it,
- * plus its raw names for the whiteouts): the lower layers are read once,
- * for the old side.  HUNION_DIFF_SLOW=1 in the environment lists the
- * whole new view instead, as with several upper layers; the kernel test
- * checks that both walks agree.
+ * plus its raw names for the whiteouts), and the old side is not listed
+ * at all: each of those names is looked up in it, so the lower layers are
+ * read where the upper one touches them (an opaque directory excepted:
+ * its old listing says what it deletes).  HUNION_DIFF_SLOW=1 in the
+ * environment lists the whole new view instead, as with several upper
+ * layers; the kernel test checks that both walks agree.
  *
  * Trees (o->old): two views that share nothing; every directory is
  * walked and every entry compared.
