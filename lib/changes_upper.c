@@ -70,22 +70,19 @@ void chg_side_free(struct chg_dir *sd)
 	sd->own = NULL;
 }
 
+static int name_key_cmp(const void *key, const void *elem)
+{
+	return strcmp(key, ((const struct hu_name *)elem)->name);
+}
+
+static int entry_key_cmp(const void *key, const void *elem)
+{
+	return strcmp(key, ((const struct hu_ventry *)elem)->name);
+}
+
 static bool has_name(const struct hu_names *l, const char *name)
 {
-	size_t lo = 0, hi = l->n;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		int c = strcmp(l->v[mid].name, name);
-
-		if (c == 0)
-			return true;
-		if (c < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return false;
+	return l->n && bsearch(name, l->v, l->n, sizeof(*l->v), name_key_cmp);
 }
 
 /* Is old name @name, which fast side @sd does not list, gone from the new
@@ -110,20 +107,8 @@ bool chg_fast_gone(const struct chg_walk *w, const struct chg_dir *sd,
 
 bool chg_side_has(const struct chg_dir *sd, const char *name)
 {
-	size_t lo = 0, hi = sd->n;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		int c = strcmp(sd->ents[mid].name, name);
-
-		if (c == 0)
-			return true;
-		if (c < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return false;
+	return sd->n && bsearch(name, sd->ents, sd->n, sizeof(*sd->ents),
+				entry_key_cmp);
 }
 
 /* Raw names come sorted, and so do the names they white out: ".wh.a" <
