@@ -3,11 +3,13 @@
  * The byte pipeline under the tar writer: hash the input, compress it,
  * hash and count the output, write it out in large complete writes.
  *
- * All of that runs in a thread of its own: the caller (reading files,
+ * All of that runs in threads of their own: the caller (reading files,
  * formatting tar headers) only copies bytes into one of a few 1 MiB
- * chunks and hands full ones over, so reading, hashing, compressing
- * (libzstd's own workers) and writing overlap, and a wait on the disk on
- * one side does not stop the other.
+ * chunks and hands full ones over to the pipeline thread (hashing the
+ * input, compressing with libzstd's own workers), which hands the
+ * compressed bytes to a writer thread (hashing the output, writing).
+ * Reading, hashing, compressing and writing overlap, and a write that
+ * waits on the disk (dirty pages being flushed) stops none of the rest.
  *
  * Same input, same bytes: gzip gets a header with no name, no time and
  * OS 255 ("unknown"); zstd always runs with at least one worker thread,
@@ -28,6 +30,8 @@
 #include "internal.h"
 
 #define OUT_BUF (1u << 20)
+#define NOUT 4			/* compressed buffers: one filling, the rest
+				 * queued for the writer */
 #define CHUNK (1u << 20)
 #define NCHUNKS 16		/* input in flight between the two threads */
 
@@ -39,9 +43,25 @@ struct hu_zsink {
 	gz_header gzh;
 	bool gz_on;
 	ZSTD_CCtx *zc;
-	unsigned char *out;	/* compressed bytes waiting to be written */
+	unsigned char *out;	/* compressed bytes being gathered: outs[] */
 	size_t out_len;
-	uint64_t out_bytes;
+	uint64_t out_bytes;	/* the writer's (or, uncompressed, the
+				 * pipeline's): read once both are done */
+
+	/* Compressed output to the writer thread, under @wmu: buffers
+	 * [out_head, out_head + out_queued) (mod NOUT) are queued or being
+	 * written; the compressor fills the next one. */
+	pthread_mutex_t wmu;
+	pthread_cond_t wcv;
+	pthread_t wth;
+	bool wth_on;
+	unsigned char *outs[NOUT];
+	size_t outs_len[NOUT];
+	size_t out_head, out_queued;
+	bool wdone;		/* no more buffers will come */
+	bool wfailed;		/* a write failed: @werr says why */
+	bool wdropping;		/* aborted: write nothing more */
+	struct hu_error werr;
 
 	/* The hand-over.  Chunks [head, head + count) (mod NCHUNKS) are
 	 * queued or being processed (both under @mu); the caller fills
@@ -90,12 +110,79 @@ static int emit(struct hu_zsink *z, const void *buf, size_t len,
 	return 0;
 }
 
+/* Hand the gathered compressed bytes to the writer and take the next
+ * free buffer (uncompressed output has no writer thread: write here). */
 static int flush_out(struct hu_zsink *z, struct hu_error *e)
 {
-	int rc = emit(z, z->out, z->out_len, e);
+	size_t fill;
+	bool failed;
 
+	if (!z->wth_on) {
+		int rc = emit(z, z->out, z->out_len, e);
+
+		z->out_len = 0;
+		return rc;
+	}
+	if (!z->out_len)
+		return 0;
+	pthread_mutex_lock(&z->wmu);
+	fill = (z->out_head + z->out_queued) % NOUT;
+	z->outs_len[fill] = z->out_len;
+	z->out_queued++;
+	pthread_cond_broadcast(&z->wcv);
+	while (z->out_queued == NOUT && !z->wfailed)
+		pthread_cond_wait(&z->wcv, &z->wmu);
+	failed = z->wfailed;
+	fill = (z->out_head + z->out_queued) % NOUT;
+	pthread_mutex_unlock(&z->wmu);
+	z->out = z->outs[fill];
 	z->out_len = 0;
-	return rc;
+	if (failed)
+		return hu_error_set(e, z->werr.err, NULL, "%s", z->werr.msg);
+	return 0;
+}
+
+static void *writer(void *arg)
+{
+	struct hu_zsink *z = arg;
+
+	pthread_mutex_lock(&z->wmu);
+	for (;;) {
+		size_t i = z->out_head;
+		bool skip;
+		int rc = 0;
+
+		while (!z->out_queued && !z->wdone)
+			pthread_cond_wait(&z->wcv, &z->wmu);
+		if (!z->out_queued)
+			break;
+		skip = z->wfailed || z->wdropping;
+		pthread_mutex_unlock(&z->wmu);
+		if (!skip)
+			rc = emit(z, z->outs[i], z->outs_len[i], &z->werr);
+		pthread_mutex_lock(&z->wmu);
+		if (rc < 0)
+			z->wfailed = true;
+		z->out_head = (i + 1) % NOUT;
+		z->out_queued--;
+		pthread_cond_broadcast(&z->wcv);
+	}
+	pthread_mutex_unlock(&z->wmu);
+	return NULL;
+}
+
+/* Let the writer finish what is queued (or, dropping, discard it). */
+static void stop_writer(struct hu_zsink *z, bool drop)
+{
+	if (!z->wth_on)
+		return;
+	pthread_mutex_lock(&z->wmu);
+	z->wdone = true;
+	z->wdropping = z->wdropping || drop;
+	pthread_cond_broadcast(&z->wcv);
+	pthread_mutex_unlock(&z->wmu);
+	pthread_join(z->wth, NULL);
+	z->wth_on = false;
 }
 
 /* Run deflate over @len bytes with @flush, emptying the buffer as it
@@ -313,12 +400,17 @@ int hu_zsink_open(struct hu_zsink **out, int fd, enum hu_compress c,
 	z->c = c;
 	pthread_mutex_init(&z->mu, NULL);
 	pthread_cond_init(&z->cv, NULL);
-	z->out = malloc(OUT_BUF);
+	pthread_mutex_init(&z->wmu, NULL);
+	pthread_cond_init(&z->wcv, NULL);
 	z->in_md = EVP_MD_CTX_new();
 	z->out_md = EVP_MD_CTX_new();
 	for (size_t i = 0; i < NCHUNKS; i++)
 		if (!(z->chunk[i] = malloc(CHUNK)))
 			z->failed = true;
+	for (size_t i = 0; i < (c == HU_COMP_NONE ? 1 : NOUT); i++)
+		if (!(z->outs[i] = malloc(OUT_BUF)))
+			z->failed = true;
+	z->out = z->outs[0];
 	if (!z->out || !z->in_md || !z->out_md || z->failed) {
 		hu_error_set(e, ENOMEM, NULL, "out of memory");
 		goto fail;
@@ -334,6 +426,14 @@ int hu_zsink_open(struct hu_zsink **out, int fd, enum hu_compress c,
 		rc = zstd_setup(z, level, threads, e);
 	else
 		rc = 0;
+	if (rc == 0 && c != HU_COMP_NONE) {
+		rc = pthread_create(&z->wth, NULL, writer, z);
+		if (rc) {
+			hu_error_set(e, rc, NULL, "cannot start a thread");
+			goto fail;
+		}
+		z->wth_on = true;
+	}
 	if (rc == 0) {
 		rc = pthread_create(&z->th, NULL, pipeline, z);
 		if (rc) {
@@ -378,6 +478,9 @@ int hu_zsink_close(struct hu_zsink *z, struct hu_digests *d,
 		rc = put_zstd(z, NULL, 0, ZSTD_e_end, e);
 	if (rc == 0)
 		rc = flush_out(z, e);
+	stop_writer(z, rc < 0);
+	if (rc == 0 && z->wfailed)
+		rc = hu_error_set(e, z->werr.err, NULL, "%s", z->werr.msg);
 	if (rc == 0 && d) {
 		memset(d, 0, sizeof(*d));
 		hex_digest(z->in_md, d->diff_id, sizeof(d->diff_id));
@@ -400,15 +503,20 @@ void hu_zsink_abort(struct hu_zsink *z)
 	z->dropping = true;
 	pthread_mutex_unlock(&z->mu);
 	stop_pipeline(z);
+	stop_writer(z, true);
 	if (z->gz_on)
 		deflateEnd(&z->gz);
 	ZSTD_freeCCtx(z->zc);
 	EVP_MD_CTX_free(z->in_md);
 	EVP_MD_CTX_free(z->out_md);
-	free(z->out);
+	for (size_t i = 0; i < NOUT; i++)
+		free(z->outs[i]);
 	for (size_t i = 0; i < NCHUNKS; i++)
 		free(z->chunk[i]);
 	hu_error_clear(&z->err);
+	hu_error_clear(&z->werr);
+	pthread_cond_destroy(&z->wcv);
+	pthread_mutex_destroy(&z->wmu);
 	pthread_cond_destroy(&z->cv);
 	pthread_mutex_destroy(&z->mu);
 	free(z);
