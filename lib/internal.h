@@ -99,6 +99,13 @@ int hu_wr_symlinkat(const char *target, int dirfd, const char *name);
 int hu_wr_linkat(int olddirfd, const char *oldname, int newdirfd,
 		 const char *newname);
 int hu_wr_create(int dirfd, const char *name, mode_t mode);
+
+/* Create a temporary beside @base in @dirfd with @make (-1 with errno on
+ * failure): named ".BASE.hunion-XXXXXX", hidden and recognisably ours,
+ * another name tried while one is taken.  Returns what @make returned,
+ * with the malloc'd name in *@name, or -1 with errno. */
+int hu_make_temp(int dirfd, const char *base,
+		 int (*make)(int dirfd, const char *name), char **name);
 int hu_wr_unlinkat(int dirfd, const char *name, int flags);
 int hu_wr_renameat2(int olddirfd, const char *oldname, int newdirfd,
 		    const char *newname, unsigned int flags);

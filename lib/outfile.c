@@ -65,29 +65,15 @@ out:
 	return rc;
 }
 
+static int create_file(int dirfd, const char *name)
+{
+	return hu_wr_create(dirfd, name, 0666);
+}
+
 static int make_temp(struct hu_outfile *f, struct hu_error *e)
 {
-	size_t len = strlen(f->base) + 32;
-	unsigned int seed = (unsigned)getpid() ^ (unsigned)time(NULL) ^
-			    (unsigned)(uintptr_t)f;
-
-	f->tmp = malloc(len);
-	if (!f->tmp)
-		return hu_error_set(e, ENOMEM, f->name, "out of memory");
-	for (int tries = 0; tries < 100; tries++) {
-		seed = seed * 1103515245u + 12345u;
-		snprintf(f->tmp, len, ".%s.hunion-%06x", f->base,
-			 (seed >> 8) & 0xffffff);
-		f->fd = hu_wr_create(f->dirfd, f->tmp, 0666);
-		if (f->fd >= 0)
-			return 0;
-		if (errno != EEXIST)
-			break;
-	}
-	hu_error_set(e, errno, f->name, "cannot create");
-	free(f->tmp);
-	f->tmp = NULL;
-	return -1;
+	f->fd = hu_make_temp(f->dirfd, f->base, create_file, &f->tmp);
+	return f->fd < 0 ? hu_error_set(e, errno, f->name, "cannot create") : 0;
 }
 
 int hu_outfile_open(struct hu_outfile *f, const char *path,

@@ -411,32 +411,20 @@ static int begun(struct hu_treeout *t, struct hu_error *e)
 	return hu_pool_start(&t->pool, hu_pool_default_threads(), e);
 }
 
+static int make_dir(int dirfd, const char *name)
+{
+	return hu_wr_mkdirat(dirfd, name, 0700);
+}
+
 int hu_treeout_begin(struct hu_treeout *t, struct hu_error *e)
 {
-	size_t len = strlen(t->base) + 32;
-	unsigned int seed = (unsigned)getpid() ^ (unsigned)time(NULL);
-
-	t->tmp = malloc(len);
-	if (!t->tmp)
-		return hu_error_set(e, ENOMEM, t->out, "out of memory");
-	for (int tries = 0; tries < 100; tries++) {
-		seed = seed * 1103515245u + 12345u;
-		snprintf(t->tmp, len, ".%s.hunion-%06x", t->base,
-			 seed & 0xffffff);
-		if (hu_wr_mkdirat(t->parentfd, t->tmp, 0700) == 0) {
-			t->fds[0] = hu_open_dir_at(t->parentfd, t->tmp);
-			if (t->fds[0] < 0)
-				return hu_error_set(e, errno, t->out, "%s",
-						    t->words->no_open);
-			return begun(t, e);
-		}
-		if (errno != EEXIST)
-			break;
-	}
-	hu_error_set(e, errno, t->out, "%s", t->words->no_create);
-	free(t->tmp);
-	t->tmp = NULL;
-	return -1;
+	if (hu_make_temp(t->parentfd, t->base, make_dir, &t->tmp) < 0)
+		return hu_error_set(e, errno, t->out, "%s",
+				    t->words->no_create);
+	t->fds[0] = hu_open_dir_at(t->parentfd, t->tmp);
+	if (t->fds[0] < 0)
+		return hu_error_set(e, errno, t->out, "%s", t->words->no_open);
+	return begun(t, e);
 }
 
 int hu_treeout_end(struct hu_treeout *t, int rc, struct hu_error *e)

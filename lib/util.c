@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <stdint.h>
+#include <time.h>
 #include <sys/syscall.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -295,4 +296,32 @@ out:
 		close(fd);
 	free(copy);
 	return rc;
+}
+
+int hu_make_temp(int dirfd, const char *base,
+		 int (*make)(int dirfd, const char *name), char **name)
+{
+	size_t len = strlen(base) + 32;
+	unsigned int seed = (unsigned)getpid() ^ (unsigned)time(NULL) ^
+			    (unsigned)(uintptr_t)name;
+	char *tmp = malloc(len);
+	int rc = -1;
+
+	*name = NULL;
+	if (!tmp)
+		return errno = ENOMEM, -1;
+	for (int tries = 0; tries < 100; tries++) {
+		seed = seed * 1103515245u + 12345u;
+		snprintf(tmp, len, ".%s.hunion-%06x", base,
+			 (seed >> 8) & 0xffffff);
+		rc = make(dirfd, tmp);
+		if (rc >= 0) {
+			*name = tmp;
+			return rc;
+		}
+		if (errno != EEXIST)
+			break;
+	}
+	free(tmp);
+	return -1;
 }
