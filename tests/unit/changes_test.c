@@ -105,12 +105,7 @@ static char *diff2(const char *lower, const char *upper, bool exact,
 	return d;
 }
 
-#define expect_changes(got, want)                                        \
-	do {                                                             \
-		char *g_ = (got);                                        \
-		cr_expect_str_eq(g_, want);                              \
-		free(g_);                                                \
-	} while (0)
+#define expect_changes tu_expect_str
 
 /* ---- the listing --------------------------------------------------------- */
 

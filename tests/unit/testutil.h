@@ -11,6 +11,14 @@
 
 /* A fresh directory for one test; removed by tu_cleanup(). */
 const char *tu_tmpdir(void);
+/* Expect the malloc'd string @got to be @want, and free it. */
+#define tu_expect_str(got, want)                                        \
+	do {                                                            \
+		char *g_ = (got);                                       \
+		cr_expect_str_eq(g_, want);                             \
+		free(g_);                                               \
+	} while (0)
+
 void tu_cleanup(void);
 /* Absolute path of @rel under the test directory (static buffer ring). */
 const char *tu_path(const char *rel);

@@ -27,12 +27,7 @@ static char *dump2(const char *lower, const char *upper)
 	return d;
 }
 
-#define expect_view(got, want)                                          \
-	do {                                                            \
-		char *g_ = (got);                                       \
-		cr_expect_str_eq(g_, want);                             \
-		free(g_);                                               \
-	} while (0)
+#define expect_view tu_expect_str
 
 Test(view, upper_file_wins_and_dirs_merge)
 {
