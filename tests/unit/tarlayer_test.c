@@ -180,12 +180,7 @@ static void layer_stat(const struct hu_layer *l, const char *rel,
 		     "stat %s", rel);
 }
 
-#define expect_view(got, want)                                          \
-	do {                                                            \
-		char *g_ = (got);                                       \
-		cr_expect_str_eq(g_, want);                             \
-		free(g_);                                               \
-	} while (0)
+#define expect_view tu_expect_str
 
 static char *dump2(const char *lower, const char *upper)
 {
