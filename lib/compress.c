@@ -37,6 +37,7 @@
 
 struct hu_zsink {
 	int fd;
+	struct hu_writebehind wb;
 	enum hu_compress c;
 	EVP_MD_CTX *in_md, *out_md;
 	z_stream gz;
@@ -104,6 +105,8 @@ static int emit(struct hu_zsink *z, const void *buf, size_t len,
 		if (n <= 0)
 			return hu_error_set(e, n < 0 ? errno : EIO, NULL,
 					    "cannot write");
+		if (hu_writebehind_wrote(&z->wb, (size_t)n) < 0)
+			return hu_error_set(e, errno, NULL, "cannot write");
 		p += n;
 		len -= (size_t)n;
 	}
@@ -397,6 +400,7 @@ int hu_zsink_open(struct hu_zsink **out, int fd, enum hu_compress c,
 	if (!z)
 		return hu_error_set(e, ENOMEM, NULL, "out of memory");
 	z->fd = fd;
+	hu_writebehind_init(&z->wb, fd);
 	z->c = c;
 	pthread_mutex_init(&z->mu, NULL);
 	pthread_cond_init(&z->cv, NULL);

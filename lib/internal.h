@@ -130,6 +130,24 @@ ssize_t hu_wr_copy_range(int in, off_t *in_off, int out, off_t *out_off,
 int hu_wr_clone(int in, int out);
 int hu_wr_ftruncate(int fd, off_t len);
 
+/* Write-behind for a long stream written to a regular file (outfile.c):
+ * each window's writeback starts as soon as it is full, and the window
+ * before it is waited for and dropped from the page cache.  A tarball we
+ * write is not read back by us; left in the cache as dirty pages it
+ * would push out the layers' own pages and be written back in one burst
+ * at the end (and copying into freshly allocated pages is what makes
+ * large buffered writes slow).  Inert on anything but a regular file. */
+struct hu_writebehind {
+	int fd;			/* -1: off */
+	off_t started;		/* writeback started up to here */
+	off_t dropped;		/* written back and dropped up to here */
+	off_t end;		/* written up to here */
+};
+void hu_writebehind_init(struct hu_writebehind *w, int fd);
+/* Account for @len bytes just written at the end; -1 with errno when
+ * waiting for the writeback reported an error (EIO, ENOSPC). */
+int hu_writebehind_wrote(struct hu_writebehind *w, size_t len);
+
 /* linkat() to @newname in @newdirfd from @oldpath, a relative path below
  * @rootfd of any length, walked one component at a time. */
 int hu_linkat_path(int rootfd, const char *oldpath, int newdirfd,

@@ -153,3 +153,53 @@ void hu_outfile_abort(struct hu_outfile *f)
 	f->tmp = f->base = NULL;
 	f->fd = f->dirfd = -1;
 }
+
+/* 16 MiB: large enough for the disk to get long requests, small enough
+ * that what is in flight stays a few dozen MiB. */
+#define WB_WINDOW ((off_t)16 << 20)
+
+void hu_writebehind_init(struct hu_writebehind *w, int fd)
+{
+	struct stat st;
+	off_t at;
+
+	w->fd = -1;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+		return;
+	at = lseek(fd, 0, SEEK_CUR);
+	if (at < 0)
+		return;
+	w->fd = fd;
+	w->started = w->dropped = w->end = at;
+}
+
+int hu_writebehind_wrote(struct hu_writebehind *w, size_t len)
+{
+	const unsigned int wait = SYNC_FILE_RANGE_WAIT_BEFORE |
+		SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER;
+
+	if (w->fd < 0)
+		return 0;
+	w->end += (off_t)len;
+	if (w->end - w->started < WB_WINDOW)
+		return 0;
+	/* the window before the last one: on disk by now, mostly */
+	if (w->started - w->dropped >= WB_WINDOW) {
+		if (sync_file_range(w->fd, w->dropped, w->started - w->dropped,
+				    wait) < 0)
+			goto failed;
+		(void)posix_fadvise(w->fd, w->dropped, w->started - w->dropped,
+				    POSIX_FADV_DONTNEED);
+		w->dropped = w->started;
+	}
+	if (sync_file_range(w->fd, w->started, w->end - w->started,
+			    SYNC_FILE_RANGE_WRITE) < 0)
+		goto failed;
+	w->started = w->end;
+	return 0;
+failed:
+	if (errno == EIO || errno == ENOSPC)
+		return -1;
+	w->fd = -1;		/* not supported here: plain writes */
+	return 0;
+}

@@ -1,13 +1,20 @@
 /* SPDX-License-Identifier: MIT */
-/* Errors, paths and the hard-link map. */
+/* Errors, paths, the hard-link map, xattrs by name, write-behind. */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <linux/magic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/vfs.h>
+#include <unistd.h>
 
 #include "../../lib/hunion.h"
+#include "../../lib/internal.h"
 #include "../../lib/linkmap.h"
+#include "testutil.h"
 
 Test(error, carries_path_errno_and_message)
 {
@@ -40,4 +47,61 @@ Test(linkmap, finds_what_was_put_across_growth)
 	}
 	cr_expect_null(hu_linkmap_get(&m, 1, 3));
 	hu_linkmap_free(&m);
+}
+
+/* ---- write-behind -------------------------------------------------------- */
+
+Test(writebehind, drops_what_is_written_and_keeps_the_bytes)
+{
+	const size_t chunk = 1 << 20, total = 64 * chunk;
+	unsigned char *buf = malloc(chunk), *map;
+	struct hu_writebehind wb;
+	unsigned char vec[16];
+	struct statfs sfs;
+	int fd, resident = 0;
+
+	cr_assert_not_null(buf);
+	fd = open(tu_path("out"), O_RDWR | O_CREAT | O_TRUNC, 0644);
+	cr_assert_geq(fd, 0);
+	hu_writebehind_init(&wb, fd);
+	cr_assert_eq(wb.fd, fd);
+	for (size_t off = 0; off < total; off += chunk) {
+		for (size_t i = 0; i < chunk; i += 4096)
+			memset(buf + i, (int)((off + i) / 4096 % 251), 4096);
+		cr_assert_eq(write(fd, buf, chunk), (ssize_t)chunk);
+		cr_assert_eq(hu_writebehind_wrote(&wb, chunk), 0);
+	}
+	cr_expect_eq(wb.end, (off_t)total);
+	cr_expect_gt(wb.dropped, 0);
+
+	/* The first pages were dropped from the page cache (not on tmpfs,
+	 * whose pages are the file), and every byte reads back. */
+	map = mmap(NULL, total, PROT_READ, MAP_SHARED, fd, 0);
+	cr_assert_neq(map, MAP_FAILED);
+	cr_assert_eq(mincore(map, sizeof(vec) * 4096, vec), 0);
+	for (size_t i = 0; i < sizeof(vec); i++)
+		resident += vec[i] & 1;
+	cr_assert_eq(fstatfs(fd, &sfs), 0);
+	if (sfs.f_type != TMPFS_MAGIC)
+		cr_expect_eq(resident, 0, "%d of the first 16 pages cached",
+			     resident);
+	for (size_t off = 0; off < total; off += 4096)
+		cr_assert_eq(map[off], off / 4096 % 251, "byte %zu", off);
+	munmap(map, total);
+	close(fd);
+	free(buf);
+	tu_cleanup();
+}
+
+Test(writebehind, leaves_pipes_alone)
+{
+	struct hu_writebehind wb;
+	int p[2];
+
+	cr_assert_eq(pipe(p), 0);
+	hu_writebehind_init(&wb, p[1]);
+	cr_expect_eq(wb.fd, -1);
+	cr_expect_eq(hu_writebehind_wrote(&wb, 1 << 30), 0);
+	close(p[0]);
+	close(p[1]);
 }
