@@ -210,10 +210,10 @@ static int data_differ(const struct chg_side *n, const struct chg_side *o,
 	int a, b, rc = -1;
 
 	*differ = false;
-	a = hu_vdir_open_data(n->d, n->ent, e);
+	a = hu_vdir_open_data(n->d, n->ent, NULL, e);
 	if (a < 0)
 		return -1;
-	b = hu_vdir_open_data(o->d, o->ent, e);
+	b = hu_vdir_open_data(o->d, o->ent, NULL, e);
 	if (b < 0)
 		goto out_a;
 	if (fstat(a, &sa) < 0 || fstat(b, &sb) < 0) {

@@ -82,7 +82,6 @@ static int entry(struct tarsink *k, const struct hu_change *c,
 		 struct hu_error *e)
 {
 	const struct hu_ventry *ent = c->ent;
-	int datafd = -1, rc;
 	bool linked;
 
 	if (S_ISSOCK(ent->st.st_mode)) {
@@ -93,16 +92,7 @@ static int entry(struct tarsink *k, const struct hu_change *c,
 		return tfail(k, c, e);
 	if (linked)
 		return 0;
-	if (S_ISREG(ent->st.st_mode)) {
-		datafd = hu_vdir_open_data(c->dir, ent, e);
-		if (datafd < 0)
-			return -1;	/* the view named the layer */
-	}
-	rc = hu_tarout_entry(k->t, c->path, &ent->st, ent->dirfd, ent->name,
-			     datafd, e);
-	if (datafd >= 0)
-		close(datafd);
-	if (rc < 0)
+	if (hu_tarout_ventry(k->t, c->path, c->dir, ent, e) < 0)
 		return tfail(k, c, e);
 	if (c->opaque && k->markers)
 		return hu_tarout_opaque(k->t, c->path, e);

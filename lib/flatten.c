@@ -90,7 +90,7 @@ static int on_entry(void *ctx, struct hu_vdir *d, const struct hu_ventry *ent,
 {
 	struct flatten *f = ctx;
 	char *path = hu_path_join(hu_vdir_path(d), ent->name);
-	int datafd = -1, rc = -1;
+	int rc = -1;
 	bool linked;
 
 	if (!path)
@@ -111,21 +111,13 @@ static int on_entry(void *ctx, struct hu_vdir *d, const struct hu_ventry *ent,
 		rc = 0;
 		goto out;
 	}
-	if (S_ISREG(ent->st.st_mode)) {
-		datafd = hu_vdir_open_data(d, ent, e);
-		if (datafd < 0)
-			goto out;	/* the view named the layer */
-	}
-	if (hu_tarout_entry(f->t, path, &ent->st, ent->dirfd, ent->name,
-			    datafd, e) < 0) {
+	if (hu_tarout_ventry(f->t, path, d, ent, e) < 0) {
 		ffail(f, ent->layer, e);
 		goto out;
 	}
 	count(f->stats, &ent->st);
 	rc = S_ISDIR(ent->st.st_mode) ? 1 : 0;
 out:
-	if (datafd >= 0)
-		close(datafd);
 	free(path);
 	return rc;
 }

@@ -202,9 +202,10 @@ int hu_vdir_fd(const struct hu_vdir *d, size_t *layer);
 bool hu_vdir_is_merged(const struct hu_vdir *d);
 
 /* Open the file whose bytes are @ent's data (following metacopy), read
- * only.  Returns the fd or -1. */
+ * only.  Returns the fd or -1; *@own (may be NULL) tells whether it is
+ * @ent's own inode, whose xattrs it then reaches too. */
 int hu_vdir_open_data(struct hu_vdir *d, const struct hu_ventry *ent,
-		      struct hu_error *e);
+		      bool *own, struct hu_error *e);
 
 /* A depth-first walk of the whole view, entries sorted, each directory
  * before its contents. */
@@ -394,12 +395,19 @@ struct hu_tarout;
 int hu_tarout_open(struct hu_tarout **t, int fd, const struct hu_tarout_opts *o,
 		   struct hu_error *e);
 /* One entry at @path (relative, no leading "./"), described by @st.  Its
- * xattrs (all but the private ones) are read from @name in @dirfd; a
+ * xattrs (all but the private ones) are read from @name in @dirfd (NULL
+ * name: @dirfd itself), or from @datafd when that is the entry itself; a
  * symlink's target too; a regular file's bytes from @datafd (which may
  * differ from the entry for metacopy).  Directories before contents. */
 int hu_tarout_entry(struct hu_tarout *t, const char *path,
 		    const struct stat *st, int dirfd, const char *name,
 		    int datafd, struct hu_error *e);
+/* Entry @ent of view directory @d at @path, a regular file's bytes read
+ * through the view (metacopy followed).  An error from the view comes
+ * whole (the layer named); one of the tarball's names only @path. */
+int hu_tarout_ventry(struct hu_tarout *t, const char *path,
+		     struct hu_vdir *d, const struct hu_ventry *ent,
+		     struct hu_error *e);
 /* A hard link at @path to @target, an earlier path of this stream. */
 int hu_tarout_hardlink(struct hu_tarout *t, const char *path,
 		       const char *target, const struct stat *st,

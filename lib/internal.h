@@ -64,6 +64,13 @@ int hu_open_dir_at(int dirfd, const char *name);
  * the value length, or -1 with errno (ENODATA when absent). */
 ssize_t hu_lgetxattr_at(int dirfd, const char *name, const char *attr,
 			void *buf, size_t size);
+/* One listxattr(2) of entry @name in @dirfd (NULL name: @dirfd itself),
+ * never following it: like llistxattr, -1 with errno (ERANGE...). */
+ssize_t hu_listxattr_at(int dirfd, const char *name, char *list,
+			size_t size);
+/* Tests: pretend the kernel has no getxattrat/listxattrat (Linux 6.13),
+ * so that the /proc/self/fd path fallback is used. */
+void hu_xattrat_disable(void);
 /* List the xattr names of entry @name in @dirfd (NULL name: @dirfd itself).
  * Returns a malloc'd buffer in *@list (NULL when none) and its size. */
 int hu_llistxattr_at(int dirfd, const char *name, char **list, ssize_t *len);

@@ -80,7 +80,7 @@ static int write_file(struct merge *m, struct hu_vdir *d,
 	struct stat data = ent->st;
 	int src, rc;
 
-	src = hu_vdir_open_data(d, ent, e);
+	src = hu_vdir_open_data(d, ent, NULL, e);
 	if (src < 0)
 		return -1;
 	/* Only an overlay layer can hold a metacopy file, whose data is

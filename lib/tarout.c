@@ -182,17 +182,11 @@ static int name_cmp(const void *a, const void *b)
 
 /* The xattr names of @name in @dirfd (NULL: @dirfd itself), into
  * t->names.  Returns the list length, or -1. */
-static ssize_t list_names(struct hu_tarout *t, int dirfd, const char *name,
-			  const char *path)
+static ssize_t list_names(struct hu_tarout *t, int dirfd, const char *name)
 {
-	char p[HU_FDPATH_MAX];
-	bool self = !name || !*name;
-
-	if (!self)
-		hu_fdpath(p, dirfd, name);
 	for (;;) {
-		ssize_t n = self ? flistxattr(dirfd, t->names, t->names_cap) :
-			llistxattr(p, t->names, t->names_cap);
+		ssize_t n = hu_listxattr_at(dirfd, name, t->names,
+					    t->names_cap);
 		size_t want;
 		char *bigger;
 
@@ -202,7 +196,7 @@ static ssize_t list_names(struct hu_tarout *t, int dirfd, const char *name,
 			return 0;
 		if (errno != ERANGE)
 			return -1;
-		n = self ? flistxattr(dirfd, NULL, 0) : llistxattr(p, NULL, 0);
+		n = hu_listxattr_at(dirfd, name, NULL, 0);
 		if (n < 0)
 			return -1;
 		want = (size_t)n + 256;
@@ -231,7 +225,7 @@ static int add_xattrs(struct hu_tarout *t, int dirfd, const char *name,
 		if (!t->names)
 			return hu_error_set(e, ENOMEM, NULL, "out of memory");
 	}
-	len = list_names(t, dirfd, name, path);
+	len = list_names(t, dirfd, name);
 	if (len < 0)
 		return hu_error_set(e, errno, path, "cannot list xattrs");
 	for (ssize_t off = 0; off < len; off += strlen(t->names + off) + 1) {
@@ -335,12 +329,13 @@ static int add_data(struct hu_tarout *t, int fd, int64_t size,
 	return 0;
 }
 
-int hu_tarout_entry(struct hu_tarout *t, const char *path,
-		    const struct stat *st, int dirfd, const char *name,
-		    int datafd, struct hu_error *e)
+/* @datafd: a regular file's bytes (-1 for an empty one), @own when it is
+ * the entry itself, whose xattrs it then reaches without a lookup. */
+static int entry(struct hu_tarout *t, const char *path, const struct stat *st,
+		 int dirfd, const char *name, int datafd, bool own,
+		 struct hu_error *e)
 {
 	mode_t type = st->st_mode & S_IFMT;
-	struct stat dst;
 
 	if (type == S_IFSOCK)
 		return hu_error_set(e, ENOTSUP, path,
@@ -355,22 +350,50 @@ int hu_tarout_entry(struct hu_tarout *t, const char *path,
 		archive_entry_set_rdevmajor(t->ent, major(st->st_rdev));
 		archive_entry_set_rdevminor(t->ent, minor(st->st_rdev));
 	}
-	/* A file's own open fd reaches its xattrs without a path lookup
-	 * (the data of a metacopy file are another inode: not then). */
-	if (type == S_IFREG && datafd >= 0 && fstat(datafd, &dst) == 0 &&
-	    dst.st_ino == st->st_ino && dst.st_dev == st->st_dev) {
-		if (add_xattrs(t, datafd, NULL, path, e) < 0)
-			return -1;
-	} else if (add_xattrs(t, dirfd, name, path, e) < 0) {
+	if (own ? add_xattrs(t, datafd, NULL, path, e) < 0 :
+		  add_xattrs(t, dirfd, name, path, e) < 0)
 		return -1;
-	}
 	if (write_header(t) < ARCHIVE_WARN)
 		return tfail(t, path, e);
-	if (type == S_IFREG && add_data(t, datafd, st->st_size, path, e) < 0)
+	if (type == S_IFREG && st->st_size > 0 &&
+	    add_data(t, datafd, st->st_size, path, e) < 0)
 		return -1;
 	if (archive_write_finish_entry(t->a) < ARCHIVE_WARN)
 		return tfail(t, path, e);
 	return 0;
+}
+
+int hu_tarout_entry(struct hu_tarout *t, const char *path,
+		    const struct stat *st, int dirfd, const char *name,
+		    int datafd, struct hu_error *e)
+{
+	struct stat dst;
+	bool own = datafd >= 0 && fstat(datafd, &dst) == 0 &&
+		   dst.st_ino == st->st_ino && dst.st_dev == st->st_dev;
+
+	return entry(t, path, st, dirfd, name, datafd, own, e);
+}
+
+int hu_tarout_ventry(struct hu_tarout *t, const char *path,
+		     struct hu_vdir *d, const struct hu_ventry *ent,
+		     struct hu_error *e)
+{
+	int datafd = -1, rc;
+	bool own = false;
+
+	/* An empty file has no bytes to read, and its xattrs are reached
+	 * by name: no open and close for it. */
+	if (S_ISREG(ent->st.st_mode) && ent->st.st_size > 0) {
+		datafd = hu_vdir_open_data(d, ent, &own, e);
+		if (datafd < 0) {
+			e->whole = true;	/* the view named the layer */
+			return -1;
+		}
+	}
+	rc = entry(t, path, &ent->st, ent->dirfd, ent->name, datafd, own, e);
+	if (datafd >= 0)
+		close(datafd);
+	return rc;
 }
 
 int hu_tarout_hardlink(struct hu_tarout *t, const char *path,

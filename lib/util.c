@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <time.h>
 #include <sys/syscall.h>
@@ -151,6 +152,32 @@ const char *hu_fdpath(char *buf, int dirfd, const char *name)
 	return buf;
 }
 
+/*
+ * getxattrat(2) and listxattrat(2) (Linux 6.13) name an entry by directory
+ * fd and name: one syscall, where the fallback walks
+ * "/proc/self/fd/N/NAME" (four lookups, and /proc must be mounted).  Their
+ * numbers are the same on every architecture but alpha and mips; glibc
+ * 2.36 does not know them yet.
+ */
+#if !defined(__NR_getxattrat) && !defined(__alpha__) && !defined(__mips__)
+#define __NR_getxattrat 464
+#define __NR_listxattrat 465
+#endif
+
+static atomic_bool no_xattrat;	/* the kernel said ENOSYS once */
+
+void hu_xattrat_disable(void)
+{
+	atomic_store(&no_xattrat, true);
+}
+
+/* struct xattr_args of <linux/xattr.h>, which Debian 12's headers lack */
+struct hu_xattr_args {
+	uint64_t value;
+	uint32_t size;
+	uint32_t flags;
+};
+
 ssize_t hu_lgetxattr_at(int dirfd, const char *name, const char *attr,
 			void *buf, size_t size)
 {
@@ -158,24 +185,53 @@ ssize_t hu_lgetxattr_at(int dirfd, const char *name, const char *attr,
 
 	if (!name || !*name)
 		return fgetxattr(dirfd, attr, buf, size);
+#ifdef __NR_getxattrat
+	if (!atomic_load_explicit(&no_xattrat, memory_order_relaxed)) {
+		struct hu_xattr_args a = {
+			.value = (uintptr_t)buf, .size = (uint32_t)size,
+		};
+		long n = syscall(__NR_getxattrat, dirfd, name,
+				 AT_SYMLINK_NOFOLLOW, attr, &a, sizeof(a));
+
+		if (n >= 0 || errno != ENOSYS)
+			return n;
+		atomic_store(&no_xattrat, true);
+	}
+#endif
 	/* The entry may be a symlink: reach it through its directory's
 	 * /proc fd link so that it is named, never followed. */
 	return lgetxattr(hu_fdpath(p, dirfd, name), attr, buf, size);
 }
 
-int hu_llistxattr_at(int dirfd, const char *name, char **list, ssize_t *len)
+ssize_t hu_listxattr_at(int dirfd, const char *name, char *list,
+			size_t size)
 {
 	char p[HU_FDPATH_MAX];
-	bool self = !name || !*name;
+
+	if (!name || !*name)
+		return flistxattr(dirfd, list, size);
+#ifdef __NR_listxattrat
+	if (!atomic_load_explicit(&no_xattrat, memory_order_relaxed)) {
+		long n = syscall(__NR_listxattrat, dirfd, name,
+				 AT_SYMLINK_NOFOLLOW, list, size);
+
+		if (n >= 0 || errno != ENOSYS)
+			return n;
+		atomic_store(&no_xattrat, true);
+	}
+#endif
+	return llistxattr(hu_fdpath(p, dirfd, name), list, size);
+}
+
+int hu_llistxattr_at(int dirfd, const char *name, char **list, ssize_t *len)
+{
 	char *buf = NULL;
 	ssize_t n;
 
 	*list = NULL;
 	*len = 0;
-	if (!self)
-		hu_fdpath(p, dirfd, name);
 	for (;;) {
-		n = self ? flistxattr(dirfd, NULL, 0) : llistxattr(p, NULL, 0);
+		n = hu_listxattr_at(dirfd, name, NULL, 0);
 		if (n < 0)
 			return (errno == ENOTSUP) ? 0 : -1;
 		if (n == 0)
@@ -184,7 +240,7 @@ int hu_llistxattr_at(int dirfd, const char *name, char **list, ssize_t *len)
 		buf = malloc(n);
 		if (!buf)
 			return -1;
-		n = self ? flistxattr(dirfd, buf, n) : llistxattr(p, buf, n);
+		n = hu_listxattr_at(dirfd, name, buf, n);
 		if (n >= 0)
 			break;
 		if (errno != ERANGE) {

@@ -804,7 +804,7 @@ static int find_data(struct hu_vdir *d, const struct hu_ventry *ent, int fd,
 }
 
 int hu_vdir_open_data(struct hu_vdir *d, const struct hu_ventry *ent,
-		      struct hu_error *e)
+		      bool *own, struct hu_error *e)
 {
 	const struct hu_layer *l = &d->s->layers[ent->layer];
 	int fd = openat(ent->dirfd, ent->name,
@@ -819,6 +819,8 @@ int hu_vdir_open_data(struct hu_vdir *d, const struct hu_ventry *ent,
 		close(fd);
 		return vfail(d, ent->layer, e);
 	}
+	if (own)
+		*own = !mc || ent->layer == 0;
 	if (!mc || ent->layer == 0)
 		return fd;
 	return find_data(d, ent, fd, e);

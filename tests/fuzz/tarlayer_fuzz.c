@@ -74,7 +74,7 @@ static int on_entry(void *ctx, struct hu_vdir *d, const struct hu_ventry *ent,
 
 	(*n)++;
 	if (S_ISREG(ent->st.st_mode)) {
-		int fd = hu_vdir_open_data(d, ent, e);
+		int fd = hu_vdir_open_data(d, ent, NULL, e);
 
 		if (fd < 0)
 			return -1;

@@ -49,6 +49,59 @@ Test(linkmap, finds_what_was_put_across_growth)
 	hu_linkmap_free(&m);
 }
 
+/* ---- xattrs by directory fd and name ---------------------------------- */
+
+/* Both ways of naming an entry, listxattrat(2) and the /proc/self/fd
+ * fallback, see a symlink's own xattrs (never its target's) and a file's. */
+static void expect_xattrs_by_name(void)
+{
+	char list[256];
+	char value[16];
+	int dirfd;
+	ssize_t n;
+
+	tu_file("d/f", "x");
+	tu_xattr("d/f", "user.file", "1");
+	tu_symlink("f", "d/l");
+	tu_xattr("d/l", "trusted.link", "22");
+	dirfd = open(tu_path("d"), O_RDONLY | O_DIRECTORY);
+	cr_assert_geq(dirfd, 0);
+
+	n = hu_listxattr_at(dirfd, "l", list, sizeof(list));
+	cr_assert_eq(n, (ssize_t)sizeof("trusted.link"));
+	cr_expect_str_eq(list, "trusted.link");
+	n = hu_lgetxattr_at(dirfd, "l", "trusted.link", value, sizeof(value));
+	cr_expect_eq(n, 2);
+	cr_expect_eq(memcmp(value, "22", 2), 0);
+	errno = 0;
+	cr_expect_eq(hu_lgetxattr_at(dirfd, "l", "user.file", value,
+				     sizeof(value)), -1);
+	cr_expect_eq(errno, ENODATA);
+
+	n = hu_listxattr_at(dirfd, "f", NULL, 0);
+	cr_expect_eq(n, (ssize_t)sizeof("user.file"));
+	errno = 0;
+	cr_expect_eq(hu_listxattr_at(dirfd, "f", list, 2), -1);
+	cr_expect_eq(errno, ERANGE);
+	errno = 0;
+	cr_expect_eq(hu_listxattr_at(dirfd, "missing", list, sizeof(list)),
+		     -1);
+	cr_expect_eq(errno, ENOENT);
+	close(dirfd);
+	tu_cleanup();
+}
+
+Test(xattr_at, names_entries_without_following)
+{
+	expect_xattrs_by_name();
+}
+
+Test(xattr_at, proc_fallback_agrees)
+{
+	hu_xattrat_disable();
+	expect_xattrs_by_name();
+}
+
 /* ---- write-behind -------------------------------------------------------- */
 
 Test(writebehind, drops_what_is_written_and_keeps_the_bytes)
