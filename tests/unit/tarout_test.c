@@ -838,3 +838,48 @@ Test(tarout, flatten_writes_the_view_in_order_with_hard_links)
 	cr_assert_eq(archive_read_next_header(a, &ent), ARCHIVE_EOF);
 	archive_read_free(a);
 }
+
+/* Empty files are not opened: their xattrs are read by name, and a file
+ * with bytes gets its xattrs from the open file; both must come out. */
+Test(tarout, flatten_keeps_xattrs_of_empty_and_full_files)
+{
+	struct hu_flatten_stats st;
+	struct hu_error e = { 0 };
+	struct archive_entry *ent;
+	struct archive *a;
+	struct hu_stack s;
+	struct hu_tarout *t;
+	const void *v;
+	size_t n;
+	int fd;
+
+	tu_file("L0/empty", "");
+	tu_xattr("L0/empty", "user.e", "1");
+	tu_file("L0/full", "bytes");
+	tu_xattr("L0/full", "user.f", "22");
+	cr_assert_eq(chmod(tu_path("L0/empty"), 0), 0);
+	cr_assert_eq(tu_stack(&s, &e, 1, "L0"), 0, "%s", e.msg);
+	t = start("o.tar", NULL, &fd);
+	cr_assert_eq(hu_flatten_write_tar(&s, NULL, t, &st, &e), 0, "%s",
+		     e.msg);
+	finish(t, fd, NULL);
+	hu_stack_close(&s);
+
+	a = reader("o.tar");
+	ent = next(a);
+	cr_assert_str_eq(archive_entry_pathname(ent), "./");
+	ent = next(a);
+	cr_assert_str_eq(archive_entry_pathname(ent), "empty");
+	cr_expect_eq(archive_entry_size(ent), 0);
+	cr_assert(xattr_of(ent, "user.e", &v, &n));
+	cr_expect_eq(n, 1);
+	cr_expect_eq(memcmp(v, "1", 1), 0);
+	ent = next(a);
+	cr_assert_str_eq(archive_entry_pathname(ent), "full");
+	cr_expect_eq(archive_entry_size(ent), 5);
+	cr_assert(xattr_of(ent, "user.f", &v, &n));
+	cr_expect_eq(n, 2);
+	cr_expect_eq(memcmp(v, "22", 2), 0);
+	cr_assert_eq(archive_read_next_header(a, &ent), ARCHIVE_EOF);
+	archive_read_free(a);
+}
