@@ -157,19 +157,12 @@ const char *hu_fdpath(char *buf, int dirfd, const char *name)
  * fd and name: one syscall, where the fallback walks
  * "/proc/self/fd/N/NAME" (four lookups, and /proc must be mounted).  Their
  * numbers are the same on every architecture but alpha and mips; glibc
- * 2.36 does not know them yet.
+ * 2.36 does not know them yet.  Whether they work is asked once.
  */
 #if !defined(__NR_getxattrat) && !defined(__alpha__) && !defined(__mips__)
 #define __NR_getxattrat 464
 #define __NR_listxattrat 465
 #endif
-
-static atomic_bool no_xattrat;	/* the kernel said ENOSYS once */
-
-void hu_xattrat_disable(void)
-{
-	atomic_store(&no_xattrat, true);
-}
 
 /* struct xattr_args of <linux/xattr.h>, which Debian 12's headers lack */
 struct hu_xattr_args {
@@ -177,6 +170,41 @@ struct hu_xattr_args {
 	uint32_t size;
 	uint32_t flags;
 };
+
+enum { XATTRAT_UNKNOWN, XATTRAT_YES, XATTRAT_NO };
+static atomic_int xattrat_state;
+
+void hu_xattrat_disable(void)
+{
+	atomic_store(&xattrat_state, XATTRAT_NO);
+}
+
+/* Ask once, on "/": a kernel before 6.13 says ENOSYS, and a seccomp
+ * filter that does not know the calls may say EPERM or anything else,
+ * which must not turn into an error on every entry later. */
+static bool have_xattrat(void)
+{
+	int state = atomic_load_explicit(&xattrat_state, memory_order_relaxed);
+
+	if (state == XATTRAT_UNKNOWN) {
+		bool yes = false;
+#ifdef __NR_listxattrat
+		struct hu_xattr_args a = { 0 };
+		int saved = errno;
+
+		yes = syscall(__NR_listxattrat, AT_FDCWD, "/",
+			      AT_SYMLINK_NOFOLLOW, NULL, 0) >= 0 &&
+		      (syscall(__NR_getxattrat, AT_FDCWD, "/",
+			       AT_SYMLINK_NOFOLLOW, "user.hunion.probe", &a,
+			       sizeof(a)) >= 0 ||
+		       errno == ENODATA || errno == ENOTSUP);
+		errno = saved;
+#endif
+		state = yes ? XATTRAT_YES : XATTRAT_NO;
+		atomic_store(&xattrat_state, state);
+	}
+	return state == XATTRAT_YES;
+}
 
 ssize_t hu_lgetxattr_at(int dirfd, const char *name, const char *attr,
 			void *buf, size_t size)
@@ -186,16 +214,13 @@ ssize_t hu_lgetxattr_at(int dirfd, const char *name, const char *attr,
 	if (!name || !*name)
 		return fgetxattr(dirfd, attr, buf, size);
 #ifdef __NR_getxattrat
-	if (!atomic_load_explicit(&no_xattrat, memory_order_relaxed)) {
+	if (have_xattrat()) {
 		struct hu_xattr_args a = {
 			.value = (uintptr_t)buf, .size = (uint32_t)size,
 		};
-		long n = syscall(__NR_getxattrat, dirfd, name,
-				 AT_SYMLINK_NOFOLLOW, attr, &a, sizeof(a));
 
-		if (n >= 0 || errno != ENOSYS)
-			return n;
-		atomic_store(&no_xattrat, true);
+		return syscall(__NR_getxattrat, dirfd, name,
+			       AT_SYMLINK_NOFOLLOW, attr, &a, sizeof(a));
 	}
 #endif
 	/* The entry may be a symlink: reach it through its directory's
@@ -211,14 +236,9 @@ ssize_t hu_listxattr_at(int dirfd, const char *name, char *list,
 	if (!name || !*name)
 		return flistxattr(dirfd, list, size);
 #ifdef __NR_listxattrat
-	if (!atomic_load_explicit(&no_xattrat, memory_order_relaxed)) {
-		long n = syscall(__NR_listxattrat, dirfd, name,
-				 AT_SYMLINK_NOFOLLOW, list, size);
-
-		if (n >= 0 || errno != ENOSYS)
-			return n;
-		atomic_store(&no_xattrat, true);
-	}
+	if (have_xattrat())
+		return syscall(__NR_listxattrat, dirfd, name,
+			       AT_SYMLINK_NOFOLLOW, list, size);
 #endif
 	return llistxattr(hu_fdpath(p, dirfd, name), list, size);
 }
