@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 
 #include "hunion.h"
 
@@ -68,6 +69,12 @@ ssize_t hu_lgetxattr_at(int dirfd, const char *name, const char *attr,
  * never following it: like llistxattr, -1 with errno (ERANGE...). */
 ssize_t hu_listxattr_at(int dirfd, const char *name, char *list,
 			size_t size);
+/* getxattrat(2) and listxattrat(2), Linux 6.13: numbered alike on every
+ * architecture but alpha and mips; glibc 2.36 does not know them yet. */
+#if !defined(__NR_getxattrat) && !defined(__alpha__) && !defined(__mips__)
+#define __NR_getxattrat 464
+#define __NR_listxattrat 465
+#endif
 /* Tests: pretend the kernel has no getxattrat/listxattrat (Linux 6.13),
  * so that the /proc/self/fd path fallback is used. */
 void hu_xattrat_disable(void);

@@ -156,14 +156,8 @@ const char *hu_fdpath(char *buf, int dirfd, const char *name)
  * getxattrat(2) and listxattrat(2) (Linux 6.13) name an entry by directory
  * fd and name: one syscall, where the fallback walks
  * "/proc/self/fd/N/NAME" (four lookups, and /proc must be mounted).  Their
- * numbers are the same on every architecture but alpha and mips; glibc
- * 2.36 does not know them yet.  Whether they work is asked once.
+ * numbers are in internal.h.  Whether they work is asked once.
  */
-#if !defined(__NR_getxattrat) && !defined(__alpha__) && !defined(__mips__)
-#define __NR_getxattrat 464
-#define __NR_listxattrat 465
-#endif
-
 /* struct xattr_args of <linux/xattr.h>, which Debian 12's headers lack */
 struct hu_xattr_args {
 	uint64_t value;

@@ -3,11 +3,16 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/filter.h>
 #include <linux/magic.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/vfs.h>
 #include <unistd.h>
 
@@ -99,6 +104,34 @@ Test(xattr_at, names_entries_without_following)
 Test(xattr_at, proc_fallback_agrees)
 {
 	hu_xattrat_disable();
+	expect_xattrs_by_name();
+}
+
+/* A seccomp filter that answers EPERM to the two calls, as a container
+ * runtime's profile that predates them may: the probe must see that and
+ * fall back, not fail every entry. */
+Test(xattr_at, a_filter_refusing_the_calls_falls_back)
+{
+#ifdef __NR_listxattrat
+	struct sock_filter prog[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
+			 offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_listxattrat, 2, 0),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_getxattrat, 1, 0),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+	};
+	struct sock_fprog fprog = {
+		.len = sizeof(prog) / sizeof(prog[0]), .filter = prog,
+	};
+
+	cr_assert_eq(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
+	cr_assert_eq(prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &fprog), 0);
+	errno = 0;
+	cr_assert_eq(syscall(__NR_listxattrat, AT_FDCWD, "/",
+			     AT_SYMLINK_NOFOLLOW, NULL, 0), -1);
+	cr_assert_eq(errno, EPERM, "the filter is in place");
+#endif
 	expect_xattrs_by_name();
 }
 
