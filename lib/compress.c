@@ -33,7 +33,32 @@
 #define NOUT 4			/* compressed buffers: one filling, the rest
 				 * queued for the writer */
 #define CHUNK (1u << 20)
-#define NCHUNKS 16		/* input in flight between the two threads */
+#define NCHUNKS 16		/* input in flight to the pipeline thread */
+_Static_assert(NOUT <= NCHUNKS, "a stage holds at most NCHUNKS buffers");
+
+struct hu_zsink;
+
+/*
+ * One stage: a thread working through a ring of buffers that the thread
+ * before it fills.  Buffers [head, head + count) (mod n) are queued or
+ * being worked on, under @mu; the producer fills the next one, its own.
+ */
+struct stage {
+	struct hu_zsink *z;
+	int (*work)(struct hu_zsink *z, const unsigned char *p, size_t len,
+		    struct hu_error *e);
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	pthread_t th;
+	bool on;		/* the thread runs */
+	unsigned char *buf[NCHUNKS];
+	size_t len[NCHUNKS];
+	size_t n, head, count;
+	bool done;		/* no more buffers will come */
+	bool dropping;		/* aborted: work on nothing more */
+	bool failed;		/* the work failed: @err says why */
+	struct hu_error err;
+};
 
 struct hu_zsink {
 	int fd;
@@ -44,40 +69,15 @@ struct hu_zsink {
 	gz_header gzh;
 	bool gz_on;
 	ZSTD_CCtx *zc;
-	unsigned char *out;	/* compressed bytes being gathered: outs[] */
+	struct stage pipe;	/* the input: hashed, compressed */
+	unsigned char *in;	/* the caller's buffer of pipe */
+	size_t in_len;
+	struct stage writer;	/* compressed output: hashed, written (not
+				 * started for uncompressed output) */
+	unsigned char *out;	/* the pipeline's buffer of writer */
 	size_t out_len;
 	uint64_t out_bytes;	/* the writer's (or, uncompressed, the
 				 * pipeline's): read once both are done */
-
-	/* Compressed output to the writer thread, under @wmu: buffers
-	 * [out_head, out_head + out_queued) (mod NOUT) are queued or being
-	 * written; the compressor fills the next one. */
-	pthread_mutex_t wmu;
-	pthread_cond_t wcv;
-	pthread_t wth;
-	bool wth_on;
-	unsigned char *outs[NOUT];
-	size_t outs_len[NOUT];
-	size_t out_head, out_queued;
-	bool wdone;		/* no more buffers will come */
-	bool wfailed;		/* a write failed: @werr says why */
-	bool wdropping;		/* aborted: write nothing more */
-	struct hu_error werr;
-
-	/* The hand-over.  Chunks [head, head + count) (mod NCHUNKS) are
-	 * queued or being processed (both under @mu); the caller fills
-	 * chunk @fill, its own, which is head + count. */
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	pthread_t th;
-	bool th_on;
-	unsigned char *chunk[NCHUNKS];
-	size_t len[NCHUNKS];
-	size_t head, count, fill, fill_len;
-	bool done;		/* no more chunks will come */
-	bool dropping;		/* aborted: process nothing more */
-	bool failed;		/* the pipeline failed: @err says why */
-	struct hu_error err;
 };
 
 static const char *const media_types[] = {
@@ -87,7 +87,7 @@ static const char *const media_types[] = {
 };
 
 /* Write all of @buf to the fd, hashing it on the way. */
-static int emit(struct hu_zsink *z, const void *buf, size_t len,
+static int emit(struct hu_zsink *z, const unsigned char *buf, size_t len,
 		struct hu_error *e)
 {
 	const unsigned char *p = buf;
@@ -113,79 +113,131 @@ static int emit(struct hu_zsink *z, const void *buf, size_t len,
 	return 0;
 }
 
+/* ---- stages ---------------------------------------------------------- */
+
+static int stage_init(struct stage *st, struct hu_zsink *z, size_t n,
+		      size_t size,
+		      int (*work)(struct hu_zsink *, const unsigned char *,
+				  size_t, struct hu_error *))
+{
+	int rc = 0;
+
+	st->z = z;
+	st->work = work;
+	st->n = n;
+	pthread_mutex_init(&st->mu, NULL);
+	pthread_cond_init(&st->cv, NULL);
+	for (size_t i = 0; i < n; i++)
+		if (!(st->buf[i] = malloc(size)))
+			rc = -1;
+	return rc;
+}
+
+static void *stage_run(void *arg)
+{
+	struct stage *st = arg;
+
+	pthread_mutex_lock(&st->mu);
+	for (;;) {
+		size_t i = st->head;
+		bool skip;
+		int rc = 0;
+
+		while (!st->count && !st->done)
+			pthread_cond_wait(&st->cv, &st->mu);
+		if (!st->count)
+			break;
+		skip = st->failed || st->dropping;
+		pthread_mutex_unlock(&st->mu);
+		if (!skip)
+			rc = st->work(st->z, st->buf[i], st->len[i], &st->err);
+		pthread_mutex_lock(&st->mu);
+		if (rc < 0)
+			st->failed = true;
+		st->head = (i + 1) % st->n;
+		st->count--;
+		pthread_cond_broadcast(&st->cv);
+	}
+	pthread_mutex_unlock(&st->mu);
+	return NULL;
+}
+
+static int stage_start(struct stage *st, struct hu_error *e)
+{
+	int rc = pthread_create(&st->th, NULL, stage_run, st);
+
+	if (rc)
+		return hu_error_set(e, rc, NULL, "cannot start a thread");
+	st->on = true;
+	return 0;
+}
+
+/* -1 with the stage's own error if it failed. */
+static int stage_error(struct stage *st, struct hu_error *e)
+{
+	bool failed;
+
+	pthread_mutex_lock(&st->mu);
+	failed = st->failed;
+	pthread_mutex_unlock(&st->mu);
+	return failed ? hu_error_set(e, st->err.err, NULL, "%s", st->err.msg) :
+			0;
+}
+
+/* Queue the producer's buffer with @len bytes (nothing when 0), wait
+ * until the next one is free and make it the producer's, in *@own. */
+static int stage_put(struct stage *st, size_t len, unsigned char **own,
+		     struct hu_error *e)
+{
+	pthread_mutex_lock(&st->mu);
+	if (len) {
+		st->len[(st->head + st->count) % st->n] = len;
+		st->count++;
+		pthread_cond_broadcast(&st->cv);
+	}
+	while (st->count == st->n && !st->failed)
+		pthread_cond_wait(&st->cv, &st->mu);
+	*own = st->buf[(st->head + st->count) % st->n];
+	pthread_mutex_unlock(&st->mu);
+	return stage_error(st, e);
+}
+
+/* Let the thread finish what is queued (or, dropping, discard it). */
+static void stage_stop(struct stage *st, bool drop)
+{
+	if (!st->on)
+		return;
+	pthread_mutex_lock(&st->mu);
+	st->done = true;
+	st->dropping = st->dropping || drop;
+	pthread_cond_broadcast(&st->cv);
+	pthread_mutex_unlock(&st->mu);
+	pthread_join(st->th, NULL);
+	st->on = false;
+}
+
+static void stage_free(struct stage *st)
+{
+	stage_stop(st, true);
+	for (size_t i = 0; i < st->n; i++)
+		free(st->buf[i]);
+	hu_error_clear(&st->err);
+	pthread_cond_destroy(&st->cv);
+	pthread_mutex_destroy(&st->mu);
+}
+
+/* ---- the pipeline -------------------------------------------------------- */
+
 /* Hand the gathered compressed bytes to the writer and take the next
  * free buffer (uncompressed output has no writer thread: write here). */
 static int flush_out(struct hu_zsink *z, struct hu_error *e)
 {
-	size_t fill;
-	bool failed;
+	size_t len = z->out_len;
 
-	if (!z->wth_on) {
-		int rc = emit(z, z->out, z->out_len, e);
-
-		z->out_len = 0;
-		return rc;
-	}
-	if (!z->out_len)
-		return 0;
-	pthread_mutex_lock(&z->wmu);
-	fill = (z->out_head + z->out_queued) % NOUT;
-	z->outs_len[fill] = z->out_len;
-	z->out_queued++;
-	pthread_cond_broadcast(&z->wcv);
-	while (z->out_queued == NOUT && !z->wfailed)
-		pthread_cond_wait(&z->wcv, &z->wmu);
-	failed = z->wfailed;
-	fill = (z->out_head + z->out_queued) % NOUT;
-	pthread_mutex_unlock(&z->wmu);
-	z->out = z->outs[fill];
 	z->out_len = 0;
-	if (failed)
-		return hu_error_set(e, z->werr.err, NULL, "%s", z->werr.msg);
-	return 0;
-}
-
-static void *writer(void *arg)
-{
-	struct hu_zsink *z = arg;
-
-	pthread_mutex_lock(&z->wmu);
-	for (;;) {
-		size_t i = z->out_head;
-		bool skip;
-		int rc = 0;
-
-		while (!z->out_queued && !z->wdone)
-			pthread_cond_wait(&z->wcv, &z->wmu);
-		if (!z->out_queued)
-			break;
-		skip = z->wfailed || z->wdropping;
-		pthread_mutex_unlock(&z->wmu);
-		if (!skip)
-			rc = emit(z, z->outs[i], z->outs_len[i], &z->werr);
-		pthread_mutex_lock(&z->wmu);
-		if (rc < 0)
-			z->wfailed = true;
-		z->out_head = (i + 1) % NOUT;
-		z->out_queued--;
-		pthread_cond_broadcast(&z->wcv);
-	}
-	pthread_mutex_unlock(&z->wmu);
-	return NULL;
-}
-
-/* Let the writer finish what is queued (or, dropping, discard it). */
-static void stop_writer(struct hu_zsink *z, bool drop)
-{
-	if (!z->wth_on)
-		return;
-	pthread_mutex_lock(&z->wmu);
-	z->wdone = true;
-	z->wdropping = z->wdropping || drop;
-	pthread_cond_broadcast(&z->wcv);
-	pthread_mutex_unlock(&z->wmu);
-	pthread_join(z->wth, NULL);
-	z->wth_on = false;
+	if (!z->writer.on)
+		return emit(z, z->out, len, e);
+	return stage_put(&z->writer, len, &z->out, e);
 }
 
 /* Run deflate over @len bytes with @flush, emptying the buffer as it
@@ -247,55 +299,13 @@ static int process(struct hu_zsink *z, const unsigned char *p, size_t len,
 	return emit(z, p, len, e);
 }
 
-static void *pipeline(void *arg)
-{
-	struct hu_zsink *z = arg;
-
-	pthread_mutex_lock(&z->mu);
-	for (;;) {
-		size_t i = z->head;
-		bool skip;
-		int rc = 0;
-
-		while (!z->count && !z->done)
-			pthread_cond_wait(&z->cv, &z->mu);
-		if (!z->count)
-			break;
-		skip = z->failed || z->dropping;
-		pthread_mutex_unlock(&z->mu);
-		if (!skip)
-			rc = process(z, z->chunk[i], z->len[i], &z->err);
-		pthread_mutex_lock(&z->mu);
-		if (rc < 0)
-			z->failed = true;
-		z->head = (z->head + 1) % NCHUNKS;
-		z->count--;
-		pthread_cond_broadcast(&z->cv);
-	}
-	pthread_mutex_unlock(&z->mu);
-	return NULL;
-}
-
-/* Queue the chunk being filled; wait until the next one is free. */
+/* Queue the caller's buffer; wait until the next one is free. */
 static int hand_over(struct hu_zsink *z, struct hu_error *e)
 {
-	bool failed;
+	size_t len = z->in_len;
 
-	pthread_mutex_lock(&z->mu);
-	if (z->fill_len) {
-		z->len[z->fill] = z->fill_len;
-		z->count++;
-		z->fill = (z->fill + 1) % NCHUNKS;
-		z->fill_len = 0;
-		pthread_cond_broadcast(&z->cv);
-	}
-	while (z->count == NCHUNKS && !z->failed)
-		pthread_cond_wait(&z->cv, &z->mu);
-	failed = z->failed;
-	pthread_mutex_unlock(&z->mu);
-	if (failed)
-		return hu_error_set(e, z->err.err, NULL, "%s", z->err.msg);
-	return 0;
+	z->in_len = 0;
+	return stage_put(&z->pipe, len, &z->in, e);
 }
 
 int hu_zsink_write(struct hu_zsink *z, const void *buf, size_t len,
@@ -304,17 +314,16 @@ int hu_zsink_write(struct hu_zsink *z, const void *buf, size_t len,
 	const unsigned char *p = buf;
 
 	while (len) {
-		size_t i = z->fill;
-		size_t n = CHUNK - z->fill_len;
+		size_t n = CHUNK - z->in_len;
 
 		if (n > len)
 			n = len;
-		if (p != z->chunk[i] + z->fill_len)	/* not reserved */
-			memcpy(z->chunk[i] + z->fill_len, p, n);
-		z->fill_len += n;
+		if (p != z->in + z->in_len)	/* not reserved */
+			memcpy(z->in + z->in_len, p, n);
+		z->in_len += n;
 		p += n;
 		len -= n;
-		if (z->fill_len == CHUNK && hand_over(z, e) < 0)
+		if (z->in_len == CHUNK && hand_over(z, e) < 0)
 			return -1;
 	}
 	return 0;
@@ -323,24 +332,11 @@ int hu_zsink_write(struct hu_zsink *z, const void *buf, size_t len,
 int hu_zsink_reserve(struct hu_zsink *z, size_t min, void **p, size_t *room,
 		     struct hu_error *e)
 {
-	if (CHUNK - z->fill_len < min && hand_over(z, e) < 0)
+	if (CHUNK - z->in_len < min && hand_over(z, e) < 0)
 		return -1;
-	*p = z->chunk[z->fill] + z->fill_len;
-	*room = CHUNK - z->fill_len;
+	*p = z->in + z->in_len;
+	*room = CHUNK - z->in_len;
 	return 0;
-}
-
-/* Stop the pipeline thread once the queue is empty. */
-static void stop_pipeline(struct hu_zsink *z)
-{
-	if (!z->th_on)
-		return;
-	pthread_mutex_lock(&z->mu);
-	z->done = true;
-	pthread_cond_broadcast(&z->cv);
-	pthread_mutex_unlock(&z->mu);
-	pthread_join(z->th, NULL);
-	z->th_on = false;
 }
 
 static int online_cores(void)
@@ -402,23 +398,16 @@ int hu_zsink_open(struct hu_zsink **out, int fd, enum hu_compress c,
 	z->fd = fd;
 	hu_writebehind_init(&z->wb, fd);
 	z->c = c;
-	pthread_mutex_init(&z->mu, NULL);
-	pthread_cond_init(&z->cv, NULL);
-	pthread_mutex_init(&z->wmu, NULL);
-	pthread_cond_init(&z->wcv, NULL);
 	z->in_md = EVP_MD_CTX_new();
 	z->out_md = EVP_MD_CTX_new();
-	for (size_t i = 0; i < NCHUNKS; i++)
-		if (!(z->chunk[i] = malloc(CHUNK)))
-			z->failed = true;
-	for (size_t i = 0; i < (c == HU_COMP_NONE ? 1 : NOUT); i++)
-		if (!(z->outs[i] = malloc(OUT_BUF)))
-			z->failed = true;
-	z->out = z->outs[0];
-	if (!z->out || !z->in_md || !z->out_md || z->failed) {
+	if (stage_init(&z->pipe, z, NCHUNKS, CHUNK, process) < 0 ||
+	    stage_init(&z->writer, z, c == HU_COMP_NONE ? 1 : NOUT, OUT_BUF,
+		       emit) < 0 || !z->in_md || !z->out_md) {
 		hu_error_set(e, ENOMEM, NULL, "out of memory");
 		goto fail;
 	}
+	z->in = z->pipe.buf[0];
+	z->out = z->writer.buf[0];
 	if (!EVP_DigestInit_ex(z->in_md, EVP_sha256(), NULL) ||
 	    !EVP_DigestInit_ex(z->out_md, EVP_sha256(), NULL)) {
 		hu_error_set(e, EIO, NULL, "sha256 is not available");
@@ -430,21 +419,11 @@ int hu_zsink_open(struct hu_zsink **out, int fd, enum hu_compress c,
 		rc = zstd_setup(z, level, threads, e);
 	else
 		rc = 0;
-	if (rc == 0 && c != HU_COMP_NONE) {
-		rc = pthread_create(&z->wth, NULL, writer, z);
-		if (rc) {
-			hu_error_set(e, rc, NULL, "cannot start a thread");
-			goto fail;
-		}
-		z->wth_on = true;
-	}
+	if (rc == 0 && c != HU_COMP_NONE)
+		rc = stage_start(&z->writer, e);
+	if (rc == 0)
+		rc = stage_start(&z->pipe, e);
 	if (rc == 0) {
-		rc = pthread_create(&z->th, NULL, pipeline, z);
-		if (rc) {
-			hu_error_set(e, rc, NULL, "cannot start a thread");
-			goto fail;
-		}
-		z->th_on = true;
 		*out = z;
 		return 0;
 	}
@@ -473,18 +452,18 @@ int hu_zsink_close(struct hu_zsink *z, struct hu_digests *d,
 	/* The last chunk; once the pipeline thread is done with it, this
 	 * thread ends the compressed stream. */
 	rc = hand_over(z, e);
-	stop_pipeline(z);
-	if (rc == 0 && z->failed)
-		rc = hu_error_set(e, z->err.err, NULL, "%s", z->err.msg);
+	stage_stop(&z->pipe, false);
+	if (rc == 0)
+		rc = stage_error(&z->pipe, e);
 	if (rc == 0 && z->c == HU_COMP_GZIP)
 		rc = put_gzip(z, NULL, 0, Z_FINISH, e);
 	if (rc == 0 && z->c == HU_COMP_ZSTD)
 		rc = put_zstd(z, NULL, 0, ZSTD_e_end, e);
 	if (rc == 0)
 		rc = flush_out(z, e);
-	stop_writer(z, rc < 0);
-	if (rc == 0 && z->wfailed)
-		rc = hu_error_set(e, z->werr.err, NULL, "%s", z->werr.msg);
+	stage_stop(&z->writer, rc < 0);
+	if (rc == 0)
+		rc = stage_error(&z->writer, e);
 	if (rc == 0 && d) {
 		memset(d, 0, sizeof(*d));
 		hex_digest(z->in_md, d->diff_id, sizeof(d->diff_id));
@@ -503,26 +482,13 @@ void hu_zsink_abort(struct hu_zsink *z)
 {
 	if (!z)
 		return;
-	pthread_mutex_lock(&z->mu);
-	z->dropping = true;
-	pthread_mutex_unlock(&z->mu);
-	stop_pipeline(z);
-	stop_writer(z, true);
+	stage_free(&z->pipe);
+	stage_free(&z->writer);
 	if (z->gz_on)
 		deflateEnd(&z->gz);
 	ZSTD_freeCCtx(z->zc);
 	EVP_MD_CTX_free(z->in_md);
 	EVP_MD_CTX_free(z->out_md);
-	for (size_t i = 0; i < NOUT; i++)
-		free(z->outs[i]);
-	for (size_t i = 0; i < NCHUNKS; i++)
-		free(z->chunk[i]);
-	hu_error_clear(&z->err);
-	hu_error_clear(&z->werr);
-	pthread_cond_destroy(&z->wcv);
-	pthread_mutex_destroy(&z->wmu);
-	pthread_cond_destroy(&z->cv);
-	pthread_mutex_destroy(&z->mu);
 	free(z);
 }
 
