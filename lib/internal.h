@@ -141,6 +141,8 @@ ssize_t hu_wr_pwrite(int fd, const void *buf, size_t len, off_t off);
 ssize_t hu_wr_write(int fd, const void *buf, size_t len);
 ssize_t hu_wr_copy_range(int in, off_t *in_off, int out, off_t *out_off,
 			 size_t len);
+/* sync_file_range(2); fault injection counts it as "sync". */
+int hu_wr_sync_range(int fd, off_t off, off_t len, unsigned int flags);
 int hu_wr_clone(int in, int out);
 int hu_wr_ftruncate(int fd, off_t len);
 

@@ -185,15 +185,15 @@ int hu_writebehind_wrote(struct hu_writebehind *w, size_t len)
 		return 0;
 	/* the window before the last one: on disk by now, mostly */
 	if (w->started - w->dropped >= WB_WINDOW) {
-		if (sync_file_range(w->fd, w->dropped, w->started - w->dropped,
-				    wait) < 0)
+		if (hu_wr_sync_range(w->fd, w->dropped,
+				     w->started - w->dropped, wait) < 0)
 			goto failed;
 		(void)posix_fadvise(w->fd, w->dropped, w->started - w->dropped,
 				    POSIX_FADV_DONTNEED);
 		w->dropped = w->started;
 	}
-	if (sync_file_range(w->fd, w->started, w->end - w->started,
-			    SYNC_FILE_RANGE_WRITE) < 0)
+	if (hu_wr_sync_range(w->fd, w->started, w->end - w->started,
+			     SYNC_FILE_RANGE_WRITE) < 0)
 		goto failed;
 	w->started = w->end;
 	return 0;

@@ -210,6 +210,12 @@ ssize_t hu_wr_write(int fd, const void *buf, size_t len)
 	return write(fd, buf, len);
 }
 
+int hu_wr_sync_range(int fd, off_t off, off_t len, unsigned int flags)
+{
+	WR_GUARD("sync");
+	return sync_file_range(fd, off, len, flags);
+}
+
 ssize_t hu_wr_copy_range(int in, off_t *in_off, int out, off_t *out_off,
 			 size_t len)
 {
