@@ -219,6 +219,11 @@ struct hu_walk_ops {
 		     struct hu_error *e);
 	/* Called before the root's contents, @d the root. */
 	int (*enter_root)(void *ctx, struct hu_vdir *d, struct hu_error *e);
+	/* List directories in a second thread, ahead of the callbacks.  The
+	 * order, the callbacks and the errors are those of the plain walk,
+	 * except that an error listing below a directory the callback chose
+	 * not to descend into still ends the walk. */
+	bool list_ahead;
 };
 int hu_view_walk(const struct hu_stack *s, const struct hu_walk_ops *ops,
 		 void *ctx, struct hu_error *e);

@@ -43,6 +43,9 @@ int hu_layer_probe_entry(const struct hu_layer *l, int dirfd,
 			 const char *name, const struct stat *st,
 			 struct hu_error *e);
 
+/* How many layer directories make up view directory @d (one fd each). */
+size_t hu_vdir_width(const struct hu_vdir *d);
+
 /* The names of a directory, sorted bytewise ('.' and '..' left out). */
 struct hu_name {
 	const char *name;

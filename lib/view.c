@@ -512,6 +512,11 @@ bool hu_vdir_is_merged(const struct hu_vdir *d)
 	return d->nd > 1;
 }
 
+size_t hu_vdir_width(const struct hu_vdir *d)
+{
+	return d->nd;
+}
+
 static int vrec_cmp(const void *pa, const void *pb)
 {
 	const struct vrec *a = pa, *b = pb;

@@ -179,9 +179,10 @@ static int dump_entry(void *ctx, struct hu_vdir *d, const struct hu_ventry *ent,
 	return 1;
 }
 
-char *tu_view_dump(const struct hu_stack *s)
+static char *view_dump(const struct hu_stack *s, bool ahead)
 {
-	static const struct hu_walk_ops ops = { .entry = dump_entry };
+	const struct hu_walk_ops ops = {
+		.entry = dump_entry, .list_ahead = ahead };
 	struct dump dp = { 0 };
 	struct hu_error e = { 0 };
 	int rc;
@@ -191,4 +192,14 @@ char *tu_view_dump(const struct hu_stack *s)
 	fclose(dp.f);
 	cr_assert_eq(rc, 0, "walk: %s: %s", e.path, e.msg);
 	return dp.buf;
+}
+
+char *tu_view_dump(const struct hu_stack *s)
+{
+	char *plain = view_dump(s, false), *ahead = view_dump(s, true);
+
+	/* Listing ahead in a second thread must not change the walk. */
+	cr_expect_str_eq(ahead, plain, "the walk listing ahead differs");
+	free(ahead);
+	return plain;
 }

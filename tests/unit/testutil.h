@@ -40,7 +40,8 @@ bool tu_exists(const char *rel);
 /* Open a stack of layers named relative to the test dir, bottom first. */
 int tu_stack(struct hu_stack *s, struct hu_error *e, int n, ...);
 
-/* The merged view as "name:layer" lines, recursively ("a/b:1\n"). */
+/* The merged view as "name:layer" lines, recursively ("a/b:1\n"); also
+ * checks that the walk listing ahead (list_ahead) gives the same lines. */
 char *tu_view_dump(const struct hu_stack *s);
 
 #endif

@@ -1,0 +1,185 @@
+/* SPDX-License-Identifier: MIT */
+/* The walk of the view, listing in the walking thread or ahead of it. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "testutil.h"
+
+static void teardown(void)
+{
+	tu_cleanup();
+}
+
+TestSuite(walk, .fini = teardown);
+
+/* Records every callback; fails at the @fail_at'th entry, or in the
+ * leave callback of the directory named @fail_leave; does not descend
+ * into directories named "skip". */
+struct rec {
+	FILE *f;
+	char *buf;
+	size_t len, entries, fail_at;
+	const char *fail_leave;
+};
+
+static int rec_entry(void *ctx, struct hu_vdir *d, const struct hu_ventry *ent,
+		     struct hu_error *e)
+{
+	struct rec *r = ctx;
+
+	fprintf(r->f, "E %s/%s:%zu\n", hu_vdir_path(d), ent->name, ent->layer);
+	if (++r->entries == r->fail_at)
+		return hu_error_set(e, EIO, ent->name, "failing on purpose");
+	return strcmp(ent->name, "skip") != 0;
+}
+
+static int rec_leave(void *ctx, struct hu_vdir *d, const struct hu_ventry *ent,
+		     struct hu_error *e)
+{
+	struct rec *r = ctx;
+
+	fprintf(r->f, "L %s\n", hu_vdir_path(d));
+	if (ent && r->fail_leave && !strcmp(ent->name, r->fail_leave))
+		return hu_error_set(e, EIO, ent->name, "failing on leave");
+	return 0;
+}
+
+static int rec_root(void *ctx, struct hu_vdir *d, struct hu_error *e)
+{
+	struct rec *r = ctx;
+
+	(void)e;
+	fprintf(r->f, "R %s\n", hu_vdir_path(d));
+	return 0;
+}
+
+/* Walk @s recording the callbacks; returns the walk's result. */
+static int record(const struct hu_stack *s, bool ahead, struct rec *r,
+		  struct hu_error *e)
+{
+	const struct hu_walk_ops ops = {
+		.entry = rec_entry, .leave = rec_leave,
+		.enter_root = rec_root, .list_ahead = ahead,
+	};
+	int rc;
+
+	r->f = open_memstream(&r->buf, &r->len);
+	rc = hu_view_walk(s, &ops, r, e);
+	fclose(r->f);
+	return rc;
+}
+
+/* Three layers with @n directories of a few names each, merged at every
+ * level: more than the lister may hold ahead of the walk. */
+static void make_stack(struct hu_stack *s, int n)
+{
+	struct hu_error e = { 0 };
+	char p[128];
+
+	for (int i = 0; i < n; i++) {
+		snprintf(p, sizeof(p), "l0/d%03d/e%d/f", i / 10, i % 10);
+		tu_file(p, "0");
+		snprintf(p, sizeof(p), "l1/d%03d/e%d/g", i / 10, i % 10);
+		tu_file(p, "1");
+		if (i % 7 == 0) {
+			snprintf(p, sizeof(p), "l2/d%03d/e%d/f", i / 10,
+				 i % 10);
+			tu_wh_overlay(p);
+		}
+	}
+	tu_mkdir("l1/skip/inside/deeper");
+	tu_file("l2/skip/inside/file", "x");
+	cr_assert_eq(tu_stack(s, &e, 3, "l0", "l1", "l2"), 0, "%s: %s",
+		     e.path, e.msg);
+}
+
+Test(walk, listing_ahead_calls_back_as_the_plain_walk)
+{
+	struct hu_stack s;
+	struct rec plain = { 0 }, ahead = { 0 };
+	struct hu_error e = { 0 };
+
+	make_stack(&s, 2000);
+	cr_assert_eq(record(&s, false, &plain, &e), 0, "%s", e.msg);
+	cr_assert_eq(record(&s, true, &ahead, &e), 0, "%s", e.msg);
+	cr_expect_str_eq(ahead.buf, plain.buf);
+	/* 201 names at the root, 2000 directories below, two names in
+	 * each but where l2 whites out f (286 times); "skip" is not
+	 * descended into */
+	cr_expect_eq(plain.entries, 201 + 2000 + 2 * 2000 - 286);
+	cr_expect(strstr(plain.buf, "E /skip:2\n") != NULL);
+	cr_expect(strstr(plain.buf, "skip/inside") == NULL);
+	free(plain.buf);
+	free(ahead.buf);
+	hu_stack_close(&s);
+}
+
+/* Fail in a callback, the lister far ahead: the same error and the same
+ * callbacks before it, and nothing left behind (ASan). */
+static void expect_same_failure(struct rec *plain, struct rec *ahead)
+{
+	struct hu_stack s;
+	struct hu_error pe = { 0 }, ae = { 0 };
+
+	make_stack(&s, 2000);
+	cr_assert_eq(record(&s, false, plain, &pe), -1);
+	cr_assert_eq(record(&s, true, ahead, &ae), -1);
+	cr_expect_str_eq(ae.msg, pe.msg);
+	cr_expect_str_eq(ae.path, pe.path);
+	cr_expect_str_eq(ahead->buf, plain->buf);
+	hu_error_clear(&pe);
+	hu_error_clear(&ae);
+	free(plain->buf);
+	free(ahead->buf);
+	hu_stack_close(&s);
+}
+
+Test(walk, an_entry_callback_error_stops_the_lister)
+{
+	struct rec plain = { .fail_at = 1500 }, ahead = { .fail_at = 1500 };
+
+	expect_same_failure(&plain, &ahead);
+	cr_expect_eq(ahead.entries, 1500);
+}
+
+Test(walk, a_leave_callback_error_stops_the_lister)
+{
+	struct rec plain = { .fail_leave = "e3" }, ahead = { .fail_leave = "e3" };
+
+	expect_same_failure(&plain, &ahead);
+	cr_expect_eq(ahead.entries, 1 + 4 + 2 * 4 - 1);
+}
+
+/* The lister cannot open a directory (out of file descriptors): the walk
+ * fails with its error, after callbacks the plain walk makes too. */
+Test(walk, a_listing_error_in_the_lister_ends_the_walk)
+{
+	struct hu_stack s;
+	struct rec plain = { 0 }, ahead = { 0 };
+	struct hu_error e = { 0 };
+	struct rlimit rl;
+	int lowest;
+
+	make_stack(&s, 2000);
+	cr_assert_eq(record(&s, false, &plain, &e), 0, "%s", e.msg);
+	lowest = dup(0);
+	cr_assert_geq(lowest, 0);
+	close(lowest);
+	cr_assert_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
+	rl.rlim_cur = lowest + 8;
+	cr_assert_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
+	cr_assert_eq(record(&s, true, &ahead, &e), -1);
+	cr_expect_eq(e.err, EMFILE, "%s: %s", e.path, e.msg);
+	cr_expect(e.path && strstr(e.path, "/l"), "path %s", e.path);
+	cr_expect(strncmp(plain.buf, ahead.buf, ahead.len) == 0);
+	cr_expect(ahead.len < plain.len);
+	hu_error_clear(&e);
+	free(plain.buf);
+	free(ahead.buf);
+	hu_stack_close(&s);
+}
