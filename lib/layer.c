@@ -7,6 +7,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/capability.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -27,9 +29,77 @@ static bool can_read_trusted(void)
 	       (1u << (CAP_SYS_ADMIN % 32));
 }
 
+/*
+ * Layers of a stack whose format detection waits, to run together: one
+ * walk of each layer, the walks in parallel threads.  Detection is pure
+ * syscalls per directory, and the layers are independent.  A tarball layer
+ * reads the view of the layers below it, so they are detected first.
+ */
+struct pending {
+	struct hu_layer *layers;	/* the stack's, in order */
+	bool *wait;			/* per layer: not detected yet */
+	size_t n;			/* layers opened so far */
+	struct hu_error *errs;		/* per layer */
+	atomic_size_t next;		/* the next layer a thread takes */
+};
+
+static void *detect_worker(void *arg)
+{
+	struct pending *p = arg;
+
+	for (size_t i; (i = atomic_fetch_add(&p->next, 1)) < p->n;)
+		if (p->wait[i])
+			(void)hu_layer_detect(&p->layers[i], &p->errs[i]);
+	return NULL;
+}
+
+static int check_trusted(const struct hu_layer *l, struct hu_error *e);
+
+/* Detect every waiting layer; the error of the lowest failing one wins. */
+static int detect_pending(struct pending *p, struct hu_error *e)
+{
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	size_t nwait = 0, nthreads = 0;
+	pthread_t threads[7];
+	int rc = 0;
+
+	for (size_t i = 0; i < p->n; i++)
+		nwait += p->wait[i];
+	if (nwait == 0)
+		return 0;
+	p->errs = calloc(p->n, sizeof(*p->errs));
+	if (!p->errs)
+		return hu_error_set(e, ENOMEM, NULL, "out of memory");
+	atomic_store(&p->next, 0);
+	/* this thread is one of the workers */
+	while (nthreads + 1 < nwait && (long)nthreads + 1 < cpus &&
+	       nthreads < sizeof(threads) / sizeof(threads[0]) &&
+	       pthread_create(&threads[nthreads], NULL, detect_worker, p) == 0)
+		nthreads++;
+	detect_worker(p);
+	while (nthreads > 0)
+		pthread_join(threads[--nthreads], NULL);
+	for (size_t i = 0; i < p->n; i++) {
+		if (!p->wait[i])
+			continue;
+		p->wait[i] = false;
+		if (rc == 0 && (p->errs[i].msg[0] ||
+				check_trusted(&p->layers[i], &p->errs[i]) < 0)) {
+			hu_error_clear(e);
+			*e = p->errs[i];
+			memset(&p->errs[i], 0, sizeof(p->errs[i]));
+			rc = -1;
+		}
+		hu_error_clear(&p->errs[i]);
+	}
+	free(p->errs);
+	p->errs = NULL;
+	return rc;
+}
+
 /* @path is a regular file: unpack it if it holds a tarball. */
 static int open_tarball(struct hu_layer *l, const char *path,
-			const struct hu_stack *below,
+			const struct hu_stack *below, struct pending *p,
 			const struct hu_stack_opts *o, struct hu_error *e)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC), rc;
@@ -41,13 +111,17 @@ static int open_tarball(struct hu_layer *l, const char *path,
 		return hu_error_set(e, 0, path,
 				    "not a directory, nor a tarball");
 	}
+	if (p && detect_pending(p, e) < 0) {
+		close(fd);
+		return -1;
+	}
 	rc = hu_tarlayer_unpack(l, fd, below, o->report, e);
 	close(fd);
 	return rc;
 }
 
 static int open_root(struct hu_layer *l, const char *path,
-		     const struct hu_stack *below,
+		     const struct hu_stack *below, struct pending *p,
 		     const struct hu_stack_opts *o, struct hu_error *e)
 {
 	struct stat st;
@@ -61,15 +135,28 @@ static int open_root(struct hu_layer *l, const char *path,
 		return 0;
 	}
 	if (errno == ENOTDIR && stat(path, &st) == 0 && S_ISREG(st.st_mode))
-		return open_tarball(l, path, below, o, e);
+		return open_tarball(l, path, below, p, o, e);
 	if (errno == ENOENT)
 		return hu_error_set(e, 0, path, "no such layer");
 	return hu_error_set(e, errno, path, "cannot open layer");
 }
 
-/* @below: the layers already open beneath @l (NULL when alone). */
+/* Without CAP_SYS_ADMIN trusted.* xattrs are invisible: a union or overlay
+ * layer would silently lose its opaque markers. */
+static int check_trusted(const struct hu_layer *l, struct hu_error *e)
+{
+	if (!l->userxattr && l->format != HU_FMT_OCI && !can_read_trusted())
+		return hu_error_set(e, EPERM, l->path,
+				    "trusted.* xattrs are unreadable without "
+				    "CAP_SYS_ADMIN: run as root, or use "
+				    "--userxattr");
+	return 0;
+}
+
+/* @below: the layers already open beneath @l (NULL when alone).  With @p,
+ * a layer to detect is left waiting in it (detect_pending). */
 static int layer_open(struct hu_layer *l, const char *path,
-		      const struct hu_stack *below,
+		      const struct hu_stack *below, struct pending *p,
 		      const struct hu_stack_opts *o, struct hu_error *e)
 {
 	memset(l, 0, sizeof(*l));
@@ -77,7 +164,7 @@ static int layer_open(struct hu_layer *l, const char *path,
 	l->path = strdup(path);
 	if (!l->path)
 		return hu_error_set(e, ENOMEM, path, "out of memory");
-	if (open_root(l, path, below, o, e) < 0)
+	if (open_root(l, path, below, p, o, e) < 0)
 		goto fail;
 	l->userxattr = o->userxattr;
 	if (l->unpacked)
@@ -91,17 +178,14 @@ static int layer_open(struct hu_layer *l, const char *path,
 		l->format = HU_FMT_NONE;
 		l->deferred = true;
 		return 0;
+	} else if (p) {
+		p->wait[below->n] = true;
+		return 0;
 	} else if (hu_layer_detect(l, e) < 0) {
 		goto fail;
 	}
-	/* Without CAP_SYS_ADMIN trusted.* xattrs are invisible: a union or
-	 * overlay layer would silently lose its opaque markers. */
-	if (!l->userxattr && l->format != HU_FMT_OCI && !can_read_trusted()) {
-		hu_error_set(e, EPERM, path,
-			     "trusted.* xattrs are unreadable without "
-			     "CAP_SYS_ADMIN: run as root, or use --userxattr");
+	if (check_trusted(l, e) < 0)
 		goto fail;
-	}
 	return 0;
 fail:
 	hu_layer_close(l);
@@ -111,7 +195,7 @@ fail:
 int hu_layer_open(struct hu_layer *l, const char *path,
 		  const struct hu_stack_opts *o, struct hu_error *e)
 {
-	return layer_open(l, path, NULL, o, e);
+	return layer_open(l, path, NULL, NULL, o, e);
 }
 
 void hu_layer_close(struct hu_layer *l)
@@ -127,16 +211,25 @@ void hu_layer_close(struct hu_layer *l)
 int hu_stack_open(struct hu_stack *s, char *const paths[], size_t n,
 		  const struct hu_stack_opts *o, struct hu_error *e)
 {
+	struct pending p = { 0 };
+
 	memset(s, 0, sizeof(*s));
 	if (n == 0)
 		return hu_error_set(e, EINVAL, NULL, "no layers given");
 	s->layers = calloc(n, sizeof(*s->layers));
-	if (!s->layers)
+	p.wait = calloc(n, sizeof(*p.wait));
+	if (!s->layers || !p.wait) {
+		free(p.wait);
+		free(s->layers);
+		s->layers = NULL;
 		return hu_error_set(e, ENOMEM, NULL, "out of memory");
+	}
+	p.layers = s->layers;
 	for (size_t i = 0; i < n; i++) {
 		struct hu_stack below = { i, s->layers };
 
-		if (layer_open(&s->layers[i], paths[i], &below, o, e) < 0)
+		p.n = i;
+		if (layer_open(&s->layers[i], paths[i], &below, &p, o, e) < 0)
 			goto fail;
 		s->n = i + 1;
 		for (size_t j = 0; j < i; j++) {
@@ -149,8 +242,13 @@ int hu_stack_open(struct hu_stack *s, char *const paths[], size_t n,
 			}
 		}
 	}
+	p.n = n;
+	if (detect_pending(&p, e) < 0)
+		goto fail;
+	free(p.wait);
 	return 0;
 fail:
+	free(p.wait);
 	hu_stack_close(s);
 	return -1;
 }

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Layers and stacks: detection of the format and refusals. */
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "testutil.h"
@@ -57,6 +58,43 @@ Test(layer, mixed_union_and_overlay_is_refused_naming_the_path)
 	tu_wh_union("m/b/c");
 	cr_assert_eq(hu_layer_open(&l, tu_path("m"), &o, &e), -1);
 	cr_expect_str_eq(e.path, tu_path("m/b/c"));
+	cr_expect(strstr(e.msg, "mixed formats") != NULL, "%s", e.msg);
+	hu_error_clear(&e);
+}
+
+/* The layers of a stack are detected in parallel: each gets its own
+ * format, and of two broken layers the lowest is the one reported. */
+Test(layer, stack_layers_detected_together_lowest_error_wins)
+{
+	struct hu_stack s;
+	struct hu_error e = { 0 };
+
+	tu_file("plain/f", "");
+	tu_wh_union("un/a");
+	tu_wh_overlay("ov/a");
+	tu_mkdir("ovu/d");
+	tu_xattr("ovu/d", "user.overlay.opaque", "y");
+	cr_assert_eq(tu_stack(&s, &e, 4, "plain", "un", "ov", "ovu"), 0,
+		     "%s", e.msg);
+	cr_expect_eq(s.layers[0].format, HU_FMT_NONE);
+	cr_expect_eq(s.layers[1].format, HU_FMT_UNION);
+	cr_expect_eq(s.layers[2].format, HU_FMT_OVERLAY);
+	cr_expect(!s.layers[2].userxattr);
+	cr_expect_eq(s.layers[3].format, HU_FMT_OVERLAY);
+	cr_expect(s.layers[3].userxattr);
+	hu_stack_close(&s);
+
+	for (int i = 0; i < 3; i++) {
+		char p[32];
+
+		snprintf(p, sizeof(p), "m%d/a", i);
+		tu_wh_overlay(p);
+		snprintf(p, sizeof(p), "m%d/b/c", i);
+		tu_wh_union(p);
+	}
+	cr_assert_eq(tu_stack(&s, &e, 5, "plain", "m1", "un", "m0", "m2"),
+		     -1);
+	cr_expect_str_eq(e.path, tu_path("m1/b/c"));
 	cr_expect(strstr(e.msg, "mixed formats") != NULL, "%s", e.msg);
 	hu_error_clear(&e);
 }
