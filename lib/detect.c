@@ -180,7 +180,10 @@ static int detect_dir(struct detect *d, int fd)
 
 	if (check_dir_xattrs(d, fd) < 0)
 		return -1;
-	if (hu_names_read(fd, &names, d->path.s, d->e) < 0)
+	/* Below the layer's root, each fd is one this walk just opened. */
+	rc = fd == d->l->fd ? hu_names_read(fd, &names, d->path.s, d->e) :
+		hu_names_read_fresh(fd, &names, d->path.s, d->e);
+	if (rc < 0)
 		return -1;
 	for (size_t i = 0; i < names.n && rc == 0; i++)
 		rc = detect_entry(d, fd, names.v[i].name, names.v[i].type);

@@ -59,6 +59,10 @@ struct hu_names {
 /* List @fd (read from its start; @fd keeps its offset after). */
 int hu_names_read(int fd, struct hu_names *out, const char *path,
 		  struct hu_error *e);
+/* The same for an fd just opened, never read: no rewind (one syscall per
+ * directory, a tenth of a flatten's directory work). */
+int hu_names_read_fresh(int fd, struct hu_names *out, const char *path,
+			struct hu_error *e);
 void hu_names_free(struct hu_names *l);
 
 /* openat() of a directory, never following a symlink. */

@@ -76,12 +76,12 @@ struct linux_dirent64 {
 	char d_name[];
 };
 
-static int read_entries(int fd, struct name_acc *a)
+static int read_entries(int fd, bool rewind, struct name_acc *a)
 {
 	static __thread char buf[32768];
 	long n;
 
-	if (lseek(fd, 0, SEEK_SET) < 0)
+	if (rewind && lseek(fd, 0, SEEK_SET) < 0)
 		return -1;
 	while ((n = syscall(SYS_getdents64, fd, buf, sizeof(buf))) > 0) {
 		for (long off = 0; off < n;) {
@@ -99,13 +99,13 @@ static int read_entries(int fd, struct name_acc *a)
 	return n < 0 ? -1 : 0;
 }
 
-int hu_names_read(int fd, struct hu_names *out, const char *path,
-		  struct hu_error *e)
+static int names_read(int fd, bool rewind, struct hu_names *out,
+		      const char *path, struct hu_error *e)
 {
 	struct name_acc a = { 0 };
 
 	memset(out, 0, sizeof(*out));
-	if (read_entries(fd, &a) < 0)
+	if (read_entries(fd, rewind, &a) < 0)
 		goto fail;
 	out->v = malloc((a.n ? a.n : 1) * sizeof(*out->v));
 	if (!out->v) {
@@ -128,6 +128,18 @@ fail:
 	free(a.types);
 	free(a.pool);
 	return -1;
+}
+
+int hu_names_read(int fd, struct hu_names *out, const char *path,
+		  struct hu_error *e)
+{
+	return names_read(fd, true, out, path, e);
+}
+
+int hu_names_read_fresh(int fd, struct hu_names *out, const char *path,
+			struct hu_error *e)
+{
+	return names_read(fd, false, out, path, e);
 }
 
 void hu_names_free(struct hu_names *l)

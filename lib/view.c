@@ -553,8 +553,14 @@ static int collect(struct hu_vdir *d, struct vrec **out, size_t *nout,
 	if (!d->lists)
 		return hu_error_set(e, ENOMEM, NULL, "out of memory");
 	for (size_t i = 0; i < d->nd; i++) {
-		if (hu_names_read(d->d[i].fd, &d->lists[i], NULL, e) < 0 ||
-		    probe_names(d, i, e) < 0)
+		/* A directory's own fds are read once; a layer root's fd is
+		 * shared, and detection may have read it. */
+		int fd = d->d[i].fd;
+		int rc = d->d[i].own ?
+			hu_names_read_fresh(fd, &d->lists[i], NULL, e) :
+			hu_names_read(fd, &d->lists[i], NULL, e);
+
+		if (rc < 0 || probe_names(d, i, e) < 0)
 			return vfail(d, d->d[i].layer, e);
 		total += d->lists[i].n;
 	}
