@@ -171,6 +171,10 @@ struct hu_ventry {
 	struct stat st;		/* lstat of the entry in that layer */
 	bool hides_lower;	/* OCI: the same layer also whites the name out,
 				 * so a directory here does not merge */
+	/* The entry's xattr names, back to back, each ending in NUL, when
+	 * the walk read them ahead (hu_walk_ops.xattr_names); else NULL. */
+	const char *xattr_names;
+	size_t xattr_names_len;
 };
 
 struct hu_view_opts {
@@ -224,6 +228,9 @@ struct hu_walk_ops {
 	 * except that an error listing below a directory the callback chose
 	 * not to descend into still ends the walk. */
 	bool list_ahead;
+	/* With list_ahead: the lister also reads every entry's xattr names
+	 * into hu_ventry.xattr_names. */
+	bool xattr_names;
 };
 int hu_view_walk(const struct hu_stack *s, const struct hu_walk_ops *ops,
 		 void *ctx, struct hu_error *e);

@@ -45,6 +45,10 @@ int hu_layer_probe_entry(const struct hu_layer *l, int dirfd,
 
 /* How many layer directories make up view directory @d (one fd each). */
 size_t hu_vdir_width(const struct hu_vdir *d);
+/* Read the xattr names of every entry of listed @d into the entries.  An
+ * entry whose names cannot be read (or copied) keeps xattr_names NULL: its
+ * reader meets the error itself, where it would have without this. */
+void hu_vdir_read_xattr_names(struct hu_vdir *d);
 
 /* The names of a directory, sorted bytewise ('.' and '..' left out). */
 struct hu_name {

@@ -210,26 +210,33 @@ static ssize_t list_names(struct hu_tarout *t, int dirfd, const char *name)
 	}
 }
 
-/* Add the public xattrs of the source entry to t->ent, sorted by name. */
+/* Add the public xattrs of the source entry to t->ent, sorted by name.
+ * @names: the entry's xattr names when already read, else NULL. */
 static int add_xattrs(struct hu_tarout *t, int dirfd, const char *name,
-		      const char *path, struct hu_error *e)
+		      const char *names, size_t names_len, const char *path,
+		      struct hu_error *e)
 {
 	const char *small[64], **v = small;
 	size_t n = 0, cap = 64;
-	ssize_t len;
+	ssize_t len = (ssize_t)names_len;
 	int rc = -1;
 
-	if (!t->names) {
-		t->names_cap = 4096;
-		t->names = malloc(t->names_cap);
-		if (!t->names)
-			return hu_error_set(e, ENOMEM, NULL, "out of memory");
+	if (!names) {
+		if (!t->names) {
+			t->names_cap = 4096;
+			t->names = malloc(t->names_cap);
+			if (!t->names)
+				return hu_error_set(e, ENOMEM, NULL,
+						    "out of memory");
+		}
+		len = list_names(t, dirfd, name);
+		if (len < 0)
+			return hu_error_set(e, errno, path,
+					    "cannot list xattrs");
+		names = t->names;
 	}
-	len = list_names(t, dirfd, name);
-	if (len < 0)
-		return hu_error_set(e, errno, path, "cannot list xattrs");
-	for (ssize_t off = 0; off < len; off += strlen(t->names + off) + 1) {
-		const char *x = t->names + off;
+	for (ssize_t off = 0; off < len; off += strlen(names + off) + 1) {
+		const char *x = names + off;
 
 		if (hu_xattr_is_private(x) ||
 		    attr_copy_action(x, NULL) == ATTR_ACTION_SKIP)
@@ -333,7 +340,7 @@ static int add_data(struct hu_tarout *t, int fd, int64_t size,
  * the entry itself, whose xattrs it then reaches without a lookup. */
 static int entry(struct hu_tarout *t, const char *path, const struct stat *st,
 		 int dirfd, const char *name, int datafd, bool own,
-		 struct hu_error *e)
+		 const char *xnames, size_t xnames_len, struct hu_error *e)
 {
 	mode_t type = st->st_mode & S_IFMT;
 
@@ -350,8 +357,8 @@ static int entry(struct hu_tarout *t, const char *path, const struct stat *st,
 		archive_entry_set_rdevmajor(t->ent, major(st->st_rdev));
 		archive_entry_set_rdevminor(t->ent, minor(st->st_rdev));
 	}
-	if (own ? add_xattrs(t, datafd, NULL, path, e) < 0 :
-		  add_xattrs(t, dirfd, name, path, e) < 0)
+	if (own ? add_xattrs(t, datafd, NULL, xnames, xnames_len, path, e) :
+		  add_xattrs(t, dirfd, name, xnames, xnames_len, path, e))
 		return -1;
 	if (write_header(t) < ARCHIVE_WARN)
 		return tfail(t, path, e);
@@ -371,7 +378,7 @@ int hu_tarout_entry(struct hu_tarout *t, const char *path,
 	bool own = datafd >= 0 && fstat(datafd, &dst) == 0 &&
 		   dst.st_ino == st->st_ino && dst.st_dev == st->st_dev;
 
-	return entry(t, path, st, dirfd, name, datafd, own, e);
+	return entry(t, path, st, dirfd, name, datafd, own, NULL, 0, e);
 }
 
 int hu_tarout_ventry(struct hu_tarout *t, const char *path,
@@ -390,7 +397,8 @@ int hu_tarout_ventry(struct hu_tarout *t, const char *path,
 			return -1;
 		}
 	}
-	rc = entry(t, path, &ent->st, ent->dirfd, ent->name, datafd, own, e);
+	rc = entry(t, path, &ent->st, ent->dirfd, ent->name, datafd, own,
+		   ent->xattr_names, ent->xattr_names_len, e);
 	if (datafd >= 0)
 		close(datafd);
 	return rc;

@@ -489,6 +489,9 @@ void hu_vdir_close(struct hu_vdir *d)
 			hu_names_free(&d->lists[i]);
 	}
 	free(d->lists);
+	for (size_t i = 0; i < d->nents; i++)
+		if (d->ents[i].xattr_names_len)
+			free((char *)d->ents[i].xattr_names);
 	free(d->ents);
 	free(d->d);
 	free(d->path);
@@ -515,6 +518,33 @@ bool hu_vdir_is_merged(const struct hu_vdir *d)
 size_t hu_vdir_width(const struct hu_vdir *d)
 {
 	return d->nd;
+}
+
+void hu_vdir_read_xattr_names(struct hu_vdir *d)
+{
+	/* XATTR_LIST_MAX: every list fits */
+	static __thread char buf[65536];
+
+	for (size_t i = 0; i < d->nents; i++) {
+		struct hu_ventry *ent = &d->ents[i];
+		ssize_t n = hu_listxattr_at(ent->dirfd, ent->name, buf,
+					    sizeof(buf));
+		char *copy;
+
+		if (n < 0 && errno == ENOTSUP)
+			n = 0;
+		if (n < 0)
+			continue;
+		if (n == 0) {
+			ent->xattr_names = "";
+			continue;
+		}
+		copy = malloc(n);
+		if (!copy)
+			continue;
+		ent->xattr_names = memcpy(copy, buf, n);
+		ent->xattr_names_len = n;
+	}
 }
 
 static int vrec_cmp(const void *pa, const void *pb)
@@ -634,6 +664,8 @@ static int decide(struct hu_vdir *d, const struct vrec *g, size_t ng,
 	ent->layer = v->layer;
 	ent->dirfd = v->fd;
 	ent->hides_lower = ng > 1 && g[1].rank == top->rank && g[1].whiteout;
+	ent->xattr_names = NULL;
+	ent->xattr_names_len = 0;
 	return 1;
 }
 

@@ -34,6 +34,7 @@ struct item {
 
 struct lister {
 	const struct hu_stack *s;
+	bool xattr_names;	/* read the entries' xattr names too */
 	pthread_t thread;
 	bool running;
 	pthread_mutex_t mu;
@@ -97,8 +98,11 @@ static struct hu_vdir *list_child(struct lister *l, struct hu_vdir *d,
 	size_t n;
 
 	if (hu_vdir_open_child(d, ent, &child, &l->err) == 0) {
-		if (hu_vdir_list(child, &ents, &n, &l->err) == 0)
+		if (hu_vdir_list(child, &ents, &n, &l->err) == 0) {
+			if (l->xattr_names)
+				hu_vdir_read_xattr_names(child);
 			return child;
+		}
 		hu_vdir_close(child);
 	}
 	(void)push(l, ITEM_ERROR, NULL);
@@ -144,6 +148,8 @@ static void *lister_main(void *arg)
 		(void)push(l, ITEM_ERROR, NULL);
 		return NULL;
 	}
+	if (l->xattr_names)
+		hu_vdir_read_xattr_names(root);
 	if (push(l, ITEM_ENTER, root) < 0) {
 		hu_vdir_close(root);
 		return NULL;
@@ -154,12 +160,13 @@ static void *lister_main(void *arg)
 }
 
 static int lister_start(struct lister *l, const struct hu_stack *s,
-			struct hu_error *e)
+			bool xattr_names, struct hu_error *e)
 {
 	int err;
 
 	memset(l, 0, sizeof(*l));
 	l->s = s;
+	l->xattr_names = xattr_names;
 	pthread_mutex_init(&l->mu, NULL);
 	pthread_cond_init(&l->not_full, NULL);
 	pthread_cond_init(&l->not_empty, NULL);
@@ -324,7 +331,7 @@ int hu_view_walk(const struct hu_stack *s, const struct hu_walk_ops *ops,
 	int rc;
 
 	if (ops->list_ahead && can_list_ahead(s)) {
-		if (lister_start(&lister, s, e) < 0)
+		if (lister_start(&lister, s, ops->xattr_names, e) < 0)
 			return -1;
 		w.ahead = &lister;
 	}

@@ -183,3 +183,57 @@ Test(walk, a_listing_error_in_the_lister_ends_the_walk)
 	free(ahead.buf);
 	hu_stack_close(&s);
 }
+
+/* Collects "name=xattr names" for every entry. */
+static int names_entry(void *ctx, struct hu_vdir *d,
+		       const struct hu_ventry *ent, struct hu_error *e)
+{
+	FILE *f = ctx;
+
+	(void)d;
+	(void)e;
+	fprintf(f, "%s=", ent->name);
+	if (!ent->xattr_names)
+		fputs("(unread)", f);
+	for (size_t off = 0; off < ent->xattr_names_len;
+	     off += strlen(ent->xattr_names + off) + 1)
+		fprintf(f, "[%s]", ent->xattr_names + off);
+	fputc('\n', f);
+	return 1;
+}
+
+static char *names_of(const struct hu_stack *s, bool ahead)
+{
+	const struct hu_walk_ops ops = {
+		.entry = names_entry, .list_ahead = ahead, .xattr_names = true,
+	};
+	struct hu_error e = { 0 };
+	char *buf;
+	size_t len;
+	FILE *f = open_memstream(&buf, &len);
+
+	cr_assert_eq(hu_view_walk(s, &ops, f, &e), 0, "%s", e.msg);
+	fclose(f);
+	return buf;
+}
+
+Test(walk, the_lister_reads_xattr_names_of_every_entry)
+{
+	struct hu_stack s;
+	struct hu_error e = { 0 };
+
+	tu_file("lo/d/f", "data");
+	tu_xattr("lo/d/f", "user.one", "1");
+	tu_file("up/d/empty", "");
+	tu_xattr("up/d/empty", "user.three", "3");
+	tu_symlink("f", "up/d/link");
+	cr_assert_eq(tu_stack(&s, &e, 2, "lo", "up"), 0, "%s", e.msg);
+	tu_expect_str(names_of(&s, true),
+		      "d=\nempty=[user.three]\nf=[user.one]\n"
+		      "link=\n");
+	/* without the lister nobody reads them ahead */
+	tu_expect_str(names_of(&s, false),
+		      "d=(unread)\nempty=(unread)\nf=(unread)\n"
+		      "link=(unread)\n");
+	hu_stack_close(&s);
+}
