@@ -21,6 +21,7 @@ struct flatten {
 	struct hu_tarout *t;
 	struct hu_flatten_stats *stats;
 	struct hu_linkmap links;
+	struct hu_pathbuf path;	/* the current entry's */
 };
 
 /* Source errors name the entry in its layer; errors of the output stream
@@ -89,37 +90,31 @@ static int on_entry(void *ctx, struct hu_vdir *d, const struct hu_ventry *ent,
 		    struct hu_error *e)
 {
 	struct flatten *f = ctx;
-	char *path = hu_path_join(hu_vdir_path(d), ent->name);
-	int rc = -1;
+	const char *path;
+	size_t saved;
 	bool linked;
 
-	if (!path)
+	/* One buffer for every entry's path: no allocation per entry. */
+	hu_pathbuf_pop(&f->path, 0);
+	if (hu_pathbuf_push(&f->path, hu_vdir_path(d), &saved) < 0 ||
+	    hu_pathbuf_push(&f->path, ent->name, &saved) < 0)
 		return hu_error_set(e, ENOMEM, NULL, "out of memory");
+	path = f->path.s;
 	progress(f);
 	if (S_ISSOCK(ent->st.st_mode)) {
 		hu_report_warn(f->report, 0, hu_vdir_path(d), ent->name,
 			       "socket skipped");
 		f->stats->skipped++;
-		rc = 0;
-		goto out;
+		return 0;
 	}
-	if (link_again(f, path, ent, &linked, e) < 0) {
-		ffail(f, ent->layer, e);
-		goto out;
-	}
-	if (linked) {
-		rc = 0;
-		goto out;
-	}
-	if (hu_tarout_ventry(f->t, path, d, ent, e) < 0) {
-		ffail(f, ent->layer, e);
-		goto out;
-	}
+	if (link_again(f, path, ent, &linked, e) < 0)
+		return ffail(f, ent->layer, e);
+	if (linked)
+		return 0;
+	if (hu_tarout_ventry(f->t, path, d, ent, e) < 0)
+		return ffail(f, ent->layer, e);
 	count(f->stats, &ent->st);
-	rc = S_ISDIR(ent->st.st_mode) ? 1 : 0;
-out:
-	free(path);
-	return rc;
+	return S_ISDIR(ent->st.st_mode) ? 1 : 0;
 }
 
 /* The root of the view, from its topmost layer directory. */
@@ -153,5 +148,6 @@ int hu_flatten_write_tar(const struct hu_stack *s, const struct hu_report *r,
 	memset(stats, 0, sizeof(*stats));
 	rc = hu_view_walk(s, &ops, &f, e);
 	hu_linkmap_free(&f.links);
+	hu_pathbuf_free(&f.path);
 	return rc;
 }
