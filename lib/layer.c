@@ -60,7 +60,7 @@ static int detect_pending(struct pending *p, struct hu_error *e)
 {
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	size_t nwait = 0, nthreads = 0;
-	pthread_t threads[7];
+	pthread_t threads[7];	/* with this thread, at most 8 walks at once */
 	int rc = 0;
 
 	for (size_t i = 0; i < p->n; i++)
