@@ -29,6 +29,18 @@ static bool can_read_trusted(void)
 	       (1u << (CAP_SYS_ADMIN % 32));
 }
 
+/* Without CAP_SYS_ADMIN trusted.* xattrs are invisible: a union or overlay
+ * layer would silently lose its opaque markers. */
+static int check_trusted(const struct hu_layer *l, struct hu_error *e)
+{
+	if (!l->userxattr && l->format != HU_FMT_OCI && !can_read_trusted())
+		return hu_error_set(e, EPERM, l->path,
+				    "trusted.* xattrs are unreadable without "
+				    "CAP_SYS_ADMIN: run as root, or use "
+				    "--userxattr");
+	return 0;
+}
+
 /*
  * Layers of a stack whose format detection waits, to run together: one
  * walk of each layer, the walks in parallel threads.  Detection is pure
@@ -52,8 +64,6 @@ static void *detect_worker(void *arg)
 			(void)hu_layer_detect(&p->layers[i], &p->errs[i]);
 	return NULL;
 }
-
-static int check_trusted(const struct hu_layer *l, struct hu_error *e);
 
 /* Detect every waiting layer; the error of the lowest failing one wins. */
 static int detect_pending(struct pending *p, struct hu_error *e)
@@ -139,18 +149,6 @@ static int open_root(struct hu_layer *l, const char *path,
 	if (errno == ENOENT)
 		return hu_error_set(e, 0, path, "no such layer");
 	return hu_error_set(e, errno, path, "cannot open layer");
-}
-
-/* Without CAP_SYS_ADMIN trusted.* xattrs are invisible: a union or overlay
- * layer would silently lose its opaque markers. */
-static int check_trusted(const struct hu_layer *l, struct hu_error *e)
-{
-	if (!l->userxattr && l->format != HU_FMT_OCI && !can_read_trusted())
-		return hu_error_set(e, EPERM, l->path,
-				    "trusted.* xattrs are unreadable without "
-				    "CAP_SYS_ADMIN: run as root, or use "
-				    "--userxattr");
-	return 0;
 }
 
 /* @below: the layers already open beneath @l (NULL when alone).  With @p,

@@ -88,23 +88,22 @@ static int push(struct lister *l, enum item_kind kind, struct hu_vdir *d)
 	return rc;
 }
 
-/* Open and list the directory of @ent below @d; on failure queue the
- * error, which ends the lister's walk as it would end the walk. */
-static struct hu_vdir *list_child(struct lister *l, struct hu_vdir *d,
-				  const struct hu_ventry *ent)
+/* List @d, just opened (@opened, its opener's result; @d is NULL when
+ * that failed), and read its entries' xattr names if asked.  On failure
+ * close it and queue the error, which ends the lister's walk as it would
+ * end the walk. */
+static struct hu_vdir *ready(struct lister *l, int opened, struct hu_vdir *d)
 {
 	const struct hu_ventry *ents;
-	struct hu_vdir *child;
 	size_t n;
 
-	if (hu_vdir_open_child(d, ent, &child, &l->err) == 0) {
-		if (hu_vdir_list(child, &ents, &n, &l->err) == 0) {
-			if (l->xattr_names)
-				hu_vdir_read_xattr_names(child);
-			return child;
-		}
-		hu_vdir_close(child);
+	if (opened == 0 && hu_vdir_list(d, &ents, &n, &l->err) == 0) {
+		if (l->xattr_names)
+			hu_vdir_read_xattr_names(d);
+		return d;
 	}
+	if (d)
+		hu_vdir_close(d);
 	(void)push(l, ITEM_ERROR, NULL);
 	return NULL;
 }
@@ -118,11 +117,12 @@ static int list_below(struct lister *l, struct hu_vdir *d)
 	(void)hu_vdir_list(d, &ents, &n, NULL);
 	for (size_t i = 0; i < n; i++) {
 		struct hu_vdir *child;
+		int opened;
 
 		if (!S_ISDIR(ents[i].st.st_mode))
 			continue;
-		child = list_child(l, d, &ents[i]);
-		if (!child)
+		opened = hu_vdir_open_child(d, &ents[i], &child, &l->err);
+		if (!ready(l, opened, child))
 			return -1;
 		if (push(l, ITEM_ENTER, child) < 0) {
 			hu_vdir_close(child);
@@ -137,19 +137,11 @@ static int list_below(struct lister *l, struct hu_vdir *d)
 static void *lister_main(void *arg)
 {
 	struct lister *l = arg;
-	const struct hu_ventry *ents;
 	struct hu_vdir *root;
-	size_t n;
+	int opened = hu_vdir_open_root(l->s, &root, &l->err);
 
-	if (hu_vdir_open_root(l->s, &root, &l->err) < 0 ||
-	    hu_vdir_list(root, &ents, &n, &l->err) < 0) {
-		if (root)
-			hu_vdir_close(root);
-		(void)push(l, ITEM_ERROR, NULL);
+	if (!ready(l, opened, root))
 		return NULL;
-	}
-	if (l->xattr_names)
-		hu_vdir_read_xattr_names(root);
 	if (push(l, ITEM_ENTER, root) < 0) {
 		hu_vdir_close(root);
 		return NULL;
