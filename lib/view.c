@@ -520,6 +520,13 @@ size_t hu_vdir_width(const struct hu_vdir *d)
 	return d->nd;
 }
 
+/*
+ * The kernel allocates a buffer of the size asked for on every
+ * listxattr(2); 64 KiB each time is a page allocation, and a tenth of a
+ * flatten's system time.  Most lists are short: ask for a little first.
+ */
+enum { XATTR_LIST_SHORT = 512 };
+
 void hu_vdir_read_xattr_names(struct hu_vdir *d)
 {
 	/* XATTR_LIST_MAX: every list fits */
@@ -528,9 +535,12 @@ void hu_vdir_read_xattr_names(struct hu_vdir *d)
 	for (size_t i = 0; i < d->nents; i++) {
 		struct hu_ventry *ent = &d->ents[i];
 		ssize_t n = hu_listxattr_at(ent->dirfd, ent->name, buf,
-					    sizeof(buf));
+					    XATTR_LIST_SHORT);
 		char *copy;
 
+		if (n < 0 && errno == ERANGE)
+			n = hu_listxattr_at(ent->dirfd, ent->name, buf,
+					    sizeof(buf));
 		if (n < 0 && errno == ENOTSUP)
 			n = 0;
 		if (n < 0)
