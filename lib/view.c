@@ -418,6 +418,22 @@ int hu_vdir_open_root(const struct hu_stack *s, struct hu_vdir **out,
 	return 0;
 }
 
+/* When the lister read @ent's xattr names (hu_vdir_read_xattr_names) and
+ * none is a union or overlay one, @ent carries no marker: no opaque mark,
+ * redirect or metacopy to ask the layer for. */
+static bool known_unmarked(const struct hu_ventry *ent)
+{
+	const char *names = ent->xattr_names;
+
+	if (!names)
+		return false;
+	for (size_t off = 0; off < ent->xattr_names_len;
+	     off += strlen(names + off) + 1)
+		if (hu_xattr_is_private(names + off))
+			return false;
+	return true;
+}
+
 /* Where the layers below @ent look: its name, or where its redirect
  * points.  *@stop when nothing below counts. */
 static int child_lookup(struct hu_vdir *parent, const struct hu_ventry *ent,
@@ -430,12 +446,16 @@ static int child_lookup(struct hu_vdir *parent, const struct hu_ventry *ent,
 	lk->stop = ent->hides_lower || ent->layer == 0;
 	if (lk->stop)
 		return 0;
-	if (dir_stops(parent->s, ent->layer, fd, &lk->stop, e) < 0)
-		return -1;
-	if (lk->stop)
-		return 0;
-	if (read_redirect(l, fd, &r, e) < 0)
-		return -1;
+	/* An OCI layer's opaque mark is a file, not an xattr, and a layer
+	 * still to be detected probes the directory. */
+	if (l->format == HU_FMT_OCI || l->deferred || !known_unmarked(ent)) {
+		if (dir_stops(parent->s, ent->layer, fd, &lk->stop, e) < 0)
+			return -1;
+		if (lk->stop)
+			return 0;
+		if (read_redirect(l, fd, &r, e) < 0)
+			return -1;
+	}
 	lk->path = strdup(ent->name);
 	comps[0] = lk->path;
 	rc = lk->path ? 0 : -1;
@@ -868,7 +888,9 @@ int hu_vdir_open_data(struct hu_vdir *d, const struct hu_ventry *ent,
 		hu_error_set(e, errno, ent->name, "cannot open");
 		return vfail(d, ent->layer, e);
 	}
-	if (is_metacopy(l, fd, &mc, e) < 0) {
+	if (known_unmarked(ent))
+		mc = false;
+	else if (is_metacopy(l, fd, &mc, e) < 0) {
 		close(fd);
 		return vfail(d, ent->layer, e);
 	}

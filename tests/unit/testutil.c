@@ -163,9 +163,10 @@ int tu_stack(struct hu_stack *s, struct hu_error *e, int n, ...)
 }
 
 struct dump {
-	char *buf;
-	size_t len;
+	char *buf, *full_buf;
+	size_t len, full_len;
 	FILE *f;
+	FILE *full;	/* the same lines, with each file's data */
 };
 
 static int dump_entry(void *ctx, struct hu_vdir *d, const struct hu_ventry *ent,
@@ -173,33 +174,60 @@ static int dump_entry(void *ctx, struct hu_vdir *d, const struct hu_ventry *ent,
 {
 	struct dump *dp = ctx;
 	const char *dir = hu_vdir_path(d);
+	char data[64];
+	ssize_t n = 0;
+	int fd;
 
 	fprintf(dp->f, "%s%s%s:%zu\n", dir, *dir ? "/" : "", ent->name,
 		ent->layer);
+	fprintf(dp->full, "%s%s%s:%zu", dir, *dir ? "/" : "", ent->name,
+		ent->layer);
+	if (S_ISREG(ent->st.st_mode)) {
+		/* through metacopy files to their data */
+		fd = hu_vdir_open_data(d, ent, NULL, e);
+		if (fd < 0)
+			return -1;
+		n = read(fd, data, sizeof(data));
+		close(fd);
+		fprintf(dp->full, " [%.*s]", (int)(n > 0 ? n : 0), data);
+	}
+	fputc('\n', dp->full);
 	return 1;
 }
 
-static char *view_dump(const struct hu_stack *s, bool ahead)
+/* The walk's lines; *@full: the same with each file's data. */
+static char *view_dump(const struct hu_stack *s, bool ahead, char **full)
 {
 	const struct hu_walk_ops ops = {
-		.entry = dump_entry, .list_ahead = ahead };
+		.entry = dump_entry, .list_ahead = ahead,
+		.xattr_names = ahead };
 	struct dump dp = { 0 };
 	struct hu_error e = { 0 };
 	int rc;
 
 	dp.f = open_memstream(&dp.buf, &dp.len);
+	dp.full = open_memstream(&dp.full_buf, &dp.full_len);
 	rc = hu_view_walk(s, &ops, &dp, &e);
 	fclose(dp.f);
+	fclose(dp.full);
 	cr_assert_eq(rc, 0, "walk: %s: %s", e.path, e.msg);
+	*full = dp.full_buf;
 	return dp.buf;
 }
 
 char *tu_view_dump(const struct hu_stack *s)
 {
-	char *plain = view_dump(s, false), *ahead = view_dump(s, true);
+	char *plain_full, *ahead_full;
+	char *plain = view_dump(s, false, &plain_full);
+	char *ahead = view_dump(s, true, &ahead_full);
 
-	/* Listing ahead in a second thread must not change the walk. */
-	cr_expect_str_eq(ahead, plain, "the walk listing ahead differs");
+	/* Listing ahead in a second thread, which also reads the xattr
+	 * names (and so skips asking unmarked entries for markers), must
+	 * not change the walk nor any file's data. */
+	cr_expect_str_eq(ahead_full, plain_full,
+			 "the walk listing ahead differs");
 	free(ahead);
+	free(ahead_full);
+	free(plain_full);
 	return plain;
 }

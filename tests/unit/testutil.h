@@ -41,7 +41,8 @@ bool tu_exists(const char *rel);
 int tu_stack(struct hu_stack *s, struct hu_error *e, int n, ...);
 
 /* The merged view as "name:layer" lines, recursively ("a/b:1\n"); also
- * checks that the walk listing ahead (list_ahead) gives the same lines. */
+ * checks that the walk listing ahead (list_ahead, with the xattr names)
+ * gives the same lines and reads the same data from every file. */
 char *tu_view_dump(const struct hu_stack *s);
 
 #endif

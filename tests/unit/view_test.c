@@ -220,6 +220,7 @@ Test(view, metacopy_relative_redirect_names_the_data_file)
 	tu_xattr("up/renamed", "trusted.overlay.redirect", "orig");
 	tu_wh_overlay("up/orig");
 	cr_assert_eq(tu_stack(&s, &e, 2, "lo", "up"), 0);
+	free(tu_view_dump(&s));	/* the data, with and without the lister */
 	cr_assert_eq(hu_merge_tree(&s, tu_path("out"), &mo, &st, &e), 0,
 		     "%s", e.msg);
 	hu_stack_close(&s);
