@@ -119,9 +119,12 @@ int cmd_flatten(const struct cmd *c, int argc, char **argv)
 		return EXIT_USAGE;
 	a.lo.stack.report = &f.report;
 	/* The layers kept as context are read only where the layers above
-	 * touch them: detect their format on demand. */
-	if (a.base)
-		a.lo.stack.defer_below = strtoul(a.base, NULL, 10);
+	 * touch them: detect their format on demand.  Without --base the
+	 * bottom layer, usually the largest, is read whole, but what its
+	 * format changes is only which of its own entries are markers: it
+	 * is detected only if the walk meets one (a base image seldom has
+	 * any), which saves a walk of it before the flatten's own. */
+	a.lo.stack.defer_below = a.base ? strtoul(a.base, NULL, 10) : 1;
 	if (hu_stack_open(&s, argv + first, argc - first, &a.lo.stack,
 			  &e) < 0) {
 		print_error(&e);

@@ -221,18 +221,23 @@ int hu_layer_settle(const struct hu_layer *cl, struct hu_error *e)
 {
 	/* The stack hands its layers out const; a deferred layer's format
 	 * is the one thing that is filled in later, once, by the thread
-	 * that walks the view (only diff and flatten --base defer, and
-	 * neither uses the worker pool). */
+	 * that lists the view (flatten's lister, or the one walking). */
 	struct hu_layer *l = (struct hu_layer *)cl;
+	int rc;
 
 	if (!l->deferred)
 		return 0;
-	l->deferred = false;
-	if (hu_layer_detect(l, e) < 0) {
+	rc = hu_layer_detect(l, e);
+	if (rc < 0)
 		e->whole = true;	/* detect named the layer and path */
-		return -1;
-	}
-	return 0;
+	/* Released after the format: see hu_layer_is_deferred(). */
+	__atomic_store_n(&l->deferred, false, __ATOMIC_RELEASE);
+	return rc;
+}
+
+bool hu_layer_is_deferred(const struct hu_layer *l)
+{
+	return __atomic_load_n(&l->deferred, __ATOMIC_ACQUIRE);
 }
 
 /* Is @a an xattr the markers of some format use in @l's namespaces? */
@@ -264,6 +269,17 @@ static int probe_xattrs(const struct hu_layer *l, int fd, const char *name,
 		found = marker_xattr(l, a);
 	free(list);
 	return found ? hu_layer_settle(l, e) : 0;
+}
+
+int hu_layer_probe_xattr_names(const struct hu_layer *l, const char *names,
+			       size_t len, struct hu_error *e)
+{
+	if (!l->deferred)
+		return 0;
+	for (size_t off = 0; off < len; off += strlen(names + off) + 1)
+		if (marker_xattr(l, names + off))
+			return hu_layer_settle(l, e);
+	return 0;
 }
 
 int hu_layer_probe_dir(const struct hu_layer *l, int fd, struct hu_error *e)

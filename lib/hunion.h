@@ -226,7 +226,9 @@ struct hu_walk_ops {
 	/* List directories in a second thread, ahead of the callbacks.  The
 	 * order, the callbacks and the errors are those of the plain walk,
 	 * except that an error listing below a directory the callback chose
-	 * not to descend into still ends the walk. */
+	 * not to descend into still ends the walk, and that a deferred layer
+	 * a metacopy file's data is looked up in is detected (and may fail)
+	 * before the file's directory, not at the file. */
 	bool list_ahead;
 	/* With list_ahead: the lister also reads every entry's xattr names
 	 * into hu_ventry.xattr_names. */

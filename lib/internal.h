@@ -31,6 +31,10 @@ int hu_layer_detect(struct hu_layer *l, struct hu_error *e);
  * each is a no-op once the layer is settled.
  */
 int hu_layer_settle(const struct hu_layer *l, struct hu_error *e);
+/* Whether @l is still deferred, asked by a thread other than the one that
+ * lists the view, which may settle @l meanwhile: once this says false, the
+ * format is settled and may be read. */
+bool hu_layer_is_deferred(const struct hu_layer *l);
 /* Directory @fd: overlay or union xattrs, or a .wh..wh..opq in it. */
 int hu_layer_probe_dir(const struct hu_layer *l, int fd, struct hu_error *e);
 /* Name @name in directory @dirfd, whether it exists or not: a .wh. name,
@@ -42,13 +46,22 @@ int hu_layer_probe_name(const struct hu_layer *l, int dirfd,
 int hu_layer_probe_entry(const struct hu_layer *l, int dirfd,
 			 const char *name, const struct stat *st,
 			 struct hu_error *e);
+/* The same for a regular file whose xattr names (@len bytes) are read. */
+int hu_layer_probe_xattr_names(const struct hu_layer *l, const char *names,
+			       size_t len, struct hu_error *e);
 
 /* How many layer directories make up view directory @d (one fd each). */
 size_t hu_vdir_width(const struct hu_vdir *d);
-/* Read the xattr names of every entry of listed @d into the entries.  An
- * entry whose names cannot be read (or copied) keeps xattr_names NULL: its
- * reader meets the error itself, where it would have without this. */
-void hu_vdir_read_xattr_names(struct hu_vdir *d);
+/* Read the xattr names of every entry of listed @d from layer @from_layer
+ * up into the entries.  An entry whose names are not read (or cannot be,
+ * or copied) keeps xattr_names NULL: its reader reads them itself, and
+ * meets any error where it would have without this. */
+void hu_vdir_read_xattr_names(struct hu_vdir *d, size_t from_layer);
+/* Settle every deferred layer the data of listed @d's files may be read
+ * from: those below a file that may be a metacopy one.  With it called by
+ * the thread that lists, hu_vdir_open_data() never settles a layer, and
+ * another thread can read the files while the lister settles layers. */
+int hu_vdir_settle_for_data(struct hu_vdir *d, struct hu_error *e);
 
 /* The names of a directory, sorted bytewise ('.' and '..' left out). */
 struct hu_name {

@@ -547,33 +547,41 @@ size_t hu_vdir_width(const struct hu_vdir *d)
  */
 enum { XATTR_LIST_SHORT = 512 };
 
-void hu_vdir_read_xattr_names(struct hu_vdir *d)
+/* Read @ent's xattr names into it; false (names left NULL) on failure. */
+static bool read_names(struct hu_ventry *ent)
 {
 	/* XATTR_LIST_MAX: every list fits */
 	static __thread char buf[65536];
+	ssize_t n = hu_listxattr_at(ent->dirfd, ent->name, buf,
+				    XATTR_LIST_SHORT);
+	char *copy;
 
+	if (n < 0 && errno == ERANGE)
+		n = hu_listxattr_at(ent->dirfd, ent->name, buf, sizeof(buf));
+	if (n < 0 && errno == ENOTSUP)
+		n = 0;
+	if (n < 0)
+		return false;
+	if (n == 0) {
+		ent->xattr_names = "";
+		return true;
+	}
+	copy = malloc(n);
+	if (!copy)
+		return false;
+	ent->xattr_names = memcpy(copy, buf, n);
+	ent->xattr_names_len = n;
+	return true;
+}
+
+void hu_vdir_read_xattr_names(struct hu_vdir *d, size_t from_layer)
+{
 	for (size_t i = 0; i < d->nents; i++) {
 		struct hu_ventry *ent = &d->ents[i];
-		ssize_t n = hu_listxattr_at(ent->dirfd, ent->name, buf,
-					    XATTR_LIST_SHORT);
-		char *copy;
 
-		if (n < 0 && errno == ERANGE)
-			n = hu_listxattr_at(ent->dirfd, ent->name, buf,
-					    sizeof(buf));
-		if (n < 0 && errno == ENOTSUP)
-			n = 0;
-		if (n < 0)
-			continue;
-		if (n == 0) {
-			ent->xattr_names = "";
-			continue;
-		}
-		copy = malloc(n);
-		if (!copy)
-			continue;
-		ent->xattr_names = memcpy(copy, buf, n);
-		ent->xattr_names_len = n;
+		/* a deferred layer's files have theirs already (decide) */
+		if (ent->layer >= from_layer && !ent->xattr_names)
+			(void)read_names(ent);
 	}
 }
 
@@ -663,18 +671,30 @@ static int collect(struct hu_vdir *d, struct vrec **out, size_t *nout,
 	return 0;
 }
 
+static void drop_names(struct hu_ventry *ent)
+{
+	if (ent->xattr_names_len)
+		free((char *)ent->xattr_names);
+	ent->xattr_names = NULL;
+	ent->xattr_names_len = 0;
+}
+
 /*
  * Decide one name: the topmost record wins unless it is a whiteout.
  * Returns 1 with *@ent filled when the name is in the view, 0 when hidden.
+ * With @keep_names, a deferred layer's regular file is probed by its
+ * xattr names, which it keeps (a listxattr each, not one for the probe
+ * and another for its reader).
  */
 static int decide(struct hu_vdir *d, const struct vrec *g, size_t ng,
-		  struct hu_ventry *ent, struct hu_error *e)
+		  bool keep_names, struct hu_ventry *ent, struct hu_error *e)
 {
 	const struct vrec *top = &g[0];
 	const struct vlayer *v = &d->d[top->rank];
 	const struct hu_layer *l = &d->s->layers[v->layer];
 	enum hu_marker kind = HU_MARK_NONE;
 	const char *target;
+	int rc;
 
 	if (top->whiteout)
 		return 0;
@@ -682,20 +702,26 @@ static int decide(struct hu_vdir *d, const struct vrec *g, size_t ng,
 		hu_error_set(e, errno, top->name, "cannot stat");
 		return vfail(d, v->layer, e);
 	}
-	if (hu_layer_probe_entry(l, v->fd, top->name, &ent->st, e) < 0)
-		return vfail(d, v->layer, e);
-	if (l->format != HU_FMT_OCI &&
-	    hu_marker_classify(l, v->fd, top->name, &ent->st, true,
-			       &kind, &target, e) < 0)
-		return vfail(d, v->layer, e);
-	if (kind == HU_MARK_WHITEOUT)
-		return 0;
-	ent->name = top->key;
-	ent->layer = v->layer;
+	ent->name = top->name;
 	ent->dirfd = v->fd;
-	ent->hides_lower = ng > 1 && g[1].rank == top->rank && g[1].whiteout;
 	ent->xattr_names = NULL;
 	ent->xattr_names_len = 0;
+	if (keep_names && l->deferred && S_ISREG(ent->st.st_mode) &&
+	    read_names(ent))
+		rc = hu_layer_probe_xattr_names(l, ent->xattr_names,
+						ent->xattr_names_len, e);
+	else
+		rc = hu_layer_probe_entry(l, v->fd, top->name, &ent->st, e);
+	if (rc == 0 && l->format != HU_FMT_OCI)
+		rc = hu_marker_classify(l, v->fd, top->name, &ent->st, true,
+					&kind, &target, e);
+	if (rc < 0 || kind == HU_MARK_WHITEOUT) {
+		drop_names(ent);
+		return rc < 0 ? vfail(d, v->layer, e) : 0;
+	}
+	ent->name = top->key;
+	ent->layer = v->layer;
+	ent->hides_lower = ng > 1 && g[1].rank == top->rank && g[1].whiteout;
 	return 1;
 }
 
@@ -719,7 +745,7 @@ int hu_vdir_list(struct hu_vdir *d, const struct hu_ventry **ents, size_t *n,
 
 		for (j = i + 1; j < nrecs && !strcmp(recs[j].key, recs[i].key);)
 			j++;
-		in = decide(d, &recs[i], j - i, &d->ents[d->nents], e);
+		in = decide(d, &recs[i], j - i, true, &d->ents[d->nents], e);
 		if (in < 0) {
 			free(recs);
 			return -1;
@@ -770,7 +796,7 @@ int hu_vdir_lookup(struct hu_vdir *d, const char *name, struct hu_ventry *ent,
 			recs[n++] = (struct vrec){ name, name, i, true };
 	}
 	if (rc == 0 && n > 0)
-		rc = decide(d, recs, n, ent, e);
+		rc = decide(d, recs, n, false, ent, e);
 	free(recs);
 	return rc;
 }
@@ -876,6 +902,41 @@ static int find_data(struct hu_vdir *d, const struct hu_ventry *ent, int fd,
 	return vfail(d, ent->layer, e);
 }
 
+/* Might @ent be a metacopy file, whose data is looked up below it? */
+static bool may_be_metacopy(const struct hu_stack *s,
+			    const struct hu_ventry *ent)
+{
+	const char *names = ent->xattr_names;
+
+	if (!S_ISREG(ent->st.st_mode) ||
+	    s->layers[ent->layer].format != HU_FMT_OVERLAY)
+		return false;
+	if (!names)
+		return true;
+	for (size_t off = 0; off < ent->xattr_names_len;
+	     off += strlen(names + off) + 1)
+		if (!strcmp(names + off, "trusted.overlay.metacopy") ||
+		    !strcmp(names + off, "user.overlay.metacopy"))
+			return true;
+	return false;
+}
+
+int hu_vdir_settle_for_data(struct hu_vdir *d, struct hu_error *e)
+{
+	const struct hu_stack *s = d->s;
+
+	for (size_t i = 0; i < d->nents; i++) {
+		const struct hu_ventry *ent = &d->ents[i];
+
+		if (!may_be_metacopy(s, ent))
+			continue;
+		for (size_t j = ent->layer; j-- > 0;)
+			if (hu_layer_settle(&s->layers[j], e) < 0)
+				return vfail(d, ent->layer, e);
+	}
+	return 0;
+}
+
 int hu_vdir_open_data(struct hu_vdir *d, const struct hu_ventry *ent,
 		      bool *own, struct hu_error *e)
 {
@@ -888,7 +949,10 @@ int hu_vdir_open_data(struct hu_vdir *d, const struct hu_ventry *ent,
 		hu_error_set(e, errno, ent->name, "cannot open");
 		return vfail(d, ent->layer, e);
 	}
-	if (known_unmarked(ent))
+	/* A layer still deferred has no marker on this entry, or reading it
+	 * would have settled the layer; and the lister may be settling it
+	 * now: ask the flag, not the format. */
+	if (known_unmarked(ent) || hu_layer_is_deferred(l))
 		mc = false;
 	else if (is_metacopy(l, fd, &mc, e) < 0) {
 		close(fd);

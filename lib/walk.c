@@ -28,6 +28,8 @@
 /* How far the lister may run ahead: open layer directories (each holds
  * an fd) and listed entries held in the queue. */
 enum { AHEAD_RING = 1024, AHEAD_FDS = 256, AHEAD_ENTRIES = 1 << 16 };
+/* Entries queued above which the walk counts as busy (walk_is_busy). */
+enum { AHEAD_BUSY = 2048 };
 
 enum item_kind { ITEM_ENTER, ITEM_LEAVE, ITEM_ERROR };
 
@@ -119,10 +121,31 @@ static int push(struct lister *l, enum item_kind kind, struct hu_vdir *d)
 	return rc;
 }
 
+/*
+ * Whether the walk has plenty queued.  The names of the bottom layer's
+ * entries (most of a view, as a rule) only save the walk a listxattr per
+ * entry; the lister reads them only while the walk has work queued, and
+ * leaves them to the walk when the lister is what the walk waits for.
+ * The names of the layers above also spare the lister marker lookups and
+ * settling the bottom layer (hu_vdir_settle_for_data): those it reads
+ * always.
+ */
+static bool walk_is_busy(struct lister *l)
+{
+	bool busy;
+
+	pthread_mutex_lock(&l->mu);
+	busy = l->entries >= AHEAD_BUSY;
+	pthread_mutex_unlock(&l->mu);
+	return busy;
+}
+
 /* List @d, just opened (@opened, its opener's result; @d is NULL when
- * that failed), and read its entries' xattr names if asked.  On failure
- * close it and queue the error, which ends the lister's walk as it would
- * end the walk. */
+ * that failed), read its entries' xattr names if asked, and settle the
+ * deferred layers its files' data may come from (only the lister settles
+ * layers).  On failure close it and queue the error, which ends the
+ * lister's walk as it would end the walk (a failing settle: when the
+ * walk would have read the file, here before the directory). */
 static struct hu_vdir *ready(struct lister *l, int opened, struct hu_vdir *d)
 {
 	const struct hu_ventry *ents;
@@ -130,8 +153,9 @@ static struct hu_vdir *ready(struct lister *l, int opened, struct hu_vdir *d)
 
 	if (opened == 0 && hu_vdir_list(d, &ents, &n, &l->err) == 0) {
 		if (l->xattr_names)
-			hu_vdir_read_xattr_names(d);
-		return d;
+			hu_vdir_read_xattr_names(d, walk_is_busy(l) ? 0 : 1);
+		if (hu_vdir_settle_for_data(d, &l->err) == 0)
+			return d;
 	}
 	if (d)
 		hu_vdir_close(d);
@@ -378,16 +402,6 @@ static int walk_dir(struct walk *w, struct hu_vdir *d, bool skip,
 	return 0;
 }
 
-/* The lister reads the layers while the callbacks run: only layers whose
- * format is settled, which nothing then writes. */
-static bool can_list_ahead(const struct hu_stack *s)
-{
-	for (size_t i = 0; i < s->n; i++)
-		if (s->layers[i].deferred)
-			return false;
-	return true;
-}
-
 int hu_view_walk(const struct hu_stack *s, const struct hu_walk_ops *ops,
 		 void *ctx, struct hu_error *e)
 {
@@ -396,7 +410,7 @@ int hu_view_walk(const struct hu_stack *s, const struct hu_walk_ops *ops,
 	struct hu_vdir *root;
 	int rc;
 
-	if (ops->list_ahead && can_list_ahead(s)) {
+	if (ops->list_ahead) {
 		if (lister_start(&lister, s, ops->xattr_names, e) < 0)
 			return -1;
 		w.ahead = &lister;

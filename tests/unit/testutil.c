@@ -196,23 +196,40 @@ static int dump_entry(void *ctx, struct hu_vdir *d, const struct hu_ventry *ent,
 }
 
 /* The walk's lines; *@full: the same with each file's data. */
-static char *view_dump(const struct hu_stack *s, bool ahead, char **full)
+static char *view_walk(const struct hu_stack *s, bool ahead, char **full,
+		       int *rc, struct hu_error *e)
 {
 	const struct hu_walk_ops ops = {
 		.entry = dump_entry, .list_ahead = ahead,
 		.xattr_names = ahead };
 	struct dump dp = { 0 };
-	struct hu_error e = { 0 };
-	int rc;
 
 	dp.f = open_memstream(&dp.buf, &dp.len);
 	dp.full = open_memstream(&dp.full_buf, &dp.full_len);
-	rc = hu_view_walk(s, &ops, &dp, &e);
+	*rc = hu_view_walk(s, &ops, &dp, e);
 	fclose(dp.f);
 	fclose(dp.full);
-	cr_assert_eq(rc, 0, "walk: %s: %s", e.path, e.msg);
 	*full = dp.full_buf;
 	return dp.buf;
+}
+
+static char *view_dump(const struct hu_stack *s, bool ahead, char **full)
+{
+	struct hu_error e = { 0 };
+	int rc;
+	char *lines = view_walk(s, ahead, full, &rc, &e);
+
+	cr_assert_eq(rc, 0, "walk: %s: %s", e.path, e.msg);
+	return lines;
+}
+
+char *tu_view_walk_data(const struct hu_stack *s, bool ahead, int *rc,
+			struct hu_error *e)
+{
+	char *full;
+
+	free(view_walk(s, ahead, &full, rc, e));
+	return full;
 }
 
 char *tu_view_dump(const struct hu_stack *s)

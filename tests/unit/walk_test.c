@@ -217,8 +217,10 @@ static char *names_of(const struct hu_stack *s, bool ahead)
 	return buf;
 }
 
-Test(walk, the_lister_reads_xattr_names_of_every_entry)
+Test(walk, the_lister_reads_xattr_names_above_the_bottom_layer)
 {
+	struct hu_stack_opts o = { .defer_below = 1 };
+	char *paths[2];
 	struct hu_stack s;
 	struct hu_error e = { 0 };
 
@@ -228,12 +230,114 @@ Test(walk, the_lister_reads_xattr_names_of_every_entry)
 	tu_xattr("up/d/empty", "user.three", "3");
 	tu_symlink("f", "up/d/link");
 	cr_assert_eq(tu_stack(&s, &e, 2, "lo", "up"), 0, "%s", e.msg);
+	/* the bottom layer's only while the walk has plenty queued, which
+	 * a tree this small never gives it */
 	tu_expect_str(names_of(&s, true),
-		      "d=\nempty=[user.three]\nf=[user.one]\n"
+		      "d=\nempty=[user.three]\nf=(unread)\n"
 		      "link=\n");
 	/* without the lister nobody reads them ahead */
 	tu_expect_str(names_of(&s, false),
 		      "d=(unread)\nempty=(unread)\nf=(unread)\n"
 		      "link=(unread)\n");
 	hu_stack_close(&s);
+
+	/* a deferred layer's files are probed by their names, kept */
+	paths[0] = strdup(tu_path("lo"));
+	paths[1] = strdup(tu_path("up"));
+	for (int ahead = 0; ahead < 2; ahead++) {
+		cr_assert_eq(hu_stack_open(&s, paths, 2, &o, &e), 0, "%s",
+			     e.msg);
+		tu_expect_str(names_of(&s, ahead),
+			      ahead ? "d=\nempty=[user.three]\nf=[user.one]\n"
+				      "link=\n" :
+				      "d=(unread)\nempty=(unread)\n"
+				      "f=[user.one]\nlink=(unread)\n");
+		hu_stack_close(&s);
+	}
+	free(paths[0]);
+	free(paths[1]);
+}
+
+/*
+ * flatten defers the bottom layer's detection, and the lister may settle
+ * it while the walking thread reads files.  Walk l0 (deferred) under l1,
+ * plain and ahead, each on a freshly opened stack: both give @want, or
+ * both fail with the same error, containing @want_err.
+ */
+static void expect_deferred_bottom(const char *want, const char *want_err)
+{
+	struct hu_error e[2] = { 0 };
+	char *out[2];
+	int rc[2];
+
+	for (int ahead = 0; ahead < 2; ahead++) {
+		struct hu_stack_opts o = { .defer_below = 1 };
+		struct hu_error oe = { 0 };
+		char *paths[2] = { strdup(tu_path("l0")),
+				   strdup(tu_path("l1")) };
+		struct hu_stack s;
+
+		cr_assert_eq(hu_stack_open(&s, paths, 2, &o, &oe), 0, "%s",
+			     oe.msg);
+		free(paths[0]);
+		free(paths[1]);
+		cr_assert(s.layers[0].deferred && !s.layers[1].deferred);
+		out[ahead] = tu_view_walk_data(&s, ahead, &rc[ahead],
+					       &e[ahead]);
+		hu_stack_close(&s);
+	}
+	if (want) {
+		cr_expect_eq(rc[0], 0, "plain: %s", e[0].msg);
+		cr_expect_eq(rc[1], 0, "ahead: %s", e[1].msg);
+		cr_expect_str_eq(out[0], want);
+		cr_expect_str_eq(out[1], want);
+	} else {
+		cr_expect_eq(rc[0], -1);
+		cr_expect_eq(rc[1], -1);
+		cr_expect(strstr(e[0].msg, want_err), "%s", e[0].msg);
+		cr_expect_str_eq(e[1].msg, e[0].msg);
+		cr_expect_str_eq(e[1].path ? e[1].path : "",
+				 e[0].path ? e[0].path : "");
+	}
+	for (int i = 0; i < 2; i++) {
+		free(out[i]);
+		hu_error_clear(&e[i]);
+	}
+}
+
+Test(walk, a_deferred_overlay_bottom_hides_its_whiteouts_only)
+{
+	tu_wh_overlay("l0/w");
+	tu_file("l0/.wh.x", "ordinary");	/* a file in an overlay layer */
+	tu_file("l0/f", "data");
+	tu_file("l1/g", "up");
+	expect_deferred_bottom(".wh.x:0 [ordinary]\nf:0 [data]\ng:1 [up]\n",
+			       NULL);
+}
+
+Test(walk, a_deferred_oci_bottom_hides_its_whiteout_files)
+{
+	tu_file("l0/.wh.gone", "");
+	tu_file("l0/kept", "k");
+	tu_file("l1/g", "up");
+	expect_deferred_bottom("g:1 [up]\nkept:0 [k]\n", NULL);
+}
+
+Test(walk, a_metacopy_file_reads_its_data_from_a_deferred_bottom)
+{
+	tu_file("l0/d/m", "lower data");	/* no marker in l0 at all */
+	tu_file("l1/d/m", "");
+	cr_assert_eq(truncate(tu_path("l1/d/m"), 10), 0);
+	tu_xattr("l1/d/m", "trusted.overlay.metacopy", "");
+	tu_wh_overlay("l1/zz");			/* l1 reads as overlay */
+	expect_deferred_bottom("d:1\nd/m:1 [lower data]\n", NULL);
+}
+
+Test(walk, a_mixed_bottom_fails_alike_when_met)
+{
+	tu_wh_overlay("l0/a");
+	tu_wh_union("l0/b");
+	tu_file("l0/.wh.c", "");	/* met first: settles l0 */
+	tu_file("l1/g", "up");
+	expect_deferred_bottom(NULL, "mixed formats");
 }
