@@ -50,6 +50,9 @@ int hu_layer_probe_entry(const struct hu_layer *l, int dirfd,
 int hu_layer_probe_xattr_names(const struct hu_layer *l, const char *names,
 			       size_t len, struct hu_error *e);
 
+/* Close @d's fds, and nothing else: @d is then only fit for
+ * hu_vdir_close(), which frees the rest. */
+void hu_vdir_close_fds(struct hu_vdir *d);
 /* How many layer directories make up view directory @d (one fd each). */
 size_t hu_vdir_width(const struct hu_vdir *d);
 /* Read the xattr names of every entry of listed @d from layer @from_layer

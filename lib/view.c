@@ -498,6 +498,16 @@ fail:
 	return -1;
 }
 
+void hu_vdir_close_fds(struct hu_vdir *d)
+{
+	for (size_t i = 0; i < d->nd; i++)
+		if (d->d[i].own) {
+			close(d->d[i].fd);
+			d->d[i].own = false;
+			d->d[i].fd = -1;
+		}
+}
+
 void hu_vdir_close(struct hu_vdir *d)
 {
 	if (!d)
