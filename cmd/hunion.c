@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* hunion: the multicall front end and its one command table. */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -191,12 +192,53 @@ static int dispatch(const struct cmd *group, const char *prefix, int argc,
 	return c->run(c, argc - 1, argv + 1);
 }
 
+static volatile sig_atomic_t caught;
+
+/* The first signal asks the command to stop and clean up (a temporary
+ * output, an unpacked tarball layer); a second one kills at once. */
+static void on_signal(int sig)
+{
+	if (caught) {
+		signal(sig, SIG_DFL);
+		raise(sig);
+	}
+	caught = sig;
+	hu_interrupt();
+}
+
+static void catch_signals(void)
+{
+	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP };
+	struct sigaction sa = { .sa_handler = on_signal,
+				.sa_flags = SA_RESTART };
+
+	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
+		struct sigaction old;
+
+		/* ignored from the start (nohup, a background job of a
+		 * script): stay ignored */
+		if (sigaction(sigs[i], NULL, &old) == 0 &&
+		    old.sa_handler != SIG_IGN)
+			(void)sigaction(sigs[i], &sa, NULL);
+	}
+}
+
 int main(int argc, char **argv)
 {
+	int rc;
+
 	front.cmdname = "hunion";
 	front.progress = isatty(STDERR_FILENO);
 	raise_fd_limit();
-	return dispatch(&top, "hunion", argc, argv);
+	catch_signals();
+	rc = dispatch(&top, "hunion", argc, argv);
+	if (caught) {
+		/* cleaned up: now die of the signal, as the shell expects */
+		signal(caught, SIG_DFL);
+		raise(caught);
+	}
+	return rc;
 }
 
 const struct cmd *cmd_top(void)

@@ -56,6 +56,8 @@ static int emit(struct chg_walk *w, enum hu_change_kind kind,
 		const char *name, const struct stat *old, unsigned what,
 		bool opaque, struct hu_error *e)
 {
+	if (hu_interrupt_check(e) < 0)
+		return -1;
 	struct hu_change c = { kind, NULL, ent, dir, old, what, opaque };
 	size_t saved;
 	int rc;
@@ -327,6 +329,8 @@ static int diff_dir(struct chg_walk *w, struct chg_dir *ns, struct chg_dir *os,
 {
 	size_t i = 0, j;
 
+	if (hu_interrupt_check(e) < 0)
+		return -1;
 	if (os->lookup)
 		return diff_dir_lookup(w, ns, os, same, u, e);
 

@@ -1,12 +1,28 @@
 /* SPDX-License-Identifier: MIT */
 /* Errors and warnings: the library fills them in, the front end prints. */
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "hunion.h"
 #include "internal.h"
+
+/* Set from a signal handler: lock-free, so async-signal-safe. */
+static atomic_int interrupted;
+
+void hu_interrupt(void)
+{
+	atomic_store_explicit(&interrupted, 1, memory_order_relaxed);
+}
+
+int hu_interrupt_check(struct hu_error *e)
+{
+	if (!atomic_load_explicit(&interrupted, memory_order_relaxed))
+		return 0;
+	return hu_error_set(e, 0, NULL, "interrupted");
+}
 
 __attribute__((format(printf, 4, 0)))
 static void error_fill(struct hu_error *e, int err, char *path,

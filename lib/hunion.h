@@ -35,6 +35,11 @@ int hu_error_setat(struct hu_error *e, int err, const char *dir,
 		   const char *name, const char *fmt, ...)
 	__attribute__((format(printf, 5, 6)));
 void hu_error_clear(struct hu_error *e);
+/* Ask whatever this process is doing to stop: the next check, between two
+ * entries, fails with "interrupted", and the operation cleans up as after
+ * any error (no output file, no unpacked layer left behind).  For a signal
+ * handler: async-signal-safe, and it cannot be undone. */
+void hu_interrupt(void);
 /* Prepend @dir to the path of @e. */
 void hu_error_prefix(struct hu_error *e, const char *dir);
 

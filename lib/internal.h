@@ -17,6 +17,10 @@
 
 char *hu_path_join(const char *dir, const char *name);
 
+/* -1 with "interrupted" in @e once hu_interrupt() was called: the long
+ * loops ask between entries. */
+int hu_interrupt_check(struct hu_error *e);
+
 /* Find @l's format and xattr namespace from the markers it holds (detect.c).
  * Refuses a layer with both union and overlay markers. */
 int hu_layer_detect(struct hu_layer *l, struct hu_error *e);

@@ -253,7 +253,9 @@ static int walk_dir(struct walk *w, struct wh_dir *d, struct hu_error *e)
 		const struct wh_ent *ent = &d->ents[i];
 		struct wh_dir child = { .parent = d, .fd = -1 };
 
-		rc = w->ops->entry(w->ctx, d, ent, e);
+		rc = hu_interrupt_check(e);
+		if (rc == 0)
+			rc = w->ops->entry(w->ctx, d, ent, e);
 		if (rc <= 0 || !S_ISDIR(ent->type)) {
 			rc = rc < 0 ? -1 : 0;
 			continue;

@@ -233,7 +233,11 @@ static int open_archive(struct tl *t, int fd)
 static int read_entries(struct tl *t)
 {
 	for (;;) {
-		int r = archive_read_next_header(t->a, &t->ae);
+		int r;
+
+		if (hu_interrupt_check(t->e) < 0)
+			return -1;
+		r = archive_read_next_header(t->a, &t->ae);
 
 		if (r == ARCHIVE_EOF) {
 			/* The rest of the stream must be whole too. */

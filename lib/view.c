@@ -418,9 +418,9 @@ int hu_vdir_open_root(const struct hu_stack *s, struct hu_vdir **out,
 	return 0;
 }
 
-/* When the lister read @ent's xattr names (hu_vdir_read_xattr_names) and
- * none is a union or overlay one, @ent carries no marker: no opaque mark,
- * redirect or metacopy to ask the layer for. */
+/* When @ent's xattr names were read (by the lister, or to probe a
+ * deferred layer) and none is a union or overlay one, @ent carries no
+ * marker: no opaque mark, redirect or metacopy to ask the layer for. */
 static bool known_unmarked(const struct hu_ventry *ent)
 {
 	const char *names = ent->xattr_names;

@@ -395,8 +395,10 @@ static int walk_dir(struct walk *w, struct hu_vdir *d, bool skip,
 		return -1;
 	for (size_t i = 0; i < n; i++) {
 		const struct hu_ventry *ent = &ents[i];
-		int rc = skip ? 0 : w->ops->entry(w->ctx, d, ent, e);
+		int rc = hu_interrupt_check(e);
 
+		if (rc == 0 && !skip)
+			rc = w->ops->entry(w->ctx, d, ent, e);
 		if (rc < 0)
 			return -1;
 		if (S_ISDIR(ent->st.st_mode) &&
