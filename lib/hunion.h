@@ -232,8 +232,9 @@ struct hu_walk_ops {
 	 * order, the callbacks and the errors are those of the plain walk,
 	 * except that an error listing below a directory the callback chose
 	 * not to descend into still ends the walk, and that a deferred layer
-	 * a metacopy file's data is looked up in is detected (and may fail)
-	 * before the file's directory, not at the file. */
+	 * below a metacopy file is detected whole (and may be refused)
+	 * before the file's directory, where the plain walk detects it only
+	 * if the data lookup meets a marker in it. */
 	bool list_ahead;
 	/* With list_ahead: the lister also reads every entry's xattr names
 	 * into hu_ventry.xattr_names. */

@@ -421,17 +421,20 @@ int hu_vdir_open_root(const struct hu_stack *s, struct hu_vdir **out,
 /* When @ent's xattr names were read (by the lister, or to probe a
  * deferred layer) and none is a union or overlay one, @ent carries no
  * marker: no opaque mark, redirect or metacopy to ask the layer for. */
-static bool known_unmarked(const struct hu_ventry *ent)
+static bool any_name(const struct hu_ventry *ent, bool (*match)(const char *))
 {
 	const char *names = ent->xattr_names;
 
-	if (!names)
-		return false;
 	for (size_t off = 0; off < ent->xattr_names_len;
 	     off += strlen(names + off) + 1)
-		if (hu_xattr_is_private(names + off))
-			return false;
-	return true;
+		if (match(names + off))
+			return true;
+	return false;
+}
+
+static bool known_unmarked(const struct hu_ventry *ent)
+{
+	return ent->xattr_names && !any_name(ent, hu_xattr_is_private);
 }
 
 /* Where the layers below @ent look: its name, or where its redirect
@@ -912,23 +915,20 @@ static int find_data(struct hu_vdir *d, const struct hu_ventry *ent, int fd,
 	return vfail(d, ent->layer, e);
 }
 
+static bool is_metacopy_name(const char *name)
+{
+	return !strcmp(name, "trusted.overlay.metacopy") ||
+	       !strcmp(name, "user.overlay.metacopy");
+}
+
 /* Might @ent be a metacopy file, whose data is looked up below it? */
 static bool may_be_metacopy(const struct hu_stack *s,
 			    const struct hu_ventry *ent)
 {
-	const char *names = ent->xattr_names;
-
 	if (!S_ISREG(ent->st.st_mode) ||
 	    s->layers[ent->layer].format != HU_FMT_OVERLAY)
 		return false;
-	if (!names)
-		return true;
-	for (size_t off = 0; off < ent->xattr_names_len;
-	     off += strlen(names + off) + 1)
-		if (!strcmp(names + off, "trusted.overlay.metacopy") ||
-		    !strcmp(names + off, "user.overlay.metacopy"))
-			return true;
-	return false;
+	return !ent->xattr_names || any_name(ent, is_metacopy_name);
 }
 
 int hu_vdir_settle_for_data(struct hu_vdir *d, struct hu_error *e)

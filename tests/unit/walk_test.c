@@ -264,28 +264,31 @@ Test(walk, the_lister_reads_xattr_names_above_the_bottom_layer)
  * plain and ahead, each on a freshly opened stack: both give @want, or
  * both fail with the same error, containing @want_err.
  */
+static char *walk_deferred_bottom(bool ahead, int *rc, struct hu_error *e)
+{
+	struct hu_stack_opts o = { .defer_below = 1 };
+	struct hu_error oe = { 0 };
+	char *paths[2] = { strdup(tu_path("l0")), strdup(tu_path("l1")) };
+	struct hu_stack s;
+	char *out;
+
+	cr_assert_eq(hu_stack_open(&s, paths, 2, &o, &oe), 0, "%s", oe.msg);
+	free(paths[0]);
+	free(paths[1]);
+	cr_assert(s.layers[0].deferred && !s.layers[1].deferred);
+	out = tu_view_walk_data(&s, ahead, rc, e);
+	hu_stack_close(&s);
+	return out;
+}
+
 static void expect_deferred_bottom(const char *want, const char *want_err)
 {
 	struct hu_error e[2] = { 0 };
 	char *out[2];
 	int rc[2];
 
-	for (int ahead = 0; ahead < 2; ahead++) {
-		struct hu_stack_opts o = { .defer_below = 1 };
-		struct hu_error oe = { 0 };
-		char *paths[2] = { strdup(tu_path("l0")),
-				   strdup(tu_path("l1")) };
-		struct hu_stack s;
-
-		cr_assert_eq(hu_stack_open(&s, paths, 2, &o, &oe), 0, "%s",
-			     oe.msg);
-		free(paths[0]);
-		free(paths[1]);
-		cr_assert(s.layers[0].deferred && !s.layers[1].deferred);
-		out[ahead] = tu_view_walk_data(&s, ahead, &rc[ahead],
-					       &e[ahead]);
-		hu_stack_close(&s);
-	}
+	for (int ahead = 0; ahead < 2; ahead++)
+		out[ahead] = walk_deferred_bottom(ahead, &rc[ahead], &e[ahead]);
 	if (want) {
 		cr_expect_eq(rc[0], 0, "plain: %s", e[0].msg);
 		cr_expect_eq(rc[1], 0, "ahead: %s", e[1].msg);
@@ -340,4 +343,33 @@ Test(walk, a_mixed_bottom_fails_alike_when_met)
 	tu_file("l0/.wh.c", "");	/* met first: settles l0 */
 	tu_file("l1/g", "up");
 	expect_deferred_bottom(NULL, "mixed formats");
+}
+
+Test(walk, the_lister_detects_a_bottom_under_a_metacopy_file_whole)
+{
+	struct hu_error e = { 0 };
+	char *out;
+	int rc;
+
+	/* l0's markers lie where l1 hides them: no marker of l0 is met */
+	tu_wh_overlay("l0/hidden/a");
+	tu_wh_union("l0/hidden/b");
+	tu_wh_overlay("l1/hidden");
+	tu_file("l0/m", "lower data");
+	tu_file("l1/m", "");
+	cr_assert_eq(truncate(tu_path("l1/m"), 10), 0);
+	tu_xattr("l1/m", "trusted.overlay.metacopy", "");
+	/* the plain walk looks m's data up in l0 read as it is... */
+	out = walk_deferred_bottom(false, &rc, &e);
+	cr_expect_eq(rc, 0, "%s", e.msg);
+	cr_expect_str_eq(out, "m:1 [lower data]\n");
+	free(out);
+	/* ...the lister settles l0 first (hunion-layers(7)), which refuses
+	 * it, before m's directory is handed over */
+	out = walk_deferred_bottom(true, &rc, &e);
+	cr_expect_eq(rc, -1);
+	cr_expect(strstr(e.msg, "mixed formats"), "%s", e.msg);
+	cr_expect_str_eq(out, "");
+	free(out);
+	hu_error_clear(&e);
 }
