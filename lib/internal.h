@@ -96,8 +96,10 @@ int hu_open_dir_at(int dirfd, const char *name);
  * the value length, or -1 with errno (ENODATA when absent). */
 ssize_t hu_lgetxattr_at(int dirfd, const char *name, const char *attr,
 			void *buf, size_t size);
-/* One listxattr(2) of entry @name in @dirfd (NULL name: @dirfd itself),
- * never following it: like llistxattr, -1 with errno (ERANGE...). */
+/* listxattr(2) of entry @name in @dirfd (NULL name: @dirfd itself),
+ * never following it: like llistxattr, -1 with errno (ERANGE...).  A
+ * @size above 512 bytes is asked for only when 512 do not do (the kernel
+ * allocates what is asked on every call): then it takes two calls. */
 ssize_t hu_listxattr_at(int dirfd, const char *name, char *list,
 			size_t size);
 /* getxattrat(2) and listxattrat(2), Linux 6.13: numbered alike on every

@@ -234,8 +234,8 @@ ssize_t hu_lgetxattr_at(int dirfd, const char *name, const char *attr,
 	return lgetxattr(hu_fdpath(p, dirfd, name), attr, buf, size);
 }
 
-ssize_t hu_listxattr_at(int dirfd, const char *name, char *list,
-			size_t size)
+static ssize_t listxattr_at(int dirfd, const char *name, char *list,
+			    size_t size)
 {
 	char p[HU_FDPATH_MAX];
 
@@ -247,6 +247,26 @@ ssize_t hu_listxattr_at(int dirfd, const char *name, char *list,
 			       AT_SYMLINK_NOFOLLOW, list, size);
 #endif
 	return llistxattr(hu_fdpath(p, dirfd, name), list, size);
+}
+
+/*
+ * The kernel allocates a buffer of the size asked for on every
+ * listxattr(2): a big one is a page allocation each time, which was a
+ * tenth of a flatten's system time.  Most lists are short: ask for a
+ * little first.
+ */
+enum { XATTR_LIST_SHORT = 512 };
+
+ssize_t hu_listxattr_at(int dirfd, const char *name, char *list,
+			size_t size)
+{
+	if (size > XATTR_LIST_SHORT) {
+		ssize_t n = listxattr_at(dirfd, name, list, XATTR_LIST_SHORT);
+
+		if (n >= 0 || errno != ERANGE)
+			return n;
+	}
+	return listxattr_at(dirfd, name, list, size);
 }
 
 int hu_llistxattr_at(int dirfd, const char *name, char **list, ssize_t *len)

@@ -553,24 +553,14 @@ size_t hu_vdir_width(const struct hu_vdir *d)
 	return d->nd;
 }
 
-/*
- * The kernel allocates a buffer of the size asked for on every
- * listxattr(2); 64 KiB each time is a page allocation, and a tenth of a
- * flatten's system time.  Most lists are short: ask for a little first.
- */
-enum { XATTR_LIST_SHORT = 512 };
-
 /* Read @ent's xattr names into it; false (names left NULL) on failure. */
 static bool read_names(struct hu_ventry *ent)
 {
 	/* XATTR_LIST_MAX: every list fits */
 	static __thread char buf[65536];
-	ssize_t n = hu_listxattr_at(ent->dirfd, ent->name, buf,
-				    XATTR_LIST_SHORT);
+	ssize_t n = hu_listxattr_at(ent->dirfd, ent->name, buf, sizeof(buf));
 	char *copy;
 
-	if (n < 0 && errno == ERANGE)
-		n = hu_listxattr_at(ent->dirfd, ent->name, buf, sizeof(buf));
 	if (n < 0 && errno == ENOTSUP)
 		n = 0;
 	if (n < 0)

@@ -373,3 +373,34 @@ Test(walk, the_lister_detects_a_bottom_under_a_metacopy_file_whole)
 	free(out);
 	hu_error_clear(&e);
 }
+
+Test(walk, xattr_name_lists_longer_than_the_first_ask_are_read_whole)
+{
+	struct hu_stack s;
+	struct hu_error e = { 0 };
+	char name[64], want[2048] = "f=", *got;
+
+	/* 20 names of 40 bytes: more than the 512 hu_listxattr_at asks
+	 * for first */
+	tu_file("up/f", "");
+	for (int i = 0; i < 20; i++) {
+		snprintf(name, sizeof(name), "user.%02d%s", i,
+			 "-a-long-name-to-fill-the-list-xxxxxx");
+		tu_xattr("up/f", name, "v");
+		snprintf(want + strlen(want), sizeof(want) - strlen(want),
+			 "[%s]", name);
+	}
+	strcat(want, "\n");
+	tu_mkdir("lo");
+	cr_assert_eq(tu_stack(&s, &e, 2, "lo", "up"), 0, "%s", e.msg);
+	got = names_of(&s, true);
+	/* listxattr's order is the filesystem's: compare as sets */
+	cr_expect_eq(strlen(got), strlen(want), "%s", got);
+	for (int i = 0; i < 20; i++) {
+		snprintf(name, sizeof(name), "[user.%02d%s]", i,
+			 "-a-long-name-to-fill-the-list-xxxxxx");
+		cr_expect(strstr(got, name), "%s missing: %s", name, got);
+	}
+	free(got);
+	hu_stack_close(&s);
+}
