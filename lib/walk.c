@@ -145,9 +145,9 @@ static bool walk_is_busy(struct lister *l)
 /* List @d, just opened (@opened, its opener's result; @d is NULL when
  * that failed), read its entries' xattr names if asked, and settle the
  * deferred layers its files' data may come from (only the lister settles
- * layers).  On failure close it and queue the error, which ends the
- * lister's walk as it would end the walk (a failing settle: when the
- * walk would have read the file, here before the directory). */
+ * layers; hunion.h says how that differs from the plain walk).  On
+ * failure close it and queue the error, which ends the lister's walk as
+ * it would end the walk. */
 static struct hu_vdir *ready(struct lister *l, int opened, struct hu_vdir *d)
 {
 	const struct hu_ventry *ents;
