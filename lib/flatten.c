@@ -141,7 +141,8 @@ int hu_flatten_write_tar(const struct hu_stack *s, const struct hu_report *r,
 {
 	static const struct hu_walk_ops ops = {
 		.entry = on_entry, .enter_root = on_root,
-		.list_ahead = true, .xattr_names = true };
+		.list_ahead = true, .xattr_names = true,
+		.prefetch_data = true };
 	struct flatten f = { .s = s, .report = r, .t = t, .stats = stats };
 	int rc;
 

@@ -57,6 +57,11 @@ int hu_layer_probe_xattr_names(const struct hu_layer *l, const char *names,
 /* Close @d's fds, and nothing else: @d is then only fit for
  * hu_vdir_close(), which frees the rest. */
 void hu_vdir_close_fds(struct hu_vdir *d);
+/* Open the data of the regular files of listed @d from entry @from on,
+ * up to the next directory or a bound, and start reading it ahead:
+ * hu_vdir_open_data() hands out those fds.  The previous window's fds
+ * not handed out are closed.  Returns the entry to call it again at. */
+size_t hu_vdir_prefetch(struct hu_vdir *d, size_t from);
 /* How many layer directories make up view directory @d (one fd each). */
 size_t hu_vdir_width(const struct hu_vdir *d);
 /* Read the xattr names of every entry of listed @d from layer @from_layer

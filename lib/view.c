@@ -27,6 +27,15 @@ struct vlayer {
 	bool own;		/* close fd with the vdir */
 };
 
+/* A file's data opened ahead by hu_vdir_prefetch, for hu_vdir_open_data
+ * to hand out. */
+struct prefetched {
+	const struct hu_ventry *ent;
+	int fd;			/* -1 once handed out */
+	bool own;
+};
+enum { PREFETCH_MAX = 16 };
+
 struct hu_vdir {
 	const struct hu_stack *s;
 	struct hu_vdir *parent;
@@ -37,6 +46,8 @@ struct hu_vdir {
 	struct hu_ventry *ents;
 	size_t nents;
 	bool listed;
+	struct prefetched pre[PREFETCH_MAX];
+	size_t npre;
 };
 
 /* One name of one layer directory, as a candidate for the listing. */
@@ -501,8 +512,18 @@ fail:
 	return -1;
 }
 
+/* Close the prefetched fds not handed out. */
+static void prefetch_drop(struct hu_vdir *d)
+{
+	for (size_t i = 0; i < d->npre; i++)
+		if (d->pre[i].fd >= 0)
+			close(d->pre[i].fd);
+	d->npre = 0;
+}
+
 void hu_vdir_close_fds(struct hu_vdir *d)
 {
+	prefetch_drop(d);
 	for (size_t i = 0; i < d->nd; i++)
 		if (d->d[i].own) {
 			close(d->d[i].fd);
@@ -515,6 +536,7 @@ void hu_vdir_close(struct hu_vdir *d)
 {
 	if (!d)
 		return;
+	prefetch_drop(d);
 	for (size_t i = 0; i < d->nd; i++) {
 		if (d->d[i].own)
 			close(d->d[i].fd);
@@ -937,8 +959,8 @@ int hu_vdir_settle_for_data(struct hu_vdir *d, struct hu_error *e)
 	return 0;
 }
 
-int hu_vdir_open_data(struct hu_vdir *d, const struct hu_ventry *ent,
-		      bool *own, struct hu_error *e)
+static int open_data(struct hu_vdir *d, const struct hu_ventry *ent,
+		     bool *own, struct hu_error *e)
 {
 	const struct hu_layer *l = &d->s->layers[ent->layer];
 	int fd = openat(ent->dirfd, ent->name,
@@ -963,4 +985,58 @@ int hu_vdir_open_data(struct hu_vdir *d, const struct hu_ventry *ent,
 	if (!mc || ent->layer == 0)
 		return fd;
 	return find_data(d, ent, fd, e);
+}
+
+int hu_vdir_open_data(struct hu_vdir *d, const struct hu_ventry *ent,
+		      bool *own, struct hu_error *e)
+{
+	for (size_t i = 0; i < d->npre; i++) {
+		struct prefetched *p = &d->pre[i];
+
+		if (p->ent == ent && p->fd >= 0) {
+			int fd = p->fd;
+
+			p->fd = -1;
+			if (own)
+				*own = p->own;
+			return fd;
+		}
+	}
+	return open_data(d, ent, own, e);
+}
+
+/*
+ * A walk that reads every file meets each page-cache miss alone, one
+ * read(2) at a time, and the lister soon stops, its queue full.  Opening
+ * the next files with POSIX_FADV_WILLNEED sends their reads to the disk
+ * together.  A window ends before a directory, so that the walk never
+ * holds one below another: at most PREFETCH_MAX fds are open here at
+ * any time.  A file that cannot be opened now is left to
+ * hu_vdir_open_data(), which reports the error at its turn.
+ */
+size_t hu_vdir_prefetch(struct hu_vdir *d, size_t from)
+{
+	size_t i;
+
+	prefetch_drop(d);
+	if (from < d->nents && S_ISDIR(d->ents[from].st.st_mode))
+		return from + 1;
+	for (i = from; i < d->nents && d->npre < PREFETCH_MAX; i++) {
+		const struct hu_ventry *ent = &d->ents[i];
+		struct hu_error ignored = { 0 };
+		bool own = false;
+		int fd;
+
+		if (S_ISDIR(ent->st.st_mode))
+			break;
+		if (!S_ISREG(ent->st.st_mode) || ent->st.st_size == 0)
+			continue;
+		fd = open_data(d, ent, &own, &ignored);
+		hu_error_clear(&ignored);
+		if (fd < 0)
+			continue;
+		(void)posix_fadvise(fd, 0, 0, POSIX_FADV_WILLNEED);
+		d->pre[d->npre++] = (struct prefetched){ ent, fd, own };
+	}
+	return i;
 }

@@ -389,7 +389,7 @@ static int walk_dir(struct walk *w, struct hu_vdir *d, bool skip,
 		    struct hu_error *e)
 {
 	const struct hu_ventry *ents;
-	size_t n;
+	size_t n, window_end = 0;
 
 	if (hu_vdir_list(d, &ents, &n, e) < 0)
 		return -1;
@@ -397,6 +397,8 @@ static int walk_dir(struct walk *w, struct hu_vdir *d, bool skip,
 		const struct hu_ventry *ent = &ents[i];
 		int rc = hu_interrupt_check(e);
 
+		if (w->ops->prefetch_data && !skip && i == window_end)
+			window_end = hu_vdir_prefetch(d, i);
 		if (rc == 0 && !skip)
 			rc = w->ops->entry(w->ctx, d, ent, e);
 		if (rc < 0)

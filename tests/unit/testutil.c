@@ -201,7 +201,7 @@ static char *view_walk(const struct hu_stack *s, bool ahead, char **full,
 {
 	const struct hu_walk_ops ops = {
 		.entry = dump_entry, .list_ahead = ahead,
-		.xattr_names = ahead };
+		.xattr_names = ahead, .prefetch_data = ahead };
 	struct dump dp = { 0 };
 
 	dp.f = open_memstream(&dp.buf, &dp.len);
@@ -239,8 +239,9 @@ char *tu_view_dump(const struct hu_stack *s)
 	char *ahead = view_dump(s, true, &ahead_full);
 
 	/* Listing ahead in a second thread, which also reads the xattr
-	 * names (and so skips asking unmarked entries for markers), must
-	 * not change the walk nor any file's data. */
+	 * names (and so skips asking unmarked entries for markers), and
+	 * opening files ahead must change neither the walk nor any file's
+	 * data. */
 	cr_expect_str_eq(ahead_full, plain_full,
 			 "the walk listing ahead differs");
 	free(ahead);

@@ -44,9 +44,9 @@ int tu_stack(struct hu_stack *s, struct hu_error *e, int n, ...);
  * checks that the walk listing ahead (list_ahead, with the xattr names)
  * gives the same lines and reads the same data from every file. */
 char *tu_view_dump(const struct hu_stack *s);
-/* One walk of the view (@ahead: listing ahead, with the xattr names) as
- * "name:layer" lines, each file's followed by " [its data]"; *@rc and @e
- * are the walk's result. */
+/* One walk of the view (@ahead: listing ahead, with the xattr names, and
+ * opening files ahead) as "name:layer" lines, each file's followed by
+ * " [its data]"; *@rc and @e are the walk's result. */
 char *tu_view_walk_data(const struct hu_stack *s, bool ahead, int *rc,
 			struct hu_error *e);
 

@@ -1,11 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /* The walk of the view, listing in the walking thread or ahead of it. */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "testutil.h"
@@ -402,5 +405,146 @@ Test(walk, xattr_name_lists_longer_than_the_first_ask_are_read_whole)
 		cr_expect(strstr(got, name), "%s missing: %s", name, got);
 	}
 	free(got);
+	hu_stack_close(&s);
+}
+
+/* ---- opening files ahead (prefetch_data) ---------------------------- */
+
+/* Regular files open in this process whose path starts with @prefix and
+ * has no further '/' (files of that directory only), and all of them. */
+static int open_files(const char *prefix, int *all)
+{
+	char target[4096];
+	int n = 0, dfd = open("/proc/self/fd", O_RDONLY | O_DIRECTORY);
+	DIR *dir = fdopendir(dfd);
+	struct dirent *de;
+	struct stat st;
+	size_t pl = strlen(prefix);
+
+	cr_assert(dir);
+	*all = 0;
+	while ((de = readdir(dir))) {
+		ssize_t len;
+
+		if (de->d_name[0] == '.' || atoi(de->d_name) == dfd)
+			continue;
+		len = readlinkat(dfd, de->d_name, target, sizeof(target) - 1);
+		if (len < 0 || fstatat(dfd, de->d_name, &st, 0) < 0 ||
+		    !S_ISREG(st.st_mode))
+			continue;
+		target[len] = '\0';
+		(*all)++;
+		if (!strncmp(target, prefix, pl) && !strchr(target + pl, '/'))
+			n++;
+	}
+	closedir(dir);
+	return n;
+}
+
+struct fetch {
+	char *top;		/* "<layer>/d/": the directory with a subdirectory */
+	int first_top, max_all, held_below, files;
+};
+
+static int fetch_entry(void *ctx, struct hu_vdir *d,
+		       const struct hu_ventry *ent, struct hu_error *e)
+{
+	struct fetch *f = ctx;
+	int all, top = open_files(f->top, &all);
+	char c;
+	int fd;
+
+	if (all > f->max_all)
+		f->max_all = all;
+	if (!strcmp(hu_vdir_path(d), "d/m") && top > 0)
+		f->held_below++;
+	if (!S_ISREG(ent->st.st_mode))
+		return 1;
+	fd = hu_vdir_open_data(d, ent, NULL, e);
+	if (fd < 0)
+		return -1;
+	cr_expect_eq(read(fd, &c, 1), 1, "%s", ent->name);
+	cr_expect_eq(c, ent->name[0], "%s", ent->name);
+	close(fd);
+	if (f->files++ == 0)
+		f->first_top = top;
+	return 1;
+}
+
+Test(walk, files_opened_ahead_are_handed_out_and_bounded)
+{
+	struct hu_stack s;
+	struct hu_error e = { 0 };
+	char p[64];
+
+	/* d: 40 files, the directory m (5 files), 10 more files */
+	for (int i = 0; i < 40; i++) {
+		snprintf(p, sizeof(p), "lo/d/a%02d", i);
+		tu_file(p, "a");
+	}
+	for (int i = 0; i < 5; i++) {
+		snprintf(p, sizeof(p), "lo/d/m/m%d", i);
+		tu_file(p, "m");
+	}
+	for (int i = 0; i < 10; i++) {
+		snprintf(p, sizeof(p), "lo/d/z%d", i);
+		tu_file(p, "z");
+	}
+	tu_mkdir("up");
+	cr_assert_eq(tu_stack(&s, &e, 2, "lo", "up"), 0, "%s", e.msg);
+	for (int ahead = 0; ahead < 2; ahead++) {
+		const struct hu_walk_ops ops = {
+			.entry = fetch_entry, .list_ahead = ahead,
+			.prefetch_data = true };
+		struct fetch f = { 0 };
+		int before, after;
+
+		cr_assert(asprintf(&f.top, "%s/", tu_path("lo/d")) > 0);
+		(void)open_files("", &before);
+		cr_assert_eq(hu_view_walk(&s, &ops, &f, &e), 0, "%s", e.msg);
+		(void)open_files("", &after);
+		cr_expect_eq(f.files, 55);
+		/* the first file's turn finds the next ones open... */
+		cr_expect_gt(f.first_top, 1, "ahead %d", ahead);
+		/* ...but never more than 16, none left over, and none of d
+		 * while the walk is below it, in m */
+		cr_expect_leq(f.max_all - before, 16, "ahead %d", ahead);
+		cr_expect_eq(f.held_below, 0, "ahead %d", ahead);
+		cr_expect_eq(after, before, "ahead %d", ahead);
+		free(f.top);
+	}
+	hu_stack_close(&s);
+}
+
+Test(walk, a_file_that_cannot_be_opened_ahead_fails_in_its_turn)
+{
+	struct hu_error e[2] = { 0 };
+	struct hu_stack s;
+	char *out[2];
+	int rc[2];
+
+	/* up/b is a metacopy file with no data below it: opening it ahead
+	 * fails silently, and its own turn reports it */
+	tu_file("lo/x", "");
+	tu_file("up/a", "a");
+	tu_file("up/b", "");
+	tu_xattr("up/b", "trusted.overlay.metacopy", "");
+	tu_file("up/c", "c");
+	tu_wh_overlay("up/w");
+	cr_assert_eq(tu_stack(&s, &e[0], 2, "lo", "up"), 0);
+	for (int ahead = 0; ahead < 2; ahead++)
+		out[ahead] = tu_view_walk_data(&s, ahead, &rc[ahead], &e[ahead]);
+	cr_expect_eq(rc[0], -1);
+	cr_expect_eq(rc[1], -1);
+	cr_expect_str_eq(e[0].msg, "metacopy file without lower data");
+	cr_expect_str_eq(e[1].msg, e[0].msg);
+	cr_expect_str_eq(e[1].path, e[0].path);
+	/* a's data was read first, in both walks, and b failed */
+	cr_expect_str_eq(out[0], "a:1 [a]\nb:1");
+	cr_expect_str_eq(out[1], out[0]);
+	for (int i = 0; i < 2; i++) {
+		free(out[i]);
+		hu_error_clear(&e[i]);
+	}
 	hu_stack_close(&s);
 }
