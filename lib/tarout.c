@@ -148,13 +148,20 @@ static void set_mtime(struct hu_tarout *t, const struct timespec *ts)
 	archive_entry_set_mtime(t->ent, (time_t)sec, nsec);
 }
 
-/* Start the reused entry: path, type and mode, owner, mtime. */
+/* Start the reused entry: path, type and mode, owner, mtime; and unset
+ * what an earlier entry may have set.  Unlike archive_entry_clear(), this
+ * keeps the entry's string buffers: no free and malloc of each per entry. */
 static void entry_start(struct hu_tarout *t, const char *path,
 			const struct stat *st)
 {
-	struct archive_entry *ent = archive_entry_clear(t->ent);
+	struct archive_entry *ent = t->ent;
 
 	archive_entry_copy_pathname(ent, *path ? path : ".");
+	archive_entry_copy_symlink(ent, NULL);
+	archive_entry_copy_hardlink(ent, NULL);
+	archive_entry_unset_size(ent);
+	archive_entry_set_rdev(ent, 0);
+	archive_entry_xattr_clear(ent);
 	archive_entry_set_mode(ent, st->st_mode);
 	archive_entry_set_uid(ent, st->st_uid);
 	archive_entry_set_gid(ent, st->st_gid);
