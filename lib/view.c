@@ -34,7 +34,7 @@ struct prefetched {
 	int fd;			/* -1 once handed out */
 	bool own;
 };
-enum { PREFETCH_MAX = 16 };
+enum { PREFETCH_MAX = 16, PREFETCH_BYTES = 128 << 10 };
 
 struct hu_vdir {
 	const struct hu_stack *s;
@@ -1032,10 +1032,14 @@ size_t hu_vdir_prefetch(struct hu_vdir *d, size_t from)
 		if (!S_ISREG(ent->st.st_mode) || ent->st.st_size == 0)
 			continue;
 		fd = open_data(d, ent, &own, &ignored);
-		hu_error_clear(&ignored);
-		if (fd < 0)
+		if (fd < 0) {
+			hu_error_clear(&ignored);
 			continue;
-		(void)posix_fadvise(fd, 0, 0, POSIX_FADV_WILLNEED);
+		}
+		/* The head only: reading on, the kernel's readahead takes
+		 * over, and a large file is not read (or, when cached, its
+		 * pages looked up) all at once. */
+		(void)posix_fadvise(fd, 0, PREFETCH_BYTES, POSIX_FADV_WILLNEED);
 		d->pre[d->npre++] = (struct prefetched){ ent, fd, own };
 	}
 	return i;
