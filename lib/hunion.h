@@ -239,8 +239,9 @@ struct hu_walk_ops {
 	/* With list_ahead: the lister also reads every entry's xattr names
 	 * into hu_ventry.xattr_names. */
 	bool xattr_names;
-	/* Open the data of the next few files before their callbacks, and
-	 * start reading it: for callbacks that read every file. */
+	/* Open the data of the next few files before their callbacks and
+	 * start reading it; hu_vdir_open_data() then hands those fds out.
+	 * For callbacks that read every file. */
 	bool prefetch_data;
 };
 int hu_view_walk(const struct hu_stack *s, const struct hu_walk_ops *ops,

@@ -397,10 +397,11 @@ static int walk_dir(struct walk *w, struct hu_vdir *d, bool skip,
 		const struct hu_ventry *ent = &ents[i];
 		int rc = hu_interrupt_check(e);
 
-		if (w->ops->prefetch_data && !skip && i == window_end)
-			window_end = hu_vdir_prefetch(d, i);
-		if (rc == 0 && !skip)
+		if (rc == 0 && !skip) {
+			if (w->ops->prefetch_data && i == window_end)
+				window_end = hu_vdir_prefetch(d, i);
 			rc = w->ops->entry(w->ctx, d, ent, e);
+		}
 		if (rc < 0)
 			return -1;
 		if (S_ISDIR(ent->st.st_mode) &&
