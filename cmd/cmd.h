@@ -87,8 +87,13 @@ struct front {
 	int verbosity;		/* -1 quiet, 0 normal, 1 verbose */
 	bool progress;		/* stderr is a terminal */
 	bool warned_owner;
+	int trouble;		/* exit code for trouble: 1, diff's 2 */
 };
 extern struct front front;
+
+/* atexit(): fail the command, with a message, if its standard output could
+ * not be written. */
+void front_close_stdout(void);
 
 /* Print "hunion CMD: PATH: message: strerror(err)" to stderr. */
 void print_error(const struct hu_error *e);

@@ -4,13 +4,14 @@
 #include <errno.h>
 #include <getopt.h>
 #include <stdarg.h>
+#include <stdio_ext.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "cmd.h"
 
-struct front front;
+struct front front = { .cmdname = "hunion", .trouble = EXIT_TROUBLE };
 
 static size_t count_opts(const struct cmd_opt *o)
 {
@@ -135,6 +136,33 @@ void print_error(const struct hu_error *e)
 	if (e->err)
 		fprintf(stderr, ": %s", strerror(e->err));
 	fputc('\n', stderr);
+}
+
+/*
+ * Registered with atexit() by main(): every command's standard output is
+ * checked here, once, after its last printf, as coreutils' close_stdout()
+ * does.  A listing that could not be written (a full disk, /dev/full, a
+ * closed pipe reader that left EPIPE) must not exit 0.  A stdout that was
+ * closed before we started (EBADF) is fine as long as nothing was written.
+ */
+void front_close_stdout(void)
+{
+	bool pending = __fpending(stdout) != 0;
+	bool failed = ferror(stdout) != 0;
+	int err = 0;
+
+	if (fclose(stdout) != 0 && (pending || errno != EBADF)) {
+		failed = true;
+		err = errno;
+	}
+	if (!failed)
+		return;
+	front_progress_done();
+	fprintf(stderr, "%s: standard output: cannot write", front.cmdname);
+	if (err)
+		fprintf(stderr, ": %s", strerror(err));
+	fputc('\n', stderr);
+	_exit(front.trouble);
 }
 
 static bool progress_shown;

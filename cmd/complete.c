@@ -614,11 +614,7 @@ int cmd_complete(const struct cmd *c, int argc, char **argv)
 	for (size_t k = 0; k < sizeof(gens) / sizeof(gens[0]); k++) {
 		if (strcmp(argv[i], gens[k].shell))
 			continue;
-		gens[k].gen(stdout);
-		if (fflush(stdout) || ferror(stdout)) {
-			perror("hunion __complete: write");
-			return EXIT_TROUBLE;
-		}
+		gens[k].gen(stdout);	/* checked at exit */
 		return EXIT_OK;
 	}
 	cmd_usage_error(c, "unknown shell '%s': bash, zsh or fish", argv[i]);

@@ -249,13 +249,10 @@ static int run(struct diff_args *a, char **ops, int nops,
 	if (a->oci) {
 		rc = write_oci(a, &s, &co, &to, e);
 	} else {
+		/* a listing that cannot be written fails at exit
+		 * (front_close_stdout()) */
 		rc = hu_changes_walk(&s, &co, print_change, &l, e) < 0 ?
 			DIFF_TROUBLE : l.n ? DIFF_CHANGES : DIFF_SAME;
-		if (fflush(stdout) != 0 || ferror(stdout)) {
-			hu_error_set(e, errno, NULL,
-				     "cannot write the listing");
-			rc = DIFF_TROUBLE;
-		}
 	}
 	front_progress_done();
 	hu_stack_close(&s);
@@ -268,8 +265,10 @@ int cmd_diff(const struct cmd *c, int argc, char **argv)
 {
 	struct diff_args a = { .c = c };
 	struct hu_error e = { 0 };
-	int first = cmd_parse(c, argc, argv, diff_opt, &a), rc;
+	int first, rc;
 
+	front.trouble = DIFF_TROUBLE;
+	first = cmd_parse(c, argc, argv, diff_opt, &a);
 	if (first < 0 || check_args(&a, argc - first) < 0)
 		return DIFF_TROUBLE;	/* usage: 2, as diff(1) */
 	rc = run(&a, argv + first, argc - first, &e);

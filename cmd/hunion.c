@@ -228,8 +228,9 @@ int main(int argc, char **argv)
 {
 	int rc;
 
-	front.cmdname = "hunion";
 	front.progress = isatty(STDERR_FILENO);
+	if (atexit(front_close_stdout) != 0)
+		return EXIT_TROUBLE;
 	raise_fd_limit();
 	catch_signals();
 	rc = dispatch(&top, "hunion", argc, argv);
