@@ -70,9 +70,11 @@ struct parsed_opt {
 
 /*
  * Parse @argv against @c's option table (argv[0] is the command name).
- * Calls @on_opt for each option; stops at the first operand or "--".
- * Handles -h/--help itself (prints help, exits 0).  Returns the index of
- * the first operand, or -1 after printing a usage error.
+ * Calls @on_opt for each option, wherever it is: options may follow
+ * operands (GNU getopt permutes argv so that the operands come last, in
+ * their order); "--" ends the options.  Handles -h/--help itself (prints
+ * help, exits 0).  Returns the index of the first operand, or -1 after
+ * printing a usage error.
  */
 int cmd_parse(const struct cmd *c, int argc, char **argv,
 	      int (*on_opt)(void *ctx, const struct parsed_opt *o), void *ctx);

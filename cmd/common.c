@@ -66,13 +66,36 @@ int cmd_usage_error(const struct cmd *c, const char *fmt, ...)
 	return -1;
 }
 
+/* getopt_long's '?' (unknown) or ':' (no argument) for the option it
+ * just read: a short one is named by optopt (argv[optind - 1] may be
+ * another word when it sits inside a cluster such as -vx), a long one by
+ * its word, @word. */
+static void bad_option(const struct cmd *c, int ch, const char *word)
+{
+	char shortopt[3] = { '-', (char)optopt, '\0' };
+	bool is_long = !strncmp(word, "--", 2);
+
+	if (ch == '?' && optopt)
+		is_long = false;
+	else if (ch == ':' && (optopt <= 0 || optopt >= 256))
+		is_long = true;
+	if (ch == '?')
+		cmd_usage_error(c, "unknown option '%s'",
+				is_long ? word : shortopt);
+	else
+		cmd_usage_error(c, "option '%s' needs an argument",
+				is_long ? word : shortopt);
+}
+
 int cmd_parse(const struct cmd *c, int argc, char **argv,
 	      int (*on_opt)(void *ctx, const struct parsed_opt *o), void *ctx)
 {
 	size_t n = count_opts(c->opts);
 	struct option *lopts = calloc(n + 1, sizeof(*lopts));
-	char shorts[128] = "+:";	/* stop at the first operand */
-	size_t sl = 2;
+	/* No '+': options may follow operands, as with GNU tools; "--"
+	 * ends them (and POSIXLY_CORRECT makes the first operand end them). */
+	char shorts[128] = ":";
+	size_t sl = 1;
 	int rc = -1, ch, idx;
 
 	if (!lopts)
@@ -90,18 +113,14 @@ int cmd_parse(const struct cmd *c, int argc, char **argv,
 		}
 	}
 	shorts[sl] = '\0';
-	optind = 1;
+	optind = 0;	/* glibc: start afresh, permuting */
 	opterr = 0;
 	while ((ch = getopt_long(argc, argv, shorts, lopts, &idx)) != -1) {
 		const struct cmd_opt *o = NULL;
 		struct parsed_opt p;
 
 		if (ch == '?' || ch == ':') {
-			const char *bad = argv[optind - 1];
-
-			cmd_usage_error(c, ch == '?' ?
-				"unknown option '%s'" :
-				"option '%s' needs an argument", bad);
+			bad_option(c, ch, argv[optind - 1]);
 			goto out;
 		}
 		for (size_t i = 0; i < n && !o; i++)

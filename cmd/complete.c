@@ -104,7 +104,7 @@ static const char bash_driver[] =
 "\n"
 "_hunion()\n"
 "{\n"
-"\tlocal words=() cword cur i j w join=0 skip=0 seen=0 argopt=''\n"
+"\tlocal words=() cword cur i j w join=0 skip=0 seen=0 ddash=0 argopt=''\n"
 "\tlocal path=hunion subs longs shorts args operands\n"
 "\n"
 "\t# Bash splits \"--opt=value\" at '=': join it again.\n"
@@ -124,16 +124,17 @@ static const char bash_driver[] =
 "\tcur=${words[cword]}\n"
 "\n"
 "\t# Walk down the command words as the parser does: options (and the\n"
-"\t# arguments of those that take one) come before the operands.\n"
+"\t# arguments of those that take one) may come anywhere before '--';\n"
+"\t# the first word that is not one names a subcommand, if any.\n"
 "\t_hunion_spec \"$path\"\n"
 "\tfor ((i = 1; i < cword; i++)); do\n"
 "\t\tw=${words[i]}\n"
-"\t\tif ((skip || seen)); then\n"
+"\t\tif ((skip || ddash)); then\n"
 "\t\t\tskip=0\n"
 "\t\t\tcontinue\n"
 "\t\tfi\n"
 "\t\tcase $w in\n"
-"\t\t--) seen=1 ;;\n"
+"\t\t--) ddash=1 ;;\n"
 "\t\t--*=*) ;;\n"
 "\t\t--*)\n"
 "\t\t\tif [[ \" $args \" == *\" $w \"* ]]; then\n"
@@ -149,7 +150,7 @@ static const char bash_driver[] =
 "\t\t\t\tfi\n"
 "\t\t\tdone ;;\n"
 "\t\t*)\n"
-"\t\t\tif [[ \" $subs \" == *\" $w \"* ]]; then\n"
+"\t\t\tif ((!seen)) && [[ \" $subs \" == *\" $w \"* ]]; then\n"
 "\t\t\t\tpath+=\" $w\"\n"
 "\t\t\t\t_hunion_spec \"$path\"\n"
 "\t\t\telse\n"
@@ -162,7 +163,7 @@ static const char bash_driver[] =
 "\t\t_hunion_value \"$(_hunion_values \"$path\" \"$argopt\")\" \"$cur\"\n"
 "\t\treturn 0\n"
 "\tfi\n"
-"\tif ((!seen)); then\n"
+"\tif ((!ddash)); then\n"
 "\t\tcase $cur in\n"
 "\t\t--*=*)\n"
 "\t\t\t_hunion_value \"$(_hunion_values \"$path\" \"${cur%%=*}\")\" \\\n"
@@ -175,7 +176,7 @@ static const char bash_driver[] =
 "\t\t\tfi\n"
 "\t\t\treturn 0 ;;\n"
 "\t\tesac\n"
-"\t\tif [[ -n $subs ]]; then\n"
+"\t\tif ((!seen)) && [[ -n $subs ]]; then\n"
 "\t\t\tmapfile -t COMPREPLY < <(compgen -W \"$subs\" -- \"$cur\")\n"
 "\t\t\treturn 0\n"
 "\t\tfi\n"
@@ -459,7 +460,7 @@ static void zsh_func(FILE *f, const struct cpath *p)
 	if (c->subs) {
 		zsh_group(f, p);
 	} else {
-		fputs("\t_arguments -s -S -A '-*'", f);
+		fputs("\t_arguments -s -S", f);	/* options anywhere */
 		zsh_opts(f, c);
 		zsh_operands(f, c);
 		fputc('\n', f);

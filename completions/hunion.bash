@@ -121,7 +121,7 @@ _hunion_value()
 
 _hunion()
 {
-	local words=() cword cur i j w join=0 skip=0 seen=0 argopt=''
+	local words=() cword cur i j w join=0 skip=0 seen=0 ddash=0 argopt=''
 	local path=hunion subs longs shorts args operands
 
 	# Bash splits "--opt=value" at '=': join it again.
@@ -141,16 +141,17 @@ _hunion()
 	cur=${words[cword]}
 
 	# Walk down the command words as the parser does: options (and the
-	# arguments of those that take one) come before the operands.
+	# arguments of those that take one) may come anywhere before '--';
+	# the first word that is not one names a subcommand, if any.
 	_hunion_spec "$path"
 	for ((i = 1; i < cword; i++)); do
 		w=${words[i]}
-		if ((skip || seen)); then
+		if ((skip || ddash)); then
 			skip=0
 			continue
 		fi
 		case $w in
-		--) seen=1 ;;
+		--) ddash=1 ;;
 		--*=*) ;;
 		--*)
 			if [[ " $args " == *" $w "* ]]; then
@@ -166,7 +167,7 @@ _hunion()
 				fi
 			done ;;
 		*)
-			if [[ " $subs " == *" $w "* ]]; then
+			if ((!seen)) && [[ " $subs " == *" $w "* ]]; then
 				path+=" $w"
 				_hunion_spec "$path"
 			else
@@ -179,7 +180,7 @@ _hunion()
 		_hunion_value "$(_hunion_values "$path" "$argopt")" "$cur"
 		return 0
 	fi
-	if ((!seen)); then
+	if ((!ddash)); then
 		case $cur in
 		--*=*)
 			_hunion_value "$(_hunion_values "$path" "${cur%%=*}")" \
@@ -192,7 +193,7 @@ _hunion()
 			fi
 			return 0 ;;
 		esac
-		if [[ -n $subs ]]; then
+		if ((!seen)) && [[ -n $subs ]]; then
 			mapfile -t COMPREPLY < <(compgen -W "$subs" -- "$cur")
 			return 0
 		fi
