@@ -56,7 +56,7 @@ static const struct cmd_opt wh_convert_opts[] = {
 	  "compression (default: auto, from the file name)" }, \
 	{ "level", 0, OPT_REQUIRED, "N", NULL, "compression level" }, \
 	{ "threads", 0, OPT_REQUIRED, "N", NULL, \
-	  "zstd worker threads (default: all cores)" }, \
+	  "zstd worker threads (default and at most: the online cores)" }, \
 	{ "descriptor", 0, OPT_REQUIRED, "FILE", "@file", \
 	  "write the OCI descriptor (mediaType, digest, size, diffID) as JSON" }, \
 	{ "clamp-mtime", 0, OPT_REQUIRED, "T", NULL, \

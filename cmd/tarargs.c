@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cmd.h"
 
@@ -39,6 +40,30 @@ bool parse_num(const char *s, long long min, long long max, long long *out)
 	return true;
 }
 
+/* --threads: zstd's workers.  More than the online cores only cost
+ * memory (zstd then fails for it): clamp, and say so. */
+static int threads_resolve(const struct cmd *c, const char *arg,
+			   struct hu_tarout_opts *to)
+{
+	struct hu_report r = front_report();
+	long cores = sysconf(_SC_NPROCESSORS_ONLN);
+	long long v;
+
+	if (to->compress != HU_COMP_ZSTD)
+		return cmd_usage_error(c, "--threads needs zstd compression");
+	if (!parse_num(arg, 0, 1024, &v))
+		return cmd_usage_error(c, "invalid --threads '%s' (0 for all "
+				       "cores, up to 1024)", arg);
+	if (cores > 0 && v > cores) {
+		hu_report_warn(&r, 0, NULL, NULL, "--threads=%lld: more than "
+			       "the %ld online cores; using %ld", v, cores,
+			       cores);
+		v = cores;
+	}
+	to->threads = (int)v;
+	return 0;
+}
+
 int tar_args_resolve(const struct cmd *c, const struct tar_args *t,
 		     const char *out, struct hu_tarout_opts *to)
 {
@@ -63,13 +88,8 @@ int tar_args_resolve(const struct cmd *c, const struct tar_args *t,
 					       max);
 		to->level = (int)v;
 	}
-	if (t->threads) {
-		if (!parse_num(t->threads, 0, 1024, &v))
-			return cmd_usage_error(c, "invalid --threads '%s' "
-					       "(0 for all cores, up to 1024)",
-					       t->threads);
-		to->threads = (int)v;
-	}
+	if (t->threads && threads_resolve(c, t->threads, to) < 0)
+		return -1;
 	if (t->clamp || (sde && *sde)) {
 		const char *when = t->clamp ? t->clamp : sde;
 
