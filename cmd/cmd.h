@@ -24,7 +24,8 @@ struct cmd_opt {
 	enum opt_arg arg;
 	const char *arg_name;	/* for help: "OUT", "FORMAT" */
 	const char *values;	/* '|'-separated choices for completion, or
-				 * "@dir" / "@file" for paths; may be NULL */
+				 * "@dir" / "@file" / "@layer" for paths;
+				 * may be NULL */
 	const char *help;
 };
 
@@ -38,7 +39,9 @@ struct cmd {
 	const char *usage;		/* operands after the options */
 	const struct cmd_opt *opts;	/* terminated by a zeroed entry */
 	const struct cmd *subs;		/* terminated by a zeroed entry */
-	const char *operands;		/* "@dir" / "@file": completion hint */
+	const char *operands;		/* "@dir" / "@file" / "@layer" (a
+					 * directory or a tarball by its
+					 * name): completion hint */
 };
 
 extern const struct cmd hunion_cmds[];	/* the top-level table */

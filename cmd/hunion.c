@@ -98,7 +98,7 @@ static const struct cmd_opt top_opts[] = {
 
 static const struct cmd whiteout_cmds[] = {
 	{ "ls", cmd_whiteout_ls, "list the whiteouts and opaque directories of a layer",
-	  "LAYER", wh_ls_opts, NULL, "@dir" },
+	  "LAYER", wh_ls_opts, NULL, "@layer" },
 	{ "add", cmd_whiteout_add, "create whiteouts for PATHs in a layer",
 	  "LAYER PATH...", wh_edit_opts, NULL, "@dir" },
 	{ "rm", cmd_whiteout_rm, "remove the whiteouts of PATHs from a layer",
@@ -107,17 +107,17 @@ static const struct cmd whiteout_cmds[] = {
 	  "LAYER DIR...", wh_opaque_opts, NULL, "@dir" },
 	{ "convert", cmd_whiteout_convert,
 	  "rewrite every marker of a layer into another format",
-	  "LAYER", wh_convert_opts, NULL, "@dir" },
+	  "LAYER", wh_convert_opts, NULL, "@layer" },
 	{ NULL, NULL, NULL, NULL, NULL, NULL, NULL }
 };
 
 const struct cmd hunion_cmds[] = {
 	{ "merge", cmd_merge, "write the merged view of a stack of layers",
-	  "-o OUT LAYER...", merge_opts, NULL, "@dir" },
+	  "-o OUT LAYER...", merge_opts, NULL, "@layer" },
 	{ "diff", cmd_diff, "what the top layer changes over those beneath",
-	  "[--trees OLD NEW | LAYER...]", diff_opts, NULL, "@dir" },
+	  "[--trees OLD NEW | LAYER...]", diff_opts, NULL, "@layer" },
 	{ "flatten", cmd_flatten, "squash a stack of layers into one tarball",
-	  "-o FILE LAYER...", flatten_opts, NULL, "@dir" },
+	  "-o FILE LAYER...", flatten_opts, NULL, "@layer" },
 	{ "whiteout", NULL, "create, list, remove and convert whiteouts",
 	  "ls|add|rm|opaque|convert ...", help_only, whiteout_cmds, NULL },
 	{ "__complete", cmd_complete, NULL, "bash|zsh|fish", help_only,

@@ -19,21 +19,21 @@ _hunion_spec()
 		longs='--output= --link --format= --userxattr --dry-run --verbose --quiet --help'
 		shorts='-o -n -v -q -h'
 		args='-o --output --format'
-		operands='@dir'
+		operands='@layer'
 		;;
 	'hunion diff')
 		subs=''
 		longs='--recursive --json --exact --trees --oci --output= --compress= --level= --threads= --descriptor= --clamp-mtime= --opaque-markers --format= --userxattr --quiet --help'
 		shorts='-r -o -q -h'
 		args='-o --output --compress --level --threads --descriptor --clamp-mtime --format'
-		operands='@dir'
+		operands='@layer'
 		;;
 	'hunion flatten')
 		subs=''
 		longs='--output= --base= --compress= --level= --threads= --descriptor= --clamp-mtime= --opaque-markers --format= --userxattr --verbose --quiet --help'
 		shorts='-o -v -q -h'
 		args='-o --output --base --compress --level --threads --descriptor --clamp-mtime --format'
-		operands='@dir'
+		operands='@layer'
 		;;
 	'hunion whiteout')
 		subs='ls add rm opaque convert'
@@ -47,7 +47,7 @@ _hunion_spec()
 		longs='--json --format= --userxattr --help'
 		shorts='-h'
 		args='--format'
-		operands='@dir'
+		operands='@layer'
 		;;
 	'hunion whiteout add')
 		subs=''
@@ -75,7 +75,7 @@ _hunion_spec()
 		longs='--to= --output= --in-place --to-userxattr --format= --userxattr --dry-run --verbose --quiet --help'
 		shorts='-t -o -n -v -q -h'
 		args='-t --to -o --output --format'
-		operands='@dir'
+		operands='@layer'
 		;;
 	esac
 }
@@ -107,6 +107,8 @@ _hunion_values()
 # _hunion_value HINT CUR: complete an option argument or an operand.
 _hunion_value()
 {
+	local f
+
 	case $1 in
 	'') COMPREPLY=() ;;
 	@dir)
@@ -115,6 +117,16 @@ _hunion_value()
 	@file)
 		compopt -o filenames 2>/dev/null
 		mapfile -t COMPREPLY < <(compgen -f -- "$2") ;;
+	@layer)
+		# directories, and tarballs by their names
+		compopt -o filenames 2>/dev/null
+		COMPREPLY=()
+		while IFS= read -r f; do
+			case $f in
+			*.tar | *.tar.gz | *.tgz | *.tar.zst) COMPREPLY+=("$f") ;;
+			*) [[ -d $f ]] && COMPREPLY+=("$f") ;;
+			esac
+		done < <(compgen -f -- "$2") ;;
 	*) mapfile -t COMPREPLY < <(compgen -W "${1//|/ }" -- "$2") ;;
 	esac
 }

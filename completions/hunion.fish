@@ -3,6 +3,15 @@
 
 complete -c hunion -f
 
+# Layer operands: directories, and tarballs by their names.
+function __hunion_layers
+	set -l tok (commandline -ct)
+	__fish_complete_directories $tok
+	for f in $tok*.tar $tok*.tar.gz $tok*.tgz $tok*.tar.zst
+		test -f $f; and printf '%s\n' $f
+	end
+end
+
 # hunion
 complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten whiteout' -l version -d 'print the version and exit'
 complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten whiteout' -s h -l help -d 'show this help'
@@ -20,7 +29,7 @@ complete -c hunion -n '__fish_seen_subcommand_from merge' -s n -l dry-run -d 'sh
 complete -c hunion -n '__fish_seen_subcommand_from merge' -s v -l verbose -d 'say more about what is done'
 complete -c hunion -n '__fish_seen_subcommand_from merge' -s q -l quiet -d 'print errors only, no warnings'
 complete -c hunion -n '__fish_seen_subcommand_from merge' -s h -l help -d 'show this help'
-complete -c hunion -n '__fish_seen_subcommand_from merge' -x -a '(__fish_complete_directories)'
+complete -c hunion -n '__fish_seen_subcommand_from merge' -x -a '(__hunion_layers)'
 
 # hunion diff
 complete -c hunion -n '__fish_seen_subcommand_from diff' -s r -l recursive -d 'also list the contents of added and deleted directories'
@@ -39,7 +48,7 @@ complete -c hunion -n '__fish_seen_subcommand_from diff' -l format -x -a 'auto u
 complete -c hunion -n '__fish_seen_subcommand_from diff' -l userxattr -d 'markers live under user.* instead of trusted.*'
 complete -c hunion -n '__fish_seen_subcommand_from diff' -s q -l quiet -d 'print errors only, no warnings'
 complete -c hunion -n '__fish_seen_subcommand_from diff' -s h -l help -d 'show this help'
-complete -c hunion -n '__fish_seen_subcommand_from diff' -x -a '(__fish_complete_directories)'
+complete -c hunion -n '__fish_seen_subcommand_from diff' -x -a '(__hunion_layers)'
 
 # hunion flatten
 complete -c hunion -n '__fish_seen_subcommand_from flatten' -s o -l output -r -F -d 'the tarball to write (- for standard output)'
@@ -55,7 +64,7 @@ complete -c hunion -n '__fish_seen_subcommand_from flatten' -l userxattr -d 'mar
 complete -c hunion -n '__fish_seen_subcommand_from flatten' -s v -l verbose -d 'say more about what is done'
 complete -c hunion -n '__fish_seen_subcommand_from flatten' -s q -l quiet -d 'print errors only, no warnings'
 complete -c hunion -n '__fish_seen_subcommand_from flatten' -s h -l help -d 'show this help'
-complete -c hunion -n '__fish_seen_subcommand_from flatten' -x -a '(__fish_complete_directories)'
+complete -c hunion -n '__fish_seen_subcommand_from flatten' -x -a '(__hunion_layers)'
 
 # hunion whiteout
 complete -c hunion -n '__fish_seen_subcommand_from whiteout; and not __fish_seen_subcommand_from ls add rm opaque convert' -s h -l help -d 'show this help'
@@ -70,7 +79,7 @@ complete -c hunion -n '__fish_seen_subcommand_from whiteout; and __fish_seen_sub
 complete -c hunion -n '__fish_seen_subcommand_from whiteout; and __fish_seen_subcommand_from ls' -l format -x -a 'auto union overlay oci' -d 'layer format (default: detect per layer)'
 complete -c hunion -n '__fish_seen_subcommand_from whiteout; and __fish_seen_subcommand_from ls' -l userxattr -d 'markers live under user.* instead of trusted.*'
 complete -c hunion -n '__fish_seen_subcommand_from whiteout; and __fish_seen_subcommand_from ls' -s h -l help -d 'show this help'
-complete -c hunion -n '__fish_seen_subcommand_from whiteout; and __fish_seen_subcommand_from ls' -x -a '(__fish_complete_directories)'
+complete -c hunion -n '__fish_seen_subcommand_from whiteout; and __fish_seen_subcommand_from ls' -x -a '(__hunion_layers)'
 
 # hunion whiteout add
 complete -c hunion -n '__fish_seen_subcommand_from whiteout; and __fish_seen_subcommand_from add' -l format -x -a 'auto union overlay oci' -d 'layer format (default: detect per layer)'
@@ -111,4 +120,4 @@ complete -c hunion -n '__fish_seen_subcommand_from whiteout; and __fish_seen_sub
 complete -c hunion -n '__fish_seen_subcommand_from whiteout; and __fish_seen_subcommand_from convert' -s v -l verbose -d 'say more about what is done'
 complete -c hunion -n '__fish_seen_subcommand_from whiteout; and __fish_seen_subcommand_from convert' -s q -l quiet -d 'print errors only, no warnings'
 complete -c hunion -n '__fish_seen_subcommand_from whiteout; and __fish_seen_subcommand_from convert' -s h -l help -d 'show this help'
-complete -c hunion -n '__fish_seen_subcommand_from whiteout; and __fish_seen_subcommand_from convert' -x -a '(__fish_complete_directories)'
+complete -c hunion -n '__fish_seen_subcommand_from whiteout; and __fish_seen_subcommand_from convert' -x -a '(__hunion_layers)'
