@@ -7,7 +7,11 @@
 #  (b) every subcommand and every long option that 'HUNION ... --help'
 #      lists appears in the matching man page: hunion.1 for the top level,
 #      hunion-CMD.1 for CMD and everything below it;
-#  (c) every man page renders with scdoc (when scdoc is installed).
+#  (c) hunion.1's COMMON OPTIONS agree with the table: each option there
+#      says "Taken by *CMD*, ..." and names exactly the commands whose
+#      --help lists it, and every option that several commands share
+#      with the same help text (OPT_FORMAT, OPT_TAR_OUT...) is there;
+#  (d) every man page renders with scdoc (when scdoc is installed).
 #
 # The table is read through --help, the same text users see, so the test
 # follows the table without a second hand-kept list.
@@ -73,6 +77,11 @@ page_of() {
 	fi
 }
 
+# "OPTION<TAB>COMMAND<TAB>HELP" for every option of every command that
+# runs (has no subcommands), filled by check_cmd, read by (c).
+leaf_opts=$(mktemp /tmp/hunion-doc-sync.XXXXXX)
+trap 'rm -f "$leaf_opts"' EXIT
+
 check_cmd() {	# the command path, e.g. "whiteout ls"; none for the top
 	local help page opt sub name="hunion${*:+ $*}"
 
@@ -93,6 +102,11 @@ check_cmd() {	# the command path, e.g. "whiteout ls"; none for the top
 			bad "$name $opt: not in ${page#"$root"/}"
 		fi
 	done
+	if [ $# -gt 0 ] && [ -z "$(help_section "$help" "commands:")" ]; then
+		help_section "$help" "options:" |
+			sed -n 's/^ *\(-[a-zA-Z], \)\{0,1\}--\([a-z0-9-]*\)[^ ]* *\(.*\)/\2\t'"$*"'\t\3/p' \
+			>>"$leaf_opts"
+	fi
 	for sub in $(help_section "$help" "commands:" | awk '{ print $1 }'); do
 		if grep -Fq -- "$name $sub" "$page"; then
 			ok
@@ -105,7 +119,88 @@ check_cmd() {	# the command path, e.g. "whiteout ls"; none for the top
 
 check_cmd
 
-# ---- (c) the man pages render -----------------------------------------------
+# ---- (c) COMMON OPTIONS of hunion.1 against the table ---------------------
+
+# "OPTIONS<TAB>COMMANDS" per entry of the section: the long options of its
+# heading line, and the commands its "Taken by ... ." sentence names
+# (the *bold* words that are not options), both comma-separated.
+common_entries() {
+	awk '
+		/^# / { on = ($0 == "# COMMON OPTIONS"); next }
+		!on { next }
+		/^\*-/ {
+			flush(); opts = ""; s = $0
+			while (match(s, /--[a-z0-9-]+/)) {
+				opts = opts (opts ? "," : "") \
+					substr(s, RSTART + 2, RLENGTH - 2)
+				s = substr(s, RSTART + RLENGTH)
+			}
+			text = ""; next
+		}
+		opts && /^\t/ { text = text " " substr($0, 2); next }
+		/^$/ { flush() }
+		END { flush() }
+		function flush(  cmds, s, w) {
+			if (!opts) return
+			cmds = ""
+			if (match(text, /Taken by [^.]*\./)) {
+				s = substr(text, RSTART, RLENGTH)
+				while (match(s, /\*[^*]+\*/)) {
+					w = substr(s, RSTART + 1, RLENGTH - 2)
+					s = substr(s, RSTART + RLENGTH)
+					if (w !~ /^-/)
+						cmds = cmds (cmds ? "," : "") w
+				}
+			}
+			printf "%s\t%s\n", opts, cmds
+			opts = ""
+		}' "$root/man/hunion.1.scd"
+}
+
+# The commands (sorted, comma-separated) whose --help lists --$1.
+takers() {
+	awk -F'\t' -v o="$1" '$1 == o { print $2 }' "$leaf_opts" | sort -u |
+		paste -sd, -
+}
+
+check_common() {
+	local entries opts cmds opt want got shared
+	entries=$(common_entries)
+	while IFS=$'\t' read -r opts cmds; do
+		[ -n "$opts" ] || continue
+		got=$(tr ',' '\n' <<<"$cmds" | sort -u | paste -sd, -)
+		for opt in ${opts//,/ }; do
+			want=$(takers "$opt")
+			if [ -z "$cmds" ]; then
+				bad "hunion.1 COMMON OPTIONS --$opt: no" \
+				    "'Taken by *CMD*, ... .' (the table:" \
+				    "${want:-no command})"
+			elif [ "$got" == "$want" ]; then
+				ok
+			else
+				bad "hunion.1 COMMON OPTIONS --$opt: taken by" \
+				    "'$got' says the page, '$want' says the table"
+			fi
+		done
+	done <<<"$entries"
+	# Options two commands share with one help text come from one
+	# macro of the table: common, so they belong in the section.
+	shared=$(awk -F'\t' '$1 != "help" { n[$1 "\t" $3]++ }
+		END { for (k in n) if (n[k] > 1) { split(k, a, "\t"); print a[1] } }' \
+		"$leaf_opts" | sort -u)
+	for opt in $shared; do
+		if cut -f1 <<<"$entries" | tr ',' '\n' | grep -qx -- "$opt"; then
+			ok
+		else
+			bad "--$opt is shared by $(takers "$opt") but not in" \
+			    "hunion.1 COMMON OPTIONS"
+		fi
+	done
+}
+
+check_common
+
+# ---- (d) the man pages render -----------------------------------------------
 
 if command -v scdoc >/dev/null; then
 	for scd in "$root"/man/*.scd; do
