@@ -11,7 +11,14 @@
 #      says "Taken by *CMD*, ..." and names exactly the commands whose
 #      --help lists it, and every option that several commands share
 #      with the same help text (OPT_FORMAT, OPT_TAR_OUT...) is there;
-#  (d) every man page renders with scdoc (when scdoc is installed).
+#  (d) README.md's first shell block holds the two commands a newcomer
+#      needs (make demo, make check), and its other ```sh blocks run as
+#      pasted: in order, in one bash under set -e, with the binary as
+#      the "hunion" that make builds in the source tree (a temp copy of
+#      the tree's top: only ./hunion), TMPDIR a temp dir.  Blocks of make
+#      commands only are the build itself and are not run.  As root only
+#      (the examples write trusted.* xattrs);
+#  (e) every man page renders with scdoc (when scdoc is installed).
 #
 # The table is read through --help, the same text users see, so the test
 # follows the table without a second hand-kept list.
@@ -80,7 +87,8 @@ page_of() {
 # "OPTION<TAB>COMMAND<TAB>HELP" for every option of every command that
 # runs (has no subcommands), filled by check_cmd, read by (c).
 leaf_opts=$(mktemp /tmp/hunion-doc-sync.XXXXXX)
-trap 'rm -f "$leaf_opts"' EXIT
+readme_tmp=
+trap 'rm -f "$leaf_opts"; [ -z "$readme_tmp" ] || rm -rf "$readme_tmp"' EXIT
 
 check_cmd() {	# the command path, e.g. "whiteout ls"; none for the top
 	local help page opt sub name="hunion${*:+ $*}"
@@ -200,7 +208,63 @@ check_common() {
 
 check_common
 
-# ---- (d) the man pages render -----------------------------------------------
+# ---- (d) README's examples run ---------------------------------------------
+
+# The ```sh blocks of README.md, each as "# README.md:LINE" and its lines,
+# blocks of make commands only left out (with a line "#skip LINE").
+readme_blocks() {
+	awk '
+		/^```sh$/ { on = 1; start = NR + 1; body = ""; build = 1; next }
+		on && /^```$/ {
+			on = 0
+			if (build) { print "#skip " start; next }
+			printf "echo \"== README.md:%d\"\n%s", start, body
+			next
+		}
+		on {
+			body = body $0 "\n"
+			if ($0 !~ /^[ \t]*(#.*)?$/ && $0 !~ /^make( |$)/)
+				build = 0
+		}' "$root/README.md"
+}
+
+check_readme() {
+	local first blocks log
+	first=$(awk '/^```sh$/ { on = 1; next } on && /^```$/ { exit } on' \
+		"$root/README.md")
+	if grep -q '^make demo' <<<"$first" && grep -q '^make check' <<<"$first"; then
+		ok
+	else
+		bad "README.md: the first shell block must hold 'make demo'" \
+		    "(the example stack) and 'make check' (the tests)"
+	fi
+	if [ "$(id -u)" != 0 ]; then
+		echo "doc-sync: not root: README.md's examples not run"
+		return
+	fi
+	blocks=$(readme_blocks | grep -v '^#skip ')
+	if [ -z "$blocks" ]; then
+		bad "README.md: no example to run"
+		return
+	fi
+	readme_tmp=$(mktemp -d /tmp/hunion-readme.XXXXXX)
+	mkdir "$readme_tmp/tree" "$readme_tmp/tmp"
+	ln -s "$hunion" "$readme_tmp/tree/hunion"
+	log=$readme_tmp/log
+	# shellcheck disable=SC2016 # $BASH_COMMAND: of the inner shell
+	if (cd "$readme_tmp/tree" && TMPDIR=$readme_tmp/tmp \
+	    bash -e -c 'trap '\''echo "failed: $BASH_COMMAND"'\'' ERR
+		'"$blocks") >"$log" 2>&1 </dev/null; then
+		ok
+	else
+		bad "README.md: an example fails as pasted (set -e):"
+		sed 's/^/  /' "$log" | tail -n 15
+	fi
+}
+
+check_readme
+
+# ---- (e) the man pages render -----------------------------------------------
 
 if command -v scdoc >/dev/null; then
 	for scd in "$root"/man/*.scd; do
