@@ -170,9 +170,12 @@ void front_close_stdout(void)
 	bool failed = ferror(stdout) != 0;
 	int err = 0;
 
+	/* The errno of an earlier failed write is gone: only fclose()'s own
+	 * is told, and only when no write failed before (else it would
+	 * depend on how much was left in the buffer). */
 	if (fclose(stdout) != 0 && (pending || errno != EBADF)) {
+		err = failed ? 0 : errno;
 		failed = true;
-		err = errno;
 	}
 	if (!failed)
 		return;
