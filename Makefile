@@ -38,7 +38,8 @@ MANS     = $(patsubst man/%.scd,$(B)/man/%,$(wildcard man/*.scd))
 # The Debian packages the build, the docs and the tests use.
 DEB_PKGS = build-essential clang pkg-config libarchive-dev libattr1-dev \
            libzstd-dev libssl-dev zlib1g-dev libcriterion-dev scdoc attr python3 \
-           libarchive-tools e2fsprogs util-linux kmod rsync zstd umoci time
+           libarchive-tools e2fsprogs util-linux kmod rsync zstd umoci time \
+           xfsprogs
 
 .PHONY: all deps check check-plain check-asan demo bench install lint \
         clean completions man unit-bin fuzz fuzz-replay

@@ -2,8 +2,10 @@
 /*
  * Copying an entry's bytes and extended attributes.  Data: a reflink when
  * the filesystem shares extents, else copy_file_range (in-kernel), else
- * read/write; holes are kept by copying only the data segments.  Xattrs:
- * libattr's filtered copy, so /etc/xattr.conf is honoured as cp does.
+ * read/write; holes are kept by copying only the data segments.  Every
+ * way copies the st_size bytes the stat saw, or fails when the file
+ * shrank (hu_error_shrank).  Xattrs: libattr's filtered copy, so
+ * /etc/xattr.conf is honoured as cp does.
  */
 #include <attr/error_context.h>
 #include <attr/libattr.h>
@@ -25,6 +27,12 @@ static bool unsupported(int err)
 	       err == ETXTBSY || err == EPERM;
 }
 
+int hu_error_shrank(struct hu_error *e, const char *path)
+{
+	return hu_error_set(e, EIO, path,
+			    "the file shrank while it was being read");
+}
+
 static int copy_rw(int in, int out, off_t off, off_t end, struct hu_error *e)
 {
 	enum { BUF = 1 << 20 };
@@ -40,8 +48,10 @@ static int copy_rw(int in, int out, off_t off, off_t end, struct hu_error *e)
 			free(buf);
 			return hu_error_set(e, errno, NULL, "cannot read");
 		}
-		if (n == 0)
-			break;		/* the source shrank: copy what is */
+		if (n == 0) {
+			free(buf);
+			return hu_error_shrank(e, NULL);
+		}
 		for (ssize_t done = 0; done < n; done += w) {
 			w = hu_wr_pwrite(out, buf + done, n - done,
 					 off + done);
@@ -73,8 +83,10 @@ static int copy_range(struct hu_copy_state *cs, int in, int out, off_t off,
 			off += n;
 			continue;
 		}
+		/* The end of the source, or a filesystem that copies
+		 * nothing (some pseudo ones): read/write tells which. */
 		if (n == 0)
-			return 0;	/* the source shrank */
+			break;
 		if (!unsupported(errno))
 			return hu_error_set(e, errno, NULL, "cannot copy data");
 		__atomic_store_n(&cs->no_copy_range, true, __ATOMIC_RELAXED);
@@ -82,39 +94,74 @@ static int copy_range(struct hu_copy_state *cs, int in, int out, off_t off,
 	return copy_rw(in, out, off, end, e);
 }
 
+/* A reflink: atomic (the kernel locks both files), so it cannot tear,
+ * but it takes the whole file as it is now, which may not be the size
+ * the stat saw.  0 done, -1 failed (@e), 1 this filesystem cannot. */
+static int clone_data(int in, const struct stat *st, int out,
+		      struct hu_error *e)
+{
+	struct stat now;
+
+	if (hu_wr_clone(in, out) < 0)
+		return unsupported(errno) ? 1 :
+			hu_error_set(e, errno, NULL, "cannot clone data");
+	if (hu_wr_dry_run())
+		return 0;
+	if (fstat(out, &now) < 0)
+		return hu_error_set(e, errno, NULL, "cannot stat the copy");
+	if (now.st_size < st->st_size)
+		return hu_error_shrank(e, NULL);
+	if (now.st_size > st->st_size && hu_wr_ftruncate(out, st->st_size) < 0)
+		return hu_error_set(e, errno, NULL, "cannot set file size");
+	return 0;
+}
+
+/* A sparse file: only the data segments up to st_size, then the size. */
+static int copy_sparse(struct hu_copy_state *cs, int in, const struct stat *st,
+		       int out, struct hu_error *e)
+{
+	off_t data, hole = 0;
+	struct stat now;
+
+	while (hole < st->st_size) {
+		data = lseek(in, hole, SEEK_DATA);
+		if (data < 0 && errno != ENXIO)
+			return copy_range(cs, in, out, hole, st->st_size, e);
+		if (data < 0 || data >= st->st_size)
+			break;		/* only a hole remains */
+		hole = lseek(in, data, SEEK_HOLE);
+		if (hole < 0 || hole > st->st_size)
+			hole = st->st_size;
+		if (copy_range(cs, in, out, data, hole, e) < 0)
+			return -1;
+	}
+	/* A hole up to st_size, or the end of a file that shrank: only
+	 * its size tells them apart. */
+	if (fstat(in, &now) < 0)
+		return hu_error_set(e, errno, NULL, "cannot stat");
+	if (now.st_size < st->st_size)
+		return hu_error_shrank(e, NULL);
+	if (hu_wr_ftruncate(out, st->st_size) < 0)
+		return hu_error_set(e, errno, NULL, "cannot set file size");
+	return 0;
+}
+
 int hu_copy_data(struct hu_copy_state *cs, int in, const struct stat *st,
 		 int out, struct hu_error *e)
 {
-	off_t data, hole = 0;
-
 	if (st->st_size == 0)
 		return 0;
 	if (!__atomic_load_n(&cs->no_clone, __ATOMIC_RELAXED)) {
-		if (hu_wr_clone(in, out) == 0)
-			return 0;
-		if (!unsupported(errno))
-			return hu_error_set(e, errno, NULL, "cannot clone data");
+		int rc = clone_data(in, st, out, e);
+
+		if (rc <= 0)
+			return rc;
 		__atomic_store_n(&cs->no_clone, true, __ATOMIC_RELAXED);
 	}
 	/* Not sparse (st_blocks counts every byte): one range. */
 	if ((off_t)st->st_blocks * 512 >= st->st_size)
 		return copy_range(cs, in, out, 0, st->st_size, e);
-	while (hole < st->st_size) {
-		data = lseek(in, hole, SEEK_DATA);
-		if (data < 0) {
-			if (errno == ENXIO)
-				break;		/* only a hole remains */
-			return copy_range(cs, in, out, hole, st->st_size, e);
-		}
-		hole = lseek(in, data, SEEK_HOLE);
-		if (hole < 0)
-			hole = st->st_size;
-		if (copy_range(cs, in, out, data, hole, e) < 0)
-			return -1;
-	}
-	if (hu_wr_ftruncate(out, st->st_size) < 0)
-		return hu_error_set(e, errno, NULL, "cannot set file size");
-	return 0;
+	return copy_sparse(cs, in, st, out, e);
 }
 
 /* libattr reports through a callback: keep the first error and its errno
