@@ -4,17 +4,15 @@
  * the filesystem shares extents, else copy_file_range (in-kernel), else
  * read/write; holes are kept by copying only the data segments.  Every
  * way copies the st_size bytes the stat saw, or fails when the file
- * shrank (hu_error_shrank).  Xattrs: libattr's filtered copy, so
- * /etc/xattr.conf is honoured as cp does.
+ * shrank (hu_error_shrank).  Xattrs: one by one through the write
+ * wrapper, leaving out the layers' private ones and what /etc/xattr.conf
+ * says to skip, as cp does.
  */
-#include <attr/error_context.h>
 #include <attr/libattr.h>
 #include <errno.h>
-#include <stdarg.h>
-#include <stdio.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -164,71 +162,92 @@ int hu_copy_data(struct hu_copy_state *cs, int in, const struct stat *st,
 	return copy_sparse(cs, in, st, out, e);
 }
 
-/* libattr reports through a callback: keep the first error and its errno
- * instead of printing. */
-struct xattr_ctx {
-	struct error_context ctx;
-	int err;
-	char msg[160];
-};
-
-__attribute__((format(printf, 2, 3)))
-static void xattr_error(struct error_context *ctx, const char *fmt, ...)
+/* /etc/xattr.conf is read by libattr at its first question, into a
+ * list it keeps without a lock: ask once before the workers do. */
+static void xattr_conf_load(void)
 {
-	struct xattr_ctx *x = (struct xattr_ctx *)ctx;
-	va_list ap;
-
-	if (x->err)
-		return;
-	x->err = errno ? errno : EIO;
-	va_start(ap, fmt);
-	vsnprintf(x->msg, sizeof(x->msg), fmt, ap);
-	va_end(ap);
+	(void)attr_copy_action("", NULL);
 }
 
-static const char *xattr_quote(struct error_context *ctx, const char *s)
+/* Is xattr @name copied?  Not the layers' private ones, nor what
+ * /etc/xattr.conf says to skip (ACLs, marked "permissions", are). */
+static bool xattr_copied(const char *name)
 {
-	return s;
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+	pthread_once(&once, xattr_conf_load);
+	return !hu_xattr_is_private(name) &&
+	       attr_copy_action(name, NULL) != ATTR_ACTION_SKIP;
 }
 
-static void xattr_quote_free(struct error_context *ctx, const char *s)
+/* Read xattr @attr of the source into *@v (@small, or malloc'd when it
+ * does not fit).  Returns its length; -1 with errno. */
+static ssize_t xattr_read(int sfd, const char *sname, const char *attr,
+			  char *small, size_t small_size, char **v)
 {
+	size_t size = small_size;
+	ssize_t n;
+
+	*v = small;
+	for (;;) {
+		n = hu_lgetxattr_at(sfd, sname, attr, *v, size);
+		if (n >= 0 || errno != ERANGE)
+			return n;
+		/* longer than the buffer: ask its size, which may grow
+		 * again before the next read */
+		n = hu_lgetxattr_at(sfd, sname, attr, NULL, 0);
+		if (n < 0)
+			return n;
+		if (*v != small)
+			free(*v);
+		size = n ? (size_t)n : 1;
+		*v = malloc(size);
+		if (!*v) {
+			errno = ENOMEM;
+			return -1;
+		}
+	}
 }
 
-static int xattr_check(const char *name, struct error_context *ctx)
+static int copy_xattr(int sfd, const char *sname, int dfd, const char *dname,
+		      const char *attr, struct hu_error *e)
 {
-	if (hu_xattr_is_private(name))
-		return 0;
-	return attr_copy_action(name, ctx) != ATTR_ACTION_SKIP;
+	char small[1024], *v;
+	ssize_t n = xattr_read(sfd, sname, attr, small, sizeof(small), &v);
+	int rc = 0;
+
+	if (n < 0 && errno != ENODATA)	/* ENODATA: removed meanwhile */
+		rc = hu_error_set(e, errno, NULL, "cannot read xattr %s", attr);
+	else if (n >= 0 && hu_wr_setxattr_at(dfd, dname, attr, v, n, 0) < 0)
+		rc = hu_error_set(e, errno, NULL, "cannot set xattr %s", attr);
+	if (v != small)
+		free(v);
+	return rc;
 }
 
 int hu_copy_xattrs(int sfd, const char *sname, int dfd, const char *dname,
 		   struct hu_error *e)
 {
-	struct xattr_ctx x = {
-		.ctx = { xattr_error, xattr_quote, xattr_quote_free } };
-	char sp[HU_FDPATH_MAX], dp[HU_FDPATH_MAX];
-	int rc;
+	char small[512], *names = small;
+	ssize_t len;
+	int rc = 0;
 
-	/* Most files have no xattrs: one flistxattr says so, where
-	 * libattr would ask twice. */
-	if (!sname && !dname) {
-		char names[256];
-		ssize_t n = flistxattr(sfd, names, sizeof(names));
+	/* Most entries have no xattrs: one short listxattr says so. */
+	len = hu_listxattr_at(sfd, sname, small, sizeof(small));
+	if (len < 0 && errno == ERANGE &&
+	    hu_llistxattr_at(sfd, sname, &names, &len) < 0)
+		len = -1;
+	if (len < 0)
+		return errno == ENOTSUP ? 0 :
+			hu_error_set(e, errno, NULL, "cannot list xattrs");
+	for (ssize_t off = 0; off < len && rc == 0;
+	     off += strlen(names + off) + 1) {
+		const char *attr = names + off;
 
-		if (n == 0 || (n < 0 && errno == ENOTSUP))
-			return 0;
+		if (*attr && xattr_copied(attr))
+			rc = copy_xattr(sfd, sname, dfd, dname, attr, e);
 	}
-	errno = 0;
-	if (!sname && !dname)
-		rc = attr_copy_fd("", sfd, "", dfd, xattr_check, &x.ctx);
-	else
-		rc = attr_copy_file(hu_fdpath(sp, sfd, sname),
-				    hu_fdpath(dp, dfd, dname), xattr_check,
-				    &x.ctx);
-	if (rc == 0 && !x.err)
-		return 0;
-	return hu_error_set(e, x.err ? x.err : errno, NULL,
-			    "cannot copy xattrs%s%s", x.msg[0] ? ": " : "",
-			    x.msg);
+	if (names != small)
+		free(names);
+	return rc;
 }

@@ -3,13 +3,16 @@
  * copy.c: a file's bytes are the st_size bytes its stat saw, by every way
  * of copying.  The seam is that stat: one that says more bytes than the
  * file holds is a file cut between the stat and the copy, one that says
- * fewer a file that grew.
+ * fewer a file that grew.  Xattrs go through the write wrapper.
  */
+#include <attr/libattr.h>
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "../../lib/internal.h"
@@ -163,4 +166,84 @@ Test(copy, a_file_of_the_size_its_stat_saw_is_copied_whole)
 		cr_expect_lt(st.st_blocks * 512, MIB, "way %zu: holes kept",
 			     w);
 	}
+}
+
+/* ---- xattrs -------------------------------------------------------------- */
+
+static int copy_xattrs_of(const char *src, const char *dst, struct hu_error *e)
+{
+	int in = open(tu_path(src), O_RDONLY), out, rc;
+
+	out = open(tu_path(dst), O_WRONLY | O_CREAT | O_EXCL, 0644);
+	cr_assert(in >= 0 && out >= 0);
+	rc = hu_copy_xattrs(in, NULL, out, NULL, e);
+	close(out);
+	close(in);
+	return rc;
+}
+
+static ssize_t xattr_len(const char *rel, const char *name)
+{
+	return lgetxattr(tu_path(rel), name, NULL, 0);
+}
+
+Test(copy, xattrs_are_copied_but_private_ones_and_what_xattr_conf_skips)
+{
+	struct hu_error e = { 0 };
+	char big[1500], name[64];
+
+	memset(big, 'v', sizeof(big));
+	tu_file("f", "");
+	tu_xattr("f", "user.a", "1");
+	cr_assert_eq(setxattr(tu_path("f"), "user.big", big, sizeof(big), 0),
+		     0);
+	/* more names than the first, short listxattr holds */
+	for (int i = 0; i < 20; i++) {
+		snprintf(name, sizeof(name), "user.a_rather_long_name_%02d", i);
+		tu_xattr("f", name, "");
+	}
+	tu_xattr("f", "trusted.overlay.origin", "x");
+	tu_xattr("f", "user.union.opaque", "y");
+	tu_xattr("f", "user.Beagle.index", "x");
+	cr_assert_eq(copy_xattrs_of("f", "out", &e), 0, "%s", e.msg);
+	cr_expect_eq(xattr_len("out", "user.a"), 1);
+	cr_expect_eq(xattr_len("out", "user.big"), (ssize_t)sizeof(big));
+	cr_expect_eq(xattr_len("out", "user.a_rather_long_name_19"), 0);
+	cr_expect_eq(xattr_len("out", "trusted.overlay.origin"), -1);
+	cr_expect_eq(xattr_len("out", "user.union.opaque"), -1);
+	if (attr_copy_action("user.Beagle.index", NULL) == ATTR_ACTION_SKIP)
+		cr_expect_eq(xattr_len("out", "user.Beagle.index"), -1,
+			     "/etc/xattr.conf says to skip it");
+}
+
+Test(copy, xattrs_of_a_symlink_by_name)
+{
+	struct hu_error e = { 0 };
+	int src, dst;
+
+	tu_symlink("nowhere", "src/l");
+	cr_assert_eq(lsetxattr(tu_path("src/l"), "trusted.note", "x", 1, 0), 0);
+	tu_symlink("nowhere", "dst/l");
+	src = open(tu_path("src"), O_RDONLY | O_DIRECTORY);
+	dst = open(tu_path("dst"), O_RDONLY | O_DIRECTORY);
+	cr_assert(src >= 0 && dst >= 0);
+	cr_assert_eq(hu_copy_xattrs(src, "l", dst, "l", &e), 0, "%s", e.msg);
+	cr_expect_eq(xattr_len("dst/l", "trusted.note"), 1);
+	close(dst);
+	close(src);
+}
+
+/* Through the write wrapper: fault injection reaches it, and the error
+ * names the attribute (the caller adds the path). */
+Test(copy, a_failed_setxattr_names_the_attribute)
+{
+	struct hu_error e = { 0 };
+
+	setenv("HUNION_FAULT", "setxattr:1:ENOTSUP", 1);
+	tu_file("f", "");
+	tu_xattr("f", "user.a", "1");
+	cr_assert_eq(copy_xattrs_of("f", "out", &e), -1);
+	cr_expect_eq(e.err, ENOTSUP);
+	cr_expect_str_eq(e.msg, "cannot set xattr user.a");
+	hu_error_clear(&e);
 }
