@@ -170,7 +170,8 @@ static void xattr_conf_load(void)
 }
 
 /* Is xattr @name copied?  Not the layers' private ones, nor what
- * /etc/xattr.conf says to skip (ACLs, marked "permissions", are). */
+ * /etc/xattr.conf says to skip; ACLs, which it marks "permissions", are
+ * copied as the others. */
 static bool xattr_copied(const char *name)
 {
 	static pthread_once_t once = PTHREAD_ONCE_INIT;

@@ -232,7 +232,8 @@ struct hu_copy_state {
  * shrank is an error (hu_error_shrank). */
 int hu_copy_data(struct hu_copy_state *cs, int in, const struct stat *st,
 		 int out, struct hu_error *e);
-/* Copy the xattrs of a source entry to a destination entry, leaving out
+/* Copy the xattrs of a source entry to a destination entry, one by one
+ * through hu_wr_setxattr_at() (errors name the attribute), leaving out
  * the private union/overlay ones and what /etc/xattr.conf says to skip.
  * Each side is an open fd (@name NULL), or @name in directory @fd (for
  * symlinks and devices, which are never opened). */
