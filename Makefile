@@ -39,7 +39,7 @@ MANS     = $(patsubst man/%.scd,$(B)/man/%,$(wildcard man/*.scd))
 DEB_PKGS = build-essential clang pkg-config libarchive-dev libattr1-dev \
            libzstd-dev libssl-dev zlib1g-dev libcriterion-dev scdoc attr python3 \
            libarchive-tools e2fsprogs util-linux kmod rsync zstd umoci time \
-           zsh fish
+           zsh fish xfsprogs libcap2-bin
 
 .PHONY: all deps check check-plain check-asan demo bench install lint \
         clean completions man unit-bin fuzz fuzz-replay

@@ -2,17 +2,17 @@
 /*
  * Copying an entry's bytes and extended attributes.  Data: a reflink when
  * the filesystem shares extents, else copy_file_range (in-kernel), else
- * read/write; holes are kept by copying only the data segments.  Xattrs:
- * libattr's filtered copy, so /etc/xattr.conf is honoured as cp does.
+ * read/write; holes are kept by copying only the data segments.  Every
+ * way copies the st_size bytes the stat saw, or fails when the file
+ * shrank (hu_error_shrank).  Xattrs: one by one through the write
+ * wrapper, leaving out the layers' private ones and what /etc/xattr.conf
+ * says to skip, as cp does.
  */
-#include <attr/error_context.h>
 #include <attr/libattr.h>
 #include <errno.h>
-#include <stdarg.h>
-#include <stdio.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -23,6 +23,12 @@ static bool unsupported(int err)
 	return err == EXDEV || err == EOPNOTSUPP || err == EINVAL ||
 	       err == ENOTTY || err == ENOSYS || err == EBADF ||
 	       err == ETXTBSY || err == EPERM;
+}
+
+int hu_error_shrank(struct hu_error *e, const char *path)
+{
+	return hu_error_set(e, EIO, path,
+			    "the file shrank while it was being read");
 }
 
 static int copy_rw(int in, int out, off_t off, off_t end, struct hu_error *e)
@@ -40,8 +46,10 @@ static int copy_rw(int in, int out, off_t off, off_t end, struct hu_error *e)
 			free(buf);
 			return hu_error_set(e, errno, NULL, "cannot read");
 		}
-		if (n == 0)
-			break;		/* the source shrank: copy what is */
+		if (n == 0) {
+			free(buf);
+			return hu_error_shrank(e, NULL);
+		}
 		for (ssize_t done = 0; done < n; done += w) {
 			w = hu_wr_pwrite(out, buf + done, n - done,
 					 off + done);
@@ -73,8 +81,10 @@ static int copy_range(struct hu_copy_state *cs, int in, int out, off_t off,
 			off += n;
 			continue;
 		}
+		/* The end of the source, or a filesystem that copies
+		 * nothing (some pseudo ones): read/write tells which. */
 		if (n == 0)
-			return 0;	/* the source shrank */
+			break;
 		if (!unsupported(errno))
 			return hu_error_set(e, errno, NULL, "cannot copy data");
 		__atomic_store_n(&cs->no_copy_range, true, __ATOMIC_RELAXED);
@@ -82,106 +92,163 @@ static int copy_range(struct hu_copy_state *cs, int in, int out, off_t off,
 	return copy_rw(in, out, off, end, e);
 }
 
-int hu_copy_data(struct hu_copy_state *cs, int in, const struct stat *st,
-		 int out, struct hu_error *e)
+/* A reflink: atomic (the kernel locks both files), so it cannot tear,
+ * but it takes the whole file as it is now, which may not be the size
+ * the stat saw.  0 done, -1 failed (@e), 1 this filesystem cannot. */
+static int clone_data(int in, const struct stat *st, int out,
+		      struct hu_error *e)
+{
+	struct stat now;
+
+	if (hu_wr_clone(in, out) < 0)
+		return unsupported(errno) ? 1 :
+			hu_error_set(e, errno, NULL, "cannot clone data");
+	if (hu_wr_dry_run())
+		return 0;
+	if (fstat(out, &now) < 0)
+		return hu_error_set(e, errno, NULL, "cannot stat the copy");
+	if (now.st_size < st->st_size)
+		return hu_error_shrank(e, NULL);
+	if (now.st_size > st->st_size && hu_wr_ftruncate(out, st->st_size) < 0)
+		return hu_error_set(e, errno, NULL, "cannot set file size");
+	return 0;
+}
+
+/* A sparse file: only the data segments up to st_size, then the size. */
+static int copy_sparse(struct hu_copy_state *cs, int in, const struct stat *st,
+		       int out, struct hu_error *e)
 {
 	off_t data, hole = 0;
+	struct stat now;
 
-	if (st->st_size == 0)
-		return 0;
-	if (!__atomic_load_n(&cs->no_clone, __ATOMIC_RELAXED)) {
-		if (hu_wr_clone(in, out) == 0)
-			return 0;
-		if (!unsupported(errno))
-			return hu_error_set(e, errno, NULL, "cannot clone data");
-		__atomic_store_n(&cs->no_clone, true, __ATOMIC_RELAXED);
-	}
-	/* Not sparse (st_blocks counts every byte): one range. */
-	if ((off_t)st->st_blocks * 512 >= st->st_size)
-		return copy_range(cs, in, out, 0, st->st_size, e);
 	while (hole < st->st_size) {
 		data = lseek(in, hole, SEEK_DATA);
-		if (data < 0) {
-			if (errno == ENXIO)
-				break;		/* only a hole remains */
+		if (data < 0 && errno != ENXIO)
 			return copy_range(cs, in, out, hole, st->st_size, e);
-		}
+		if (data < 0 || data >= st->st_size)
+			break;		/* only a hole remains */
 		hole = lseek(in, data, SEEK_HOLE);
-		if (hole < 0)
+		if (hole < 0 || hole > st->st_size)
 			hole = st->st_size;
 		if (copy_range(cs, in, out, data, hole, e) < 0)
 			return -1;
 	}
+	/* A hole up to st_size, or the end of a file that shrank: only
+	 * its size tells them apart. */
+	if (fstat(in, &now) < 0)
+		return hu_error_set(e, errno, NULL, "cannot stat");
+	if (now.st_size < st->st_size)
+		return hu_error_shrank(e, NULL);
 	if (hu_wr_ftruncate(out, st->st_size) < 0)
 		return hu_error_set(e, errno, NULL, "cannot set file size");
 	return 0;
 }
 
-/* libattr reports through a callback: keep the first error and its errno
- * instead of printing. */
-struct xattr_ctx {
-	struct error_context ctx;
-	int err;
-	char msg[160];
-};
-
-__attribute__((format(printf, 2, 3)))
-static void xattr_error(struct error_context *ctx, const char *fmt, ...)
+int hu_copy_data(struct hu_copy_state *cs, int in, const struct stat *st,
+		 int out, struct hu_error *e)
 {
-	struct xattr_ctx *x = (struct xattr_ctx *)ctx;
-	va_list ap;
-
-	if (x->err)
-		return;
-	x->err = errno ? errno : EIO;
-	va_start(ap, fmt);
-	vsnprintf(x->msg, sizeof(x->msg), fmt, ap);
-	va_end(ap);
-}
-
-static const char *xattr_quote(struct error_context *ctx, const char *s)
-{
-	return s;
-}
-
-static void xattr_quote_free(struct error_context *ctx, const char *s)
-{
-}
-
-static int xattr_check(const char *name, struct error_context *ctx)
-{
-	if (hu_xattr_is_private(name))
+	if (st->st_size == 0)
 		return 0;
-	return attr_copy_action(name, ctx) != ATTR_ACTION_SKIP;
+	if (!__atomic_load_n(&cs->no_clone, __ATOMIC_RELAXED)) {
+		int rc = clone_data(in, st, out, e);
+
+		if (rc <= 0)
+			return rc;
+		__atomic_store_n(&cs->no_clone, true, __ATOMIC_RELAXED);
+	}
+	/* Not sparse (st_blocks counts every byte): one range. */
+	if ((off_t)st->st_blocks * 512 >= st->st_size)
+		return copy_range(cs, in, out, 0, st->st_size, e);
+	return copy_sparse(cs, in, st, out, e);
+}
+
+/* /etc/xattr.conf is read by libattr at its first question, into a
+ * list it keeps without a lock: ask once before the workers do. */
+static void xattr_conf_load(void)
+{
+	(void)attr_copy_action("", NULL);
+}
+
+/* Is xattr @name copied?  Not the layers' private ones, nor what
+ * /etc/xattr.conf says to skip; ACLs, which it marks "permissions", are
+ * copied as the others. */
+static bool xattr_copied(const char *name)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+	pthread_once(&once, xattr_conf_load);
+	return !hu_xattr_is_private(name) &&
+	       attr_copy_action(name, NULL) != ATTR_ACTION_SKIP;
+}
+
+/* Read xattr @attr of the source into *@v (@small, or malloc'd when it
+ * does not fit).  Returns its length; -1 with errno. */
+static ssize_t xattr_read(int sfd, const char *sname, const char *attr,
+			  char *small, size_t small_size, char **v)
+{
+	size_t size = small_size;
+	ssize_t n;
+
+	*v = small;
+	for (;;) {
+		n = hu_lgetxattr_at(sfd, sname, attr, *v, size);
+		if (n >= 0 || errno != ERANGE)
+			return n;
+		/* longer than the buffer: ask its size, which may grow
+		 * again before the next read */
+		n = hu_lgetxattr_at(sfd, sname, attr, NULL, 0);
+		if (n < 0)
+			return n;
+		if (*v != small)
+			free(*v);
+		size = n ? (size_t)n : 1;
+		*v = malloc(size);
+		if (!*v) {
+			errno = ENOMEM;
+			return -1;
+		}
+	}
+}
+
+static int copy_xattr(int sfd, const char *sname, int dfd, const char *dname,
+		      const char *attr, struct hu_error *e)
+{
+	char small[1024], *v;
+	ssize_t n = xattr_read(sfd, sname, attr, small, sizeof(small), &v);
+	int rc = 0;
+
+	if (n < 0 && errno != ENODATA)	/* ENODATA: removed meanwhile */
+		rc = hu_error_set(e, errno, NULL, "cannot read xattr %s", attr);
+	else if (n >= 0 && hu_wr_setxattr_at(dfd, dname, attr, v, n, 0) < 0)
+		rc = hu_error_set(e, errno, NULL, "cannot set xattr %s", attr);
+	if (v != small)
+		free(v);
+	return rc;
 }
 
 int hu_copy_xattrs(int sfd, const char *sname, int dfd, const char *dname,
 		   struct hu_error *e)
 {
-	struct xattr_ctx x = {
-		.ctx = { xattr_error, xattr_quote, xattr_quote_free } };
-	char sp[HU_FDPATH_MAX], dp[HU_FDPATH_MAX];
-	int rc;
+	char small[512], *names = small;
+	ssize_t len;
+	int rc = 0;
 
-	/* Most files have no xattrs: one flistxattr says so, where
-	 * libattr would ask twice. */
-	if (!sname && !dname) {
-		char names[256];
-		ssize_t n = flistxattr(sfd, names, sizeof(names));
+	/* Most entries have no xattrs: one short listxattr says so. */
+	len = hu_listxattr_at(sfd, sname, small, sizeof(small));
+	if (len < 0 && errno == ERANGE &&
+	    hu_llistxattr_at(sfd, sname, &names, &len) < 0)
+		len = -1;
+	if (len < 0)
+		return errno == ENOTSUP ? 0 :
+			hu_error_set(e, errno, NULL, "cannot list xattrs");
+	for (ssize_t off = 0; off < len && rc == 0;
+	     off += strlen(names + off) + 1) {
+		const char *attr = names + off;
 
-		if (n == 0 || (n < 0 && errno == ENOTSUP))
-			return 0;
+		if (*attr && xattr_copied(attr))
+			rc = copy_xattr(sfd, sname, dfd, dname, attr, e);
 	}
-	errno = 0;
-	if (!sname && !dname)
-		rc = attr_copy_fd("", sfd, "", dfd, xattr_check, &x.ctx);
-	else
-		rc = attr_copy_file(hu_fdpath(sp, sfd, sname),
-				    hu_fdpath(dp, dfd, dname), xattr_check,
-				    &x.ctx);
-	if (rc == 0 && !x.err)
-		return 0;
-	return hu_error_set(e, x.err ? x.err : errno, NULL,
-			    "cannot copy xattrs%s%s", x.msg[0] ? ": " : "",
-			    x.msg);
+	if (names != small)
+		free(names);
+	return rc;
 }

@@ -216,16 +216,24 @@ int hu_rmtree(int dirfd, const char *name);
 int hu_check_outside_layers(int dirfd, const struct hu_layer *layers,
 			    size_t n, const char *out, struct hu_error *e);
 
+/* A regular file's bytes are the st_size bytes its stat saw: every copy
+ * of them (merge, convert -o, flatten's tar entries) reads that many and
+ * no more, and fails with this error (EIO, @path) when the file ends
+ * before, rather than write content that never existed. */
+int hu_error_shrank(struct hu_error *e, const char *path);
+
 /* Copying one entry's bytes and xattrs (copy.c). */
 struct hu_copy_state {
 	bool no_clone;		/* FICLONE failed once: the fs cannot */
 	bool no_copy_range;	/* copy_file_range cannot either */
 };
 /* Copy the data of @in (whose stat is @st) into the empty file @out,
- * keeping holes. */
+ * keeping holes: st_size bytes, however it grew meanwhile; a file that
+ * shrank is an error (hu_error_shrank). */
 int hu_copy_data(struct hu_copy_state *cs, int in, const struct stat *st,
 		 int out, struct hu_error *e);
-/* Copy the xattrs of a source entry to a destination entry, leaving out
+/* Copy the xattrs of a source entry to a destination entry, one by one
+ * through hu_wr_setxattr_at() (errors name the attribute), leaving out
  * the private union/overlay ones and what /etc/xattr.conf says to skip.
  * Each side is an open fd (@name NULL), or @name in directory @fd (for
  * symlinks and devices, which are never opened). */

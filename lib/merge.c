@@ -51,8 +51,6 @@ static int link_file(struct merge *m, const struct hu_ventry *ent,
 			       "cannot hard-link", e);
 }
 
-/* A copy of the bytes of @src.  The metadata and xattrs are the entry's
- * own: for a metacopy file not those of @src, which holds only the data. */
 /* A copy of the bytes of @src, which it takes.  The metadata and xattrs
  * are the entry's own: for a metacopy file not those of @src, which holds
  * only the data. */

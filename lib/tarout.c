@@ -334,8 +334,7 @@ static int add_data(struct hu_tarout *t, int fd, int64_t size,
 		if (n < 0)
 			return hu_error_set(e, errno, path, "cannot read");
 		if (n == 0)
-			return hu_error_set(e, EIO, path, "the file shrank "
-					    "while it was being read");
+			return hu_error_shrank(e, path);
 		if (archive_write_data(t->a, buf, (size_t)n) != n)
 			return tfail(t, path, e);
 		size -= n;

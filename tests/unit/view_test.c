@@ -160,6 +160,53 @@ Test(view, three_layers_middle_whiteout_and_reappearance)
 	hu_stack_close(&s);
 }
 
+/* A middle layer's opaque directory: the bottom's entries in it are
+ * hidden, the top's merge with the middle's.  Two layers never reach this
+ * rule (the lookup in the layers below the topmost directory). */
+static void opaque_middle(const char *fmt)
+{
+	struct hu_stack s;
+	struct hu_error e = { 0 };
+
+	tu_file("l0/d/bottom", "");
+	tu_file("l0/d/sub/bottom", "");
+	tu_file("l0/e/bottom", "");
+	tu_file("l0/keep", "");
+	if (strcmp(fmt, "oci") == 0) {
+		tu_file("l1/d/.wh..wh..opq", "");
+		tu_file("l1/e/.wh..wh..opq", "");
+	} else {
+		tu_opaque("l1/d", fmt);
+		tu_opaque("l1/e", fmt);
+	}
+	tu_file("l1/d/middle", "");
+	tu_mkdir("l1/d/sub");
+	tu_file("l1/e/middle", "");
+	tu_file("l2/d/top", "");
+	tu_file("l2/d/sub/top", "");
+	cr_assert_eq(tu_stack(&s, &e, 3, "l0", "l1", "l2"), 0, "%s: %s",
+		     e.path, e.msg);
+	expect_view(tu_view_dump(&s),
+		    "d:2\nd/middle:1\nd/sub:2\nd/sub/top:2\nd/top:2\n"
+		    "e:1\ne/middle:1\nkeep:0\n");
+	hu_stack_close(&s);
+}
+
+Test(view, three_layers_opaque_middle_dir_union)
+{
+	opaque_middle("union");
+}
+
+Test(view, three_layers_opaque_middle_dir_overlay)
+{
+	opaque_middle("overlay");
+}
+
+Test(view, three_layers_opaque_middle_dir_oci)
+{
+	opaque_middle("oci");
+}
+
 Test(view, overlay_relative_redirect_merges_the_old_name)
 {
 	tu_file("lo/old/f", "");
