@@ -376,6 +376,103 @@ Test(tarlayer, whiteouts_follow_oci_rules_in_a_stack)
 		    "re/mine:1\n");
 }
 
+/* Does the unpacked layer @l hold @rel (not followed)? */
+static bool layer_has(const struct hu_layer *l, const char *rel)
+{
+	struct stat st;
+
+	return fstatat(l->fd, rel, &st, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+/* A whiteout removes what lies beneath; it never makes a directory.  The
+ * parent it implies exists only where the layers below have a directory
+ * that this tarball does not hide.  (Issue 11, item 4.) */
+Test(tarlayer, a_whiteout_under_no_directory_beneath_makes_none)
+{
+	static const struct tent v[] = {
+		F("x/.wh.y", ""),		/* x: a file beneath */
+		F("lnk/.wh.f", ""),		/* lnk: a symlink to dir d */
+		F(".wh.test", ""), F("test/.wh.a", ""),	/* test: gone */
+		F("nope/.wh.zzz", ""),		/* nothing beneath */
+		F("deep/er/.wh.z", ""),		/* deep/er: nothing beneath */
+		F("keep/.wh.y", ""),		/* a directory beneath */
+		END };
+	struct hu_stack s;
+	struct hu_error e = { 0 };
+
+	tu_file("lo/x", "");
+	tu_file("lo/d/f", "");
+	tu_symlink("d", "lo/lnk");
+	tu_file("lo/test/a", "");
+	tu_file("lo/keep/y", "");
+	tu_file("lo/keep/z", "");
+	tu_file("lo/deep/other", "");
+	mktar("up.tar", "none", v);
+	expect_view(dump2("lo", "up.tar"),
+		    "d:0\nd/f:0\ndeep:0\ndeep/other:0\nkeep:1\nkeep/z:0\n"
+		    "lnk:0\nx:0\n");
+	cr_assert_eq(tu_stack(&s, &e, 2, "lo", "up.tar"), 0, "%s", e.msg);
+	cr_expect(!layer_has(&s.layers[1], "x"));
+	cr_expect(!layer_has(&s.layers[1], "lnk"));
+	cr_expect(!layer_has(&s.layers[1], "test"));
+	cr_expect(layer_has(&s.layers[1], ".wh.test"));
+	cr_expect(!layer_has(&s.layers[1], "nope"));
+	cr_expect(!layer_has(&s.layers[1], "deep"), "left empty: gone");
+	cr_expect(layer_has(&s.layers[1], "keep/.wh.y"));
+	hu_stack_close(&s);
+	/* The bottom layer: nothing beneath, no such directory at all. */
+	expect_view(dump2("up.tar", "lo"),
+		    "d:1\nd/f:1\ndeep:1\ndeep/other:1\nkeep:1\nkeep/y:1\n"
+		    "keep/z:1\nlnk:1\ntest:1\ntest/a:1\nx:1\n");
+	cr_expect_eq(tmp_left(), 0);
+}
+
+/* Alone, a layer cannot know what its whiteouts hide: it keeps them all
+ * (whiteout ls lists them, convert -o writes them). */
+Test(tarlayer, alone_a_layer_keeps_every_whiteout)
+{
+	static const struct tent v[] = { F("nope/.wh.zzz", ""), END };
+	struct hu_error e = { 0 };
+	struct hu_layer l;
+	struct warns ws = { 0 };
+
+	mktar("l.tar", "none", v);
+	cr_assert_eq(open_tar(&l, "l.tar", &ws, &e), 0, "%s", e.msg);
+	cr_expect(layer_has(&l, "nope/.wh.zzz"));
+	hu_layer_close(&l);
+}
+
+/* A directory this tarball whites out or hides under an opaque parent is
+ * not the one beneath: an unnamed parent of new entries is a new
+ * directory (0755, the entry's time), one of whiteouts alone goes. */
+Test(tarlayer, an_unnamed_parent_hidden_by_its_own_layer_is_new)
+{
+	static const struct tent v[] = {
+		F(".wh.etc", ""), F("etc/new", ""),
+		F("o/.wh..wh..opq", ""), F("o/sub/.wh.x", ""),
+		F("o2/.wh..wh..opq", ""),
+		END };
+	struct hu_stack s;
+	struct hu_error e = { 0 };
+	struct stat st;
+
+	tu_file("lo/etc/old", "");
+	cr_assert_eq(chmod(tu_path("lo/etc"), 0750), 0);
+	tu_file("lo/o/sub/x", "");
+	tu_file("lo/o/sub/y", "");
+	tu_file("lo/o2/gone", "");
+	mktar("up.tar", "none", v);
+	expect_view(dump2("lo", "up.tar"),
+		    "etc:1\netc/new:1\no:1\no2:1\n");
+	cr_assert_eq(tu_stack(&s, &e, 2, "lo", "up.tar"), 0, "%s", e.msg);
+	layer_stat(&s.layers[1], "etc", &st);
+	cr_expect_eq(st.st_mode & 07777, 0755);
+	cr_expect_eq(st.st_mtime, 1000000000);
+	cr_expect(!layer_has(&s.layers[1], "o/sub"));
+	cr_expect(layer_has(&s.layers[1], "o2/.wh..wh..opq"));
+	hu_stack_close(&s);
+}
+
 Test(tarlayer, a_tarball_beneath_a_tarball)
 {
 	static const struct tent lo[] = {
