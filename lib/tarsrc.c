@@ -5,7 +5,11 @@
  * decompression is ours so that, once the tar's end-of-archive blocks are
  * read, the rest of the stream can be drained and checked: a gzip member
  * or zstd frame cut short after the last entry is an error too, not only
- * one cut inside an entry.
+ * one cut inside an entry.  The tar's own end is checked here too, for
+ * every compression: libarchive takes a stream that stops at an entry's
+ * boundary for a whole archive, so the reader says where the
+ * end-of-archive block must start (tar_src_expect_end) and the bytes
+ * passing through tell whether it is there.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -30,6 +34,11 @@ struct tar_src {
 	z_stream z;
 	bool z_init;
 	ZSTD_DStream *zs;
+	uint64_t pos;		/* decompressed bytes handed out */
+	uint64_t chunk;		/* where the last ones (in out) began */
+	uint64_t end_at;	/* where the end-of-archive block must be */
+	size_t end_ok;		/* its bytes seen so far, all zero */
+	enum { END_PENDING, END_FOUND, END_NOT } end;
 	char err[160];
 };
 
@@ -204,17 +213,10 @@ static ssize_t read_zstd(struct tar_src *s)
 	return (ssize_t)out.pos;
 }
 
-ssize_t tar_src_read(struct tar_src *s, const void **buf)
+static ssize_t read_plain(struct tar_src *s)
 {
 	ssize_t n;
 
-	*buf = s->out;
-	if (s->done)
-		return 0;
-	if (s->comp == TAR_GZIP)
-		return read_gzip(s);
-	if (s->comp == TAR_ZSTD)
-		return read_zstd(s);
 	do
 		n = read(s->fd, s->out, OUT_SIZE);
 	while (n < 0 && errno == EINTR);
@@ -223,6 +225,63 @@ ssize_t tar_src_read(struct tar_src *s, const void **buf)
 			 strerror(errno));
 	s->done = n == 0;
 	return n;
+}
+
+/* Look for the end-of-archive block in the @n bytes of out, which begin
+ * at offset s->chunk of the stream. */
+static void look_for_end(struct tar_src *s, size_t n)
+{
+	static const unsigned char zero[512];
+	uint64_t from = s->end_at + s->end_ok, to = s->end_at + sizeof(zero);
+
+	if (s->end != END_PENDING || from >= s->chunk + n)
+		return;
+	if (from < s->chunk) {
+		/* Handed out before the last read: the reader asks as soon
+		 * as it has taken in its last entry, so this cannot be. */
+		s->end = END_FOUND;
+		return;
+	}
+	if (to > s->chunk + n)
+		to = s->chunk + n;
+	if (memcmp(s->out + (from - s->chunk), zero, to - from) != 0) {
+		s->end = END_NOT;
+		return;
+	}
+	s->end_ok += to - from;
+	if (s->end_ok == sizeof(zero))
+		s->end = END_FOUND;
+}
+
+ssize_t tar_src_read(struct tar_src *s, const void **buf)
+{
+	ssize_t n;
+
+	*buf = s->out;
+	if (s->done)
+		return 0;
+	n = s->comp == TAR_GZIP ? read_gzip(s) :
+	    s->comp == TAR_ZSTD ? read_zstd(s) : read_plain(s);
+	if (n > 0) {
+		s->chunk = s->pos;
+		s->pos += (uint64_t)n;
+		look_for_end(s, (size_t)n);
+	}
+	return n;
+}
+
+void tar_src_expect_end(struct tar_src *s, uint64_t at)
+{
+	s->end_at = at;
+	s->end_ok = 0;
+	s->end = END_PENDING;
+	if (s->pos > s->chunk)
+		look_for_end(s, (size_t)(s->pos - s->chunk));
+}
+
+bool tar_src_end_found(const struct tar_src *s)
+{
+	return s->end == END_FOUND;
 }
 
 int tar_src_drain(struct tar_src *s)

@@ -668,6 +668,67 @@ Test(tarlayer, corrupt_and_truncated_tarballs_are_refused)
 	}
 }
 
+/* The first @n bytes of @from into @to, through the command @filter
+ * ("cat", "gzip -c", "zstd -qc"). */
+static void head_through(const char *from, size_t n, const char *filter,
+			 const char *to)
+{
+	char cmd[512];
+
+	snprintf(cmd, sizeof(cmd), "head -c %zu '%s' | %s > '%s'", n,
+		 tu_path(from), filter, tu_path(to));
+	cr_assert_eq(system(cmd), 0, "%s", cmd);
+}
+
+/* A tarball that stops at an entry's boundary has lost what came after:
+ * libarchive takes it for a whole one, hunion wants the end-of-archive
+ * block, whatever the compression.  One zero block is an end (GNU tar
+ * warns about it, and reads on). */
+Test(tarlayer, a_tarball_cut_at_an_entry_boundary_is_refused)
+{
+	static const struct tent v[] = {
+		F("a", "aaaa"), F("b", "bbbb"), END };
+	static const struct {
+		size_t n;
+		const char *filter, *msg;
+	} cases[] = {
+		{ 1024, "cat", "a: corrupt or truncated tarball (after this "
+		  "entry): no end-of-archive block" },
+		{ 2048, "cat", "b: corrupt or truncated tarball (after this "
+		  "entry): no end-of-archive block" },
+		{ 2048, "gzip -c", "b: corrupt or truncated tarball (after this "
+		  "entry): no end-of-archive block" },
+		{ 2048, "zstd -qc", "b: corrupt or truncated tarball (after "
+		  "this entry): no end-of-archive block" },
+		{ 2048 + 512, "cat", NULL },
+		{ 2048 + 512, "zstd -qc", NULL },
+	};
+
+	mktar("whole", "none", v);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char rel[16];
+
+		snprintf(rel, sizeof(rel), "c%zu", i);
+		head_through("whole", cases[i].n, cases[i].filter, rel);
+		if (cases[i].msg) {
+			char want[128];
+
+			snprintf(want, sizeof(want), "%s: %s", rel,
+				 cases[i].msg);
+			cr_expect_str_eq(refused(rel), want);
+		} else {
+			struct hu_error e = { 0 };
+			struct hu_layer l;
+			struct warns ws = { 0 };
+
+			cr_expect_eq(open_tar(&l, rel, &ws, &e), 0, "%s: %s",
+				     rel, e.msg);
+			cr_expect_str_eq(layer_read(&l, "b"), "bbbb");
+			hu_layer_close(&l);
+		}
+	}
+}
+
 Test(tarlayer, not_a_tarball_inside_gzip)
 {
 	FILE *p;
