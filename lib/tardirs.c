@@ -95,7 +95,7 @@ static int through_fail(struct tl *t, int fd, const char *name,
 static int walk_dir(struct tl *t, const char *dir, size_t skip, int from,
 		    uint32_t node, bool make, bool quiet, uint32_t *out)
 {
-	char comp[HU_TAR_PATH_MAX + 1];
+	char comp[NAME_MAX + 1];
 	const char *s = dir + skip;
 	int fd = fcntl(from, F_DUPFD_CLOEXEC, 0);
 
@@ -105,8 +105,12 @@ static int walk_dir(struct tl *t, const char *dir, size_t skip, int from,
 		size_t len = strchrnul(s, '/') - s;
 		int next, err;
 
-		if (len > HU_TAR_PATH_MAX)
-			len = HU_TAR_PATH_MAX;
+		if (len > NAME_MAX) {
+			/* No directory has such a name: none can be made. */
+			through_fail(t, fd, "", dir, (s - dir) + len,
+				     ENAMETOOLONG);
+			goto fail;
+		}
 		memcpy(comp, s, len);
 		comp[len] = '\0';
 		next = openat(fd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |

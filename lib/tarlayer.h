@@ -26,9 +26,6 @@ enum {
 #define TI_NONE UINT32_MAX
 #define TI_ROOT 0
 
-/* The longest path an entry may have (Linux's PATH_MAX less the NUL). */
-#define HU_TAR_PATH_MAX 4095
-
 /* One name made by the tarball.  A node of a directory removed since
  * stays, with its old flags: the disk says what is there. */
 struct ti_node {
