@@ -139,6 +139,68 @@ static ssize_t truncated(struct tar_src *s)
 	return -1;
 }
 
+/* At least @n bytes from in_pos on, unless the input ends first. */
+static int peek(struct tar_src *s, size_t n)
+{
+	while (s->in_len - s->in_pos < n && !s->in_eof) {
+		ssize_t r;
+
+		memmove(s->in, s->in + s->in_pos, s->in_len - s->in_pos);
+		s->in_len -= s->in_pos;
+		s->in_pos = 0;
+		do
+			r = read(s->fd, s->in + s->in_len, IN_SIZE - s->in_len);
+		while (r < 0 && errno == EINTR);
+		if (r < 0) {
+			snprintf(s->err, sizeof(s->err), "cannot read: %s",
+				 strerror(errno));
+			return -1;
+		}
+		s->in_len += (size_t)r;
+		s->in_eof = r == 0;
+	}
+	return 0;
+}
+
+static bool unit_magic(enum tar_comp c, const unsigned char *b, size_t n)
+{
+	if (c == TAR_GZIP)
+		return n >= 2 && b[0] == 0x1f && b[1] == 0x8b;
+	/* A zstd frame, or a skippable one (magic 0x184D2A5?). */
+	return n >= 4 && ((b[0] == 0x28 && b[1] == 0xb5 && b[2] == 0x2f &&
+			   b[3] == 0xfd) ||
+			  ((b[0] & 0xf0) == 0x50 && b[1] == 0x2a &&
+			   b[2] == 0x4d && b[3] == 0x18));
+}
+
+/*
+ * Between gzip members or zstd frames, one rule for both: the stream
+ * ends, or another member or frame begins; zero bytes in between are
+ * padding (gzip(1) and Python's gzip skip them), anything else is
+ * refused (zstd(1), Go's and Python's readers refuse it, gzip(1) warns
+ * and exits 2).  1 at the end, 0 at a member or frame, -1 otherwise.
+ */
+static int next_unit(struct tar_src *s)
+{
+	for (;;) {
+		if (refill(s) < 0)
+			return -1;
+		if (s->in_pos == s->in_len)
+			return 1;
+		while (s->in_pos < s->in_len && !s->in[s->in_pos])
+			s->in_pos++;
+		if (s->in_pos < s->in_len)
+			break;
+	}
+	if (peek(s, 4) < 0)
+		return -1;
+	if (unit_magic(s->comp, s->in + s->in_pos, s->in_len - s->in_pos))
+		return 0;
+	snprintf(s->err, sizeof(s->err), "data after the end of the %s "
+		 "stream", tar_comp_name(s->comp));
+	return -1;
+}
+
 static ssize_t read_gzip(struct tar_src *s)
 {
 	s->z.next_out = s->out;
@@ -146,21 +208,20 @@ static ssize_t read_gzip(struct tar_src *s)
 	while (s->z.avail_out == OUT_SIZE) {
 		int r;
 
+		if (!s->open_unit) {
+			r = next_unit(s);
+			if (r < 0)
+				return -1;
+			if (r > 0) {
+				s->done = true;
+				break;
+			}
+			s->open_unit = true;
+		}
 		if (refill(s) < 0)
 			return -1;
-		if (s->in_pos == s->in_len) {
-			if (s->open_unit)
-				return truncated(s);
-			s->done = true;
-			break;
-		}
-		if (!s->open_unit && s->in[s->in_pos] != 0x1f) {
-			/* Not another member: bytes after the stream, which
-			 * gzip(1) ignores too. */
-			s->done = true;
-			break;
-		}
-		s->open_unit = true;
+		if (s->in_pos == s->in_len)
+			return truncated(s);
 		s->z.next_in = s->in + s->in_pos;
 		s->z.avail_in = (uInt)(s->in_len - s->in_pos);
 		r = inflate(&s->z, Z_NO_FLUSH);
@@ -189,12 +250,18 @@ static ssize_t read_zstd(struct tar_src *s)
 		ZSTD_inBuffer in;
 		size_t r;
 
+		if (!s->open_unit) {
+			int u = next_unit(s);
+
+			if (u < 0)
+				return -1;
+			if (u > 0) {
+				s->done = true;
+				break;
+			}
+		}
 		if (refill(s) < 0)
 			return -1;
-		if (s->in_pos == s->in_len && !s->open_unit) {
-			s->done = true;
-			break;
-		}
 		in = (ZSTD_inBuffer){ s->in, s->in_len, s->in_pos };
 		r = ZSTD_decompressStream(s->zs, &out, &in);
 		s->in_pos = in.pos;

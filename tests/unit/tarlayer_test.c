@@ -729,6 +729,84 @@ Test(tarlayer, a_tarball_cut_at_an_entry_boundary_is_refused)
 	}
 }
 
+/* Append @n bytes of @data to @rel. */
+static void append(const char *rel, const void *data, size_t n)
+{
+	FILE *f = fopen(tu_path(rel), "ab");
+
+	cr_assert_not_null(f);
+	cr_assert_eq(fwrite(data, 1, n, f), n);
+	cr_assert_eq(fclose(f), 0);
+}
+
+/* What follows the last gzip member or zstd frame: one rule for both.
+ * Another member or frame is read on (a skippable zstd frame skipped);
+ * zero bytes are padding; anything else is refused. */
+Test(tarlayer, after_the_compressed_stream_one_rule_for_gzip_and_zstd)
+{
+	static const struct tent v[] = { F("a", "aaaa"), END };
+	static const struct tent v2[] = { F("b", "bbbb"), END };
+	static const char zero[700], skippable[] = "\x50\x2a\x4d\x18"
+		"\x04\x00\x00\x00" "abcd";
+	static const char *const comps[] = { "gzip", "zstd" };
+
+	for (int i = 0; i < 2; i++) {
+		char rel[32], want[128], more[32];
+		struct hu_error e = { 0 };
+		struct hu_layer l;
+		struct warns ws = { 0 };
+
+		snprintf(rel, sizeof(rel), "garbage-%s", comps[i]);
+		mktar(rel, comps[i], v);
+		append(rel, "garbage", 7);
+		snprintf(want, sizeof(want), "%s: a: corrupt or truncated "
+			 "tarball (after this entry): data after the end of "
+			 "the %s stream", rel, comps[i]);
+		cr_expect_str_eq(refused(rel), want);
+
+		/* Zeros, then another member or frame (a second tarball:
+		 * after the first one's end, never read), more zeros. */
+		snprintf(rel, sizeof(rel), "padded-%s", comps[i]);
+		snprintf(more, sizeof(more), "more-%s", comps[i]);
+		mktar(rel, comps[i], v);
+		mktar(more, comps[i], v2);
+		append(rel, zero, sizeof(zero));
+		{
+			char cmd[256];
+
+			snprintf(cmd, sizeof(cmd), "cat '%s' >> '%s'",
+				 tu_path(more), tu_path(rel));
+			cr_assert_eq(system(cmd), 0);
+		}
+		append(rel, zero, 3);
+		if (i == 1)
+			append(rel, skippable, sizeof(skippable) - 1);
+		cr_assert_eq(open_tar(&l, rel, &ws, &e), 0, "%s: %s", rel,
+			     e.msg);
+		cr_expect_str_eq(layer_read(&l, "a"), "aaaa");
+		cr_expect_null(layer_read(&l, "b"));
+		hu_layer_close(&l);
+
+		/* One tar in two members or frames. */
+		snprintf(rel, sizeof(rel), "two-%s", comps[i]);
+		mktar("whole", "none", v);
+		{
+			char cmd[512];
+			const char *z = i ? "zstd -qc" : "gzip -c";
+
+			snprintf(cmd, sizeof(cmd), "head -c 700 '%s' | %s > "
+				 "'%s' && tail -c +701 '%s' | %s >> '%s'",
+				 tu_path("whole"), z, tu_path(rel),
+				 tu_path("whole"), z, tu_path(rel));
+			cr_assert_eq(system(cmd), 0);
+		}
+		cr_assert_eq(open_tar(&l, rel, &ws, &e), 0, "%s: %s", rel,
+			     e.msg);
+		cr_expect_str_eq(layer_read(&l, "a"), "aaaa");
+		hu_layer_close(&l);
+	}
+}
+
 Test(tarlayer, not_a_tarball_inside_gzip)
 {
 	FILE *p;
