@@ -98,6 +98,7 @@ struct tl {
 	int cfd;		/* fd */
 	uint32_t cnode;		/* and node */
 	uint64_t done;
+	size_t blk;		/* the block size holes are made of */
 };
 
 /* Fail naming the current entry ("LAYER: ENTRY: message"), or naming

@@ -601,6 +601,88 @@ Test(tarlayer, devices_and_fifos)
 	hu_layer_close(&l);
 }
 
+/* A tarball holding "big": @size bytes of zeros (no sparse map) but for
+ * 4 KiB of data at each of @offs. */
+static void mktar_zeros(const char *rel, off_t size, const off_t *offs,
+			int n)
+{
+	static char buf[65536];
+	struct archive *a = archive_write_new();
+	struct archive_entry *ae = archive_entry_new();
+
+	cr_assert_eq(archive_write_set_format_pax_restricted(a), ARCHIVE_OK);
+	cr_assert_eq(archive_write_add_filter_zstd(a), ARCHIVE_OK);
+	cr_assert_eq(archive_write_open_filename(a, tu_path(rel)),
+		     ARCHIVE_OK);
+	archive_entry_set_pathname(ae, "big");
+	archive_entry_set_filetype(ae, AE_IFREG);
+	archive_entry_set_perm(ae, 0644);
+	archive_entry_set_size(ae, size);
+	cr_assert_eq(archive_write_header(a, ae), ARCHIVE_OK);
+	for (off_t off = 0; off < size; off += sizeof(buf)) {
+		size_t len = size - off < (off_t)sizeof(buf) ?
+			(size_t)(size - off) : sizeof(buf);
+
+		memset(buf, 0, sizeof(buf));
+		for (int i = 0; i < n; i++)
+			for (off_t b = offs[i]; b < offs[i] + 4096; b++)
+				if (b >= off && b < off + (off_t)len)
+					buf[b - off] = 'd';
+		cr_assert_eq(archive_write_data(a, buf, len), (la_ssize_t)len);
+	}
+	archive_entry_free(ae);
+	cr_assert_eq(archive_write_close(a), ARCHIVE_OK);
+	archive_write_free(a);
+}
+
+/* Zeros in a tarball's data become holes (whole blocks of them, as
+ * cp --sparse makes), whether the entry has a sparse map or not: 64 MiB
+ * holding 12 KiB of data allocate no more than that. */
+Test(tarlayer, blocks_of_zeros_are_left_as_holes)
+{
+	/* Data at the start, across a 64 KiB write, and at the very end
+	 * (so the file's size is written, not only set). */
+	static const off_t offs[] = { 0, 65536 - 2048, (64 << 20) - 4096 };
+	struct hu_error e = { 0 };
+	struct hu_layer l;
+	struct warns ws = { 0 };
+	struct stat st;
+	int fd = open(tu_path("tmp/probe"), O_RDWR | O_CREAT, 0600);
+
+	/* Where holes cannot be made, there is nothing to see. */
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(pwrite(fd, "x", 1, 1 << 20), 1);
+	cr_assert_eq(fstat(fd, &st), 0);
+	close(fd);
+	unlink(tu_path("tmp/probe"));
+	if (st.st_blocks * 512 > 64 * 1024)
+		cr_skip_test("the test directory's filesystem keeps no holes");
+	mktar_zeros("big.tar.zst", 64 << 20, offs, 3);
+	cr_assert_eq(open_tar(&l, "big.tar.zst", &ws, &e), 0, "%s", e.msg);
+	layer_stat(&l, "big", &st);
+	cr_expect_eq(st.st_size, 64 << 20);
+	cr_expect_leq(st.st_blocks * 512, 64 * 1024, "%lld bytes allocated",
+		      (long long)st.st_blocks * 512);
+	fd = openat(l.fd, "big", O_RDONLY);
+	cr_assert_geq(fd, 0);
+	for (int i = 0; i < 3; i++) {
+		char b[4096], z = 1;
+
+		cr_assert_eq(pread(fd, b, sizeof(b), offs[i]), 4096);
+		cr_expect(b[0] == 'd' && !memcmp(b, b + 1, 4095), "%d", i);
+		if (offs[i] > 0) {
+			cr_assert_eq(pread(fd, &z, 1, offs[i] - 1), 1);
+			cr_expect_eq(z, 0, "%d", i);
+		}
+		if (offs[i] + 4096 < st.st_size) {
+			cr_assert_eq(pread(fd, &z, 1, offs[i] + 4096), 1);
+			cr_expect_eq(z, 0, "%d", i);
+		}
+	}
+	close(fd);
+	hu_layer_close(&l);
+}
+
 /* ---- refused ---------------------------------------------------------------- */
 
 Test(tarlayer, each_bad_entry_is_refused_naming_it)
