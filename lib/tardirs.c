@@ -5,10 +5,13 @@
  * symlink; and, once every entry is written, each directory's mode and
  * times, deepest first, in one walk of the index.  A directory no entry
  * named stands for the one of the same path beneath: it takes its owner,
- * mode, times and xattrs from the view of the layers below.
+ * mode, times and xattrs from the view of the layers below.  Where there
+ * is none (or this tarball hides it) and it holds only markers, it goes:
+ * a whiteout removes, it never makes a directory (hunion-layers(7)).
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,7 +95,7 @@ static int through_fail(struct tl *t, int fd, const char *name,
 static int walk_dir(struct tl *t, const char *dir, size_t skip, int from,
 		    uint32_t node, bool make, bool quiet, uint32_t *out)
 {
-	char comp[HU_TAR_PATH_MAX + 1];
+	char comp[NAME_MAX + 1];
 	const char *s = dir + skip;
 	int fd = fcntl(from, F_DUPFD_CLOEXEC, 0);
 
@@ -102,8 +105,12 @@ static int walk_dir(struct tl *t, const char *dir, size_t skip, int from,
 		size_t len = strchrnul(s, '/') - s;
 		int next, err;
 
-		if (len > HU_TAR_PATH_MAX)
-			len = HU_TAR_PATH_MAX;
+		if (len > NAME_MAX) {
+			/* No directory has such a name: none can be made. */
+			through_fail(t, fd, "", dir, (s - dir) + len,
+				     ENAMETOOLONG);
+			goto fail;
+		}
 		memcpy(comp, s, len);
 		comp[len] = '\0';
 		next = openat(fd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
@@ -211,14 +218,42 @@ static int ent_cmp(const void *key, const void *ent)
 	return strcmp(key, ((const struct hu_ventry *)ent)->name);
 }
 
+/* Does this tarball hide what lies beneath directory @k: a whiteout of
+ * its name, or the opaque marker, in its parent?  (Markers are made as
+ * files, whatever their entries' types.)  1 yes, 0 no, -1 error. */
+static int hidden_here(struct dwalk *w, size_t k)
+{
+	const char *name = w->t->ix.nodes[w->f[k].node].name;
+	int pfd = w->f[k - 1].fd;
+	char wh[NAME_MAX + 1];
+	struct stat st;
+
+	if (fstatat(pfd, HU_OCI_OPAQUE, &st, AT_SYMLINK_NOFOLLOW) == 0)
+		return 1;
+	if (errno != ENOENT)
+		return node_fail(w->t, w->f[k - 1].node, errno, "cannot stat "
+				 "the opaque marker");
+	if (strlen(name) > NAME_MAX - strlen(HU_OCI_WH_PREFIX))
+		return 0;	/* no such whiteout can be made */
+	snprintf(wh, sizeof(wh), HU_OCI_WH_PREFIX "%s", name);
+	if (fstatat(pfd, wh, &st, AT_SYMLINK_NOFOLLOW) == 0)
+		return 1;
+	if (errno != ENOENT)
+		return node_fail(w->t, w->f[k].node, errno, "cannot stat its "
+				 "whiteout");
+	return 0;
+}
+
 /* The directory of the view beneath at frame @k, looked up once: *@vd is
- * NULL when the layers beneath have no such directory. */
+ * NULL when the layers beneath have no such directory, or this tarball
+ * hides it. */
 static int below_vdir(struct dwalk *w, size_t k, struct hu_vdir **vd)
 {
 	struct frame *f = &w->f[k];
 	const struct hu_ventry *ents, *ent;
 	struct hu_vdir *parent;
 	size_t n;
+	int hidden;
 
 	*vd = NULL;
 	if (f->vstate != V_UNKNOWN) {
@@ -237,6 +272,9 @@ static int below_vdir(struct dwalk *w, size_t k, struct hu_vdir **vd)
 		return -1;
 	if (!parent)
 		return 0;
+	hidden = hidden_here(w, k);
+	if (hidden != 0)
+		return hidden < 0 ? -1 : 0;
 	if (hu_vdir_list(parent, &ents, &n, w->t->e) < 0)
 		return -1;
 	ent = bsearch(w->t->ix.nodes[f->node].name, ents, n, sizeof(*ents),
@@ -327,6 +365,41 @@ static uint32_t next_dir(struct dwalk *w)
 	return TI_NONE;
 }
 
+/* The top frame is a directory no entry named.  Holding nothing (its
+ * subdirectories gone), it goes (1); holding markers only, it goes unless
+ * it stands for a directory beneath: a whiteout or an opaque marker
+ * removes what lies beneath, and there is nothing to remove.  0 when it
+ * stays. */
+static int drop_if_idle(struct dwalk *w)
+{
+	struct tl *t = w->t;
+	size_t k = w->n - 1;
+	struct frame *f = &w->f[k];
+	struct ti_node *nd = &t->ix.nodes[f->node];
+	struct hu_names names;
+	struct hu_vdir *vd = NULL;
+	bool entries = false, markers;
+
+	if (hu_names_read(f->fd, &names, NULL, NULL) < 0)
+		return node_fail(t, f->node, errno, "cannot list directory");
+	markers = names.n > 0;
+	for (size_t i = 0; i < names.n && !entries; i++)
+		entries = strncmp(names.v[i].name, HU_OCI_WH_PREFIX,
+				  strlen(HU_OCI_WH_PREFIX)) != 0;
+	hu_names_free(&names);
+	if (entries)
+		return 0;
+	if (markers && t->below->n && below_vdir(w, k, &vd) < 0)
+		return -1;
+	if (vd)
+		return 0;
+	if (hu_rmtree(w->f[k - 1].fd, nd->name) < 0)
+		return node_fail(t, f->node, errno, "cannot remove directory");
+	nd->flags |= TI_GONE;
+	t->ix.dirs[nd->dir].gone = true;
+	return 1;
+}
+
 static int walk_dirs(struct dwalk *w)
 {
 	struct tl *t = w->t;
@@ -356,6 +429,18 @@ static int walk_dirs(struct dwalk *w)
 			continue;
 		}
 		d = &t->ix.dirs[t->ix.nodes[f->node].dir];
+		/* Alone (no layers beneath known), a layer keeps them all:
+		 * what they hide is for the stack it goes into to say. */
+		if (!d->explicit_ && w->n > 1 && t->below) {
+			int r = drop_if_idle(w);
+
+			if (r != 0) {
+				if (r < 0)
+					return -1;
+				pop(w);
+				continue;
+			}
+		}
 		if (hu_wr_fchmod(f->fd, d->mode) < 0 ||
 		    hu_wr_futimens(f->fd, d->times) < 0)
 			return node_fail(t, f->node, errno,

@@ -94,18 +94,74 @@ static void entry_times(struct tl *t)
 	}
 }
 
-/* ---- entries -------------------------------------------------------------- */
+/* ---- file data ------------------------------------------------------------ */
 
-/* A regular file; @data false for a whiteout (its content is ignored). */
-static int make_file(struct tl *t, int dfd, const char *leaf, bool data)
+/* Write @size bytes at @off; *@written: the end of the last write. */
+static int write_all(struct tl *t, int fd, const char *buf, size_t size,
+		     off_t off, off_t *written)
 {
-	int fd = hu_wr_create(dfd, leaf, 0600);
-	off_t end = 0;
-	int rc = -1;
+	*written = off + (off_t)size;
+	for (size_t done = 0; done < size;) {
+		ssize_t w = hu_wr_pwrite(fd, buf + done, size - done,
+					 off + (off_t)done);
 
-	if (fd < 0)
-		return tl_write_fail(t, errno, "create");
-	while (data) {
+		if (w <= 0)
+			return tl_write_fail(t, w < 0 ? errno : EIO, "write");
+		done += (size_t)w;
+	}
+	return 0;
+}
+
+static bool all_zero(const char *p, size_t n)
+{
+	return n == 0 || (p[0] == 0 && memcmp(p, p + 1, n - 1) == 0);
+}
+
+/*
+ * @size bytes of data at @off of a new file, but no piece of a block (of
+ * @blk bytes, aligned in the file) that holds only zeros: the file reads
+ * zeros there anyway, and a block no write touches stays a hole, as
+ * cp --sparse does.  Runs of other pieces go in one write each.
+ */
+static int write_sparse(struct tl *t, int fd, const char *buf, size_t size,
+			off_t off, size_t blk, off_t *written)
+{
+	size_t run = 0, run_len = 0;
+
+	for (size_t i = 0; i < size;) {
+		size_t piece = blk - (size_t)((off + (off_t)i) % (off_t)blk);
+
+		if (piece > size - i)
+			piece = size - i;
+		if (!all_zero(buf + i, piece)) {
+			if (!run_len)
+				run = i;
+			run_len += piece;
+		} else if (run_len) {
+			if (write_all(t, fd, buf + run, run_len,
+				      off + (off_t)run, written) < 0)
+				return -1;
+			run_len = 0;
+		}
+		i += piece;
+	}
+	return run_len ? write_all(t, fd, buf + run, run_len,
+				   off + (off_t)run, written) : 0;
+}
+
+/* The data of the current entry into @fd, a new file: holes where the
+ * tarball's sparse map has them (the blocks libarchive hands out are at
+ * their offsets) and where the data are zeros, then the size. */
+static int write_data(struct tl *t, int fd)
+{
+	off_t end = 0, written = 0;
+	struct stat st;
+
+	if (!t->blk)	/* the unpack's filesystem's, once */
+		t->blk = fstat(fd, &st) == 0 && st.st_blksize >= 512 &&
+			 st.st_blksize <= 1 << 20 ? (size_t)st.st_blksize :
+			 4096;
+	for (;;) {
 		const void *buf;
 		size_t size;
 		la_int64_t off;
@@ -113,30 +169,34 @@ static int make_file(struct tl *t, int dfd, const char *leaf, bool data)
 
 		if (r == ARCHIVE_EOF)
 			break;
-		if (r < ARCHIVE_WARN) {
-			tl_archive_fail(t, "in this entry's data");
-			goto out;
-		}
-		for (size_t done = 0; done < size;) {
-			ssize_t w = hu_wr_pwrite(fd, (const char *)buf + done,
-						 size - done, off + done);
-
-			if (w <= 0) {
-				tl_write_fail(t, w < 0 ? errno : EIO, "write");
-				goto out;
-			}
-			done += w;
-		}
+		if (r < ARCHIVE_WARN)
+			return tl_archive_fail(t, "in this entry's data");
+		if (write_sparse(t, fd, buf, size, off, t->blk, &written) < 0)
+			return -1;
 		if (off + (off_t)size > end)
-			end = off + size;
+			end = off + (off_t)size;
 	}
-	/* A sparse file's trailing hole. */
-	if (data && archive_entry_size_is_set(t->ae) &&
-	    archive_entry_size(t->ae) > end &&
-	    hu_wr_ftruncate(fd, archive_entry_size(t->ae)) < 0) {
-		tl_write_fail(t, errno, "write");
+	/* The size: zeros or a hole at the end were not written. */
+	if (archive_entry_size_is_set(t->ae) &&
+	    archive_entry_size(t->ae) > end)
+		end = archive_entry_size(t->ae);
+	if (end > written && hu_wr_ftruncate(fd, end) < 0)
+		return tl_write_fail(t, errno, "write");
+	return 0;
+}
+
+/* ---- entries -------------------------------------------------------------- */
+
+/* A regular file; @data false for a whiteout (its content is ignored). */
+static int make_file(struct tl *t, int dfd, const char *leaf, bool data)
+{
+	int fd = hu_wr_create(dfd, leaf, 0600);
+	int rc = -1;
+
+	if (fd < 0)
+		return tl_write_fail(t, errno, "create");
+	if (data && write_data(t, fd) < 0)
 		goto out;
-	}
 	if (set_owner_xattrs(t, fd, -1, NULL) < 0 ||
 	    set_mode_times(t, fd, -1, NULL, false) < 0)
 		goto out;

@@ -72,10 +72,6 @@ char *hu_tar_path_norm(const char *in, bool *is_root, const char **why)
 		s = *end ? end + 1 : end;
 	}
 	out[n] = '\0';
-	if (n > HU_TAR_PATH_MAX) {
-		*why = "path longer than 4095 bytes";
-		goto refuse;
-	}
 	if (n == 0) {
 		*is_root = true;
 		return out;

@@ -227,6 +227,18 @@ static int open_archive(struct tl *t, int fd)
 	if (archive_read_open(t->a, t->src, NULL, src_read, NULL) !=
 	    ARCHIVE_OK)
 		return tl_archive_fail(t, "at its start");
+	tar_src_expect_end(t->src, 0);	/* an empty archive */
+	return 0;
+}
+
+/* Read the rest of the entry (the data no one wanted, the padding):
+ * where it ends, the end-of-archive block begins, unless another entry
+ * does. */
+static int entry_end(struct tl *t)
+{
+	if (archive_read_data_skip(t->a) < ARCHIVE_WARN)
+		return tl_archive_fail(t, "in this entry's data");
+	tar_src_expect_end(t->src, (uint64_t)archive_filter_bytes(t->a, 0));
 	return 0;
 }
 
@@ -241,10 +253,14 @@ static int read_entries(struct tl *t)
 
 		if (r == ARCHIVE_EOF) {
 			/* The rest of the stream must be whole too. */
-			if (tar_src_drain(t->src) == 0)
+			if (tar_src_drain(t->src) < 0) {
+				archive_set_error(t->a, 0, "%s",
+						  tar_src_error(t->src));
+				return tl_archive_fail(t, "after this entry");
+			}
+			if (tar_src_end_found(t->src))
 				return 0;
-			archive_set_error(t->a, 0, "%s",
-					  tar_src_error(t->src));
+			archive_set_error(t->a, 0, "no end-of-archive block");
 			return tl_archive_fail(t, "after this entry");
 		}
 		if (r == ARCHIVE_WARN) {
@@ -254,7 +270,7 @@ static int read_entries(struct tl *t)
 			t->raw = NULL;
 			return tl_archive_fail(t, "after this entry");
 		}
-		if (tl_entry(t) < 0)
+		if (tl_entry(t) < 0 || entry_end(t) < 0)
 			return -1;
 		free(t->last);
 		t->last = t->raw ? strdup(t->raw) : NULL;

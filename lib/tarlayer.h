@@ -26,9 +26,6 @@ enum {
 #define TI_NONE UINT32_MAX
 #define TI_ROOT 0
 
-/* The longest path an entry may have (Linux's PATH_MAX less the NUL). */
-#define HU_TAR_PATH_MAX 4095
-
 /* One name made by the tarball.  A node of a directory removed since
  * stays, with its old flags: the disk says what is there. */
 struct ti_node {
@@ -101,6 +98,7 @@ struct tl {
 	int cfd;		/* fd */
 	uint32_t cnode;		/* and node */
 	uint64_t done;
+	size_t blk;		/* the block size holes are made of */
 };
 
 /* Fail naming the current entry ("LAYER: ENTRY: message"), or naming
@@ -150,6 +148,13 @@ const char *tar_comp_name(enum tar_comp c);
 /* The next bytes into *@buf (valid until the next call): their count, 0
  * at the end, -1 with tar_src_error() set. */
 ssize_t tar_src_read(struct tar_src *s, const void **buf);
+/* The tar's end-of-archive block must begin at offset @at of the
+ * decompressed stream: the reader says so after each entry it has read
+ * whole (its data and padding); tar_src_end_found() tells, once the
+ * reader is at the end, whether a zero block is there (not the end of
+ * the stream, nor more entries). */
+void tar_src_expect_end(struct tar_src *s, uint64_t at);
+bool tar_src_end_found(const struct tar_src *s);
 /* Read to the end, so that a stream cut short is found: 0, or -1. */
 int tar_src_drain(struct tar_src *s);
 const char *tar_src_error(const struct tar_src *s);

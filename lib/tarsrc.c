@@ -5,7 +5,11 @@
  * decompression is ours so that, once the tar's end-of-archive blocks are
  * read, the rest of the stream can be drained and checked: a gzip member
  * or zstd frame cut short after the last entry is an error too, not only
- * one cut inside an entry.
+ * one cut inside an entry.  The tar's own end is checked here too, for
+ * every compression: libarchive takes a stream that stops at an entry's
+ * boundary for a whole archive, so the reader says where the
+ * end-of-archive block must start (tar_src_expect_end) and the bytes
+ * passing through tell whether it is there.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -30,6 +34,11 @@ struct tar_src {
 	z_stream z;
 	bool z_init;
 	ZSTD_DStream *zs;
+	uint64_t pos;		/* decompressed bytes handed out */
+	uint64_t chunk;		/* where the last ones (in out) began */
+	uint64_t end_at;	/* where the end-of-archive block must be */
+	size_t end_ok;		/* its bytes seen so far, all zero */
+	enum { END_PENDING, END_FOUND, END_NOT } end;
 	char err[160];
 };
 
@@ -130,6 +139,68 @@ static ssize_t truncated(struct tar_src *s)
 	return -1;
 }
 
+/* At least @n bytes from in_pos on, unless the input ends first. */
+static int peek(struct tar_src *s, size_t n)
+{
+	while (s->in_len - s->in_pos < n && !s->in_eof) {
+		ssize_t r;
+
+		memmove(s->in, s->in + s->in_pos, s->in_len - s->in_pos);
+		s->in_len -= s->in_pos;
+		s->in_pos = 0;
+		do
+			r = read(s->fd, s->in + s->in_len, IN_SIZE - s->in_len);
+		while (r < 0 && errno == EINTR);
+		if (r < 0) {
+			snprintf(s->err, sizeof(s->err), "cannot read: %s",
+				 strerror(errno));
+			return -1;
+		}
+		s->in_len += (size_t)r;
+		s->in_eof = r == 0;
+	}
+	return 0;
+}
+
+static bool unit_magic(enum tar_comp c, const unsigned char *b, size_t n)
+{
+	if (c == TAR_GZIP)
+		return n >= 2 && b[0] == 0x1f && b[1] == 0x8b;
+	/* A zstd frame, or a skippable one (magic 0x184D2A5?). */
+	return n >= 4 && ((b[0] == 0x28 && b[1] == 0xb5 && b[2] == 0x2f &&
+			   b[3] == 0xfd) ||
+			  ((b[0] & 0xf0) == 0x50 && b[1] == 0x2a &&
+			   b[2] == 0x4d && b[3] == 0x18));
+}
+
+/*
+ * Between gzip members or zstd frames, one rule for both: the stream
+ * ends, or another member or frame begins; zero bytes in between are
+ * padding (gzip(1) and Python's gzip skip them), anything else is
+ * refused (zstd(1), Go's and Python's readers refuse it, gzip(1) warns
+ * and exits 2).  1 at the end, 0 at a member or frame, -1 otherwise.
+ */
+static int next_unit(struct tar_src *s)
+{
+	for (;;) {
+		if (refill(s) < 0)
+			return -1;
+		if (s->in_pos == s->in_len)
+			return 1;
+		while (s->in_pos < s->in_len && !s->in[s->in_pos])
+			s->in_pos++;
+		if (s->in_pos < s->in_len)
+			break;
+	}
+	if (peek(s, 4) < 0)
+		return -1;
+	if (unit_magic(s->comp, s->in + s->in_pos, s->in_len - s->in_pos))
+		return 0;
+	snprintf(s->err, sizeof(s->err), "data after the end of the %s "
+		 "stream", tar_comp_name(s->comp));
+	return -1;
+}
+
 static ssize_t read_gzip(struct tar_src *s)
 {
 	s->z.next_out = s->out;
@@ -137,21 +208,20 @@ static ssize_t read_gzip(struct tar_src *s)
 	while (s->z.avail_out == OUT_SIZE) {
 		int r;
 
+		if (!s->open_unit) {
+			r = next_unit(s);
+			if (r < 0)
+				return -1;
+			if (r > 0) {
+				s->done = true;
+				break;
+			}
+			s->open_unit = true;
+		}
 		if (refill(s) < 0)
 			return -1;
-		if (s->in_pos == s->in_len) {
-			if (s->open_unit)
-				return truncated(s);
-			s->done = true;
-			break;
-		}
-		if (!s->open_unit && s->in[s->in_pos] != 0x1f) {
-			/* Not another member: bytes after the stream, which
-			 * gzip(1) ignores too. */
-			s->done = true;
-			break;
-		}
-		s->open_unit = true;
+		if (s->in_pos == s->in_len)
+			return truncated(s);
 		s->z.next_in = s->in + s->in_pos;
 		s->z.avail_in = (uInt)(s->in_len - s->in_pos);
 		r = inflate(&s->z, Z_NO_FLUSH);
@@ -180,12 +250,18 @@ static ssize_t read_zstd(struct tar_src *s)
 		ZSTD_inBuffer in;
 		size_t r;
 
+		if (!s->open_unit) {
+			int u = next_unit(s);
+
+			if (u < 0)
+				return -1;
+			if (u > 0) {
+				s->done = true;
+				break;
+			}
+		}
 		if (refill(s) < 0)
 			return -1;
-		if (s->in_pos == s->in_len && !s->open_unit) {
-			s->done = true;
-			break;
-		}
 		in = (ZSTD_inBuffer){ s->in, s->in_len, s->in_pos };
 		r = ZSTD_decompressStream(s->zs, &out, &in);
 		s->in_pos = in.pos;
@@ -204,17 +280,10 @@ static ssize_t read_zstd(struct tar_src *s)
 	return (ssize_t)out.pos;
 }
 
-ssize_t tar_src_read(struct tar_src *s, const void **buf)
+static ssize_t read_plain(struct tar_src *s)
 {
 	ssize_t n;
 
-	*buf = s->out;
-	if (s->done)
-		return 0;
-	if (s->comp == TAR_GZIP)
-		return read_gzip(s);
-	if (s->comp == TAR_ZSTD)
-		return read_zstd(s);
 	do
 		n = read(s->fd, s->out, OUT_SIZE);
 	while (n < 0 && errno == EINTR);
@@ -223,6 +292,63 @@ ssize_t tar_src_read(struct tar_src *s, const void **buf)
 			 strerror(errno));
 	s->done = n == 0;
 	return n;
+}
+
+/* Look for the end-of-archive block in the @n bytes of out, which begin
+ * at offset s->chunk of the stream. */
+static void look_for_end(struct tar_src *s, size_t n)
+{
+	static const unsigned char zero[512];
+	uint64_t from = s->end_at + s->end_ok, to = s->end_at + sizeof(zero);
+
+	if (s->end != END_PENDING || from >= s->chunk + n)
+		return;
+	if (from < s->chunk) {
+		/* Handed out before the last read: the reader asks as soon
+		 * as it has taken in its last entry, so this cannot be. */
+		s->end = END_FOUND;
+		return;
+	}
+	if (to > s->chunk + n)
+		to = s->chunk + n;
+	if (memcmp(s->out + (from - s->chunk), zero, to - from) != 0) {
+		s->end = END_NOT;
+		return;
+	}
+	s->end_ok += to - from;
+	if (s->end_ok == sizeof(zero))
+		s->end = END_FOUND;
+}
+
+ssize_t tar_src_read(struct tar_src *s, const void **buf)
+{
+	ssize_t n;
+
+	*buf = s->out;
+	if (s->done)
+		return 0;
+	n = s->comp == TAR_GZIP ? read_gzip(s) :
+	    s->comp == TAR_ZSTD ? read_zstd(s) : read_plain(s);
+	if (n > 0) {
+		s->chunk = s->pos;
+		s->pos += (uint64_t)n;
+		look_for_end(s, (size_t)n);
+	}
+	return n;
+}
+
+void tar_src_expect_end(struct tar_src *s, uint64_t at)
+{
+	s->end_at = at;
+	s->end_ok = 0;
+	s->end = END_PENDING;
+	if (s->pos > s->chunk)
+		look_for_end(s, (size_t)(s->pos - s->chunk));
+}
+
+bool tar_src_end_found(const struct tar_src *s)
+{
+	return s->end == END_FOUND;
 }
 
 int tar_src_drain(struct tar_src *s)

@@ -16,7 +16,9 @@ PATH is written exactly as given ("./x", "/x", "../x" included): this tool
 makes the hostile tarballs too.  MODE is octal (default 0644, dirs 0755);
 every entry has mtime 1000000000 (--mtime=N), owner 0:0.  OUT ending in
 .gz is gzip-compressed, .zst zstd-compressed (the zstd command), else
-plain; --cut=N drops the last N bytes of the result (a truncated file).
+plain; --cut=N drops the last N bytes of the result (a truncated file);
+--no-end leaves out the end-of-archive blocks (the tar stops right after
+its last entry, as a copy cut at an entry's boundary does).
 """
 import gzip
 import io
@@ -61,7 +63,7 @@ def entry(line, mtime):
 
 def main():
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
-    opts = dict(a[2:].split("=", 1) for a in sys.argv[1:]
+    opts = dict(a[2:].partition("=")[::2] for a in sys.argv[1:]
                 if a.startswith("--"))
     if len(args) != 1:
         sys.exit(__doc__)
@@ -74,7 +76,10 @@ def main():
                 continue
             ti, data = entry(line, mtime)
             t.addfile(ti, data)
+        entries_end = t.offset
     raw = buf.getvalue()
+    if "no-end" in opts:
+        raw = raw[:entries_end]
     if out.endswith(".gz"):
         raw = gzip.compress(raw, mtime=0)
     elif out.endswith(".zst"):
