@@ -404,6 +404,51 @@ Test(tarout, clamp_mtime)
 	archive_read_free(a);
 }
 
+/* At the limit: T.5 clamped at T is T.0, with no fraction left in a pax
+ * record; T itself and T-1.5 stay as they are. */
+Test(tarout, clamp_mtime_at_the_limit_drops_the_fraction)
+{
+	struct timespec half[2] = { { 0, 0 }, { 2000, 500000000 } };
+	struct timespec at[2] = { { 0, 0 }, { 2000, 0 } };
+	struct timespec below[2] = { { 0, 0 }, { 1998, 500000000 } };
+	struct hu_tarout_opts o = { .clamp_mtime = true, .mtime_max = 2000 };
+	struct archive_entry *ent;
+	unsigned char *raw;
+	struct archive *a;
+	size_t len;
+	int fd;
+	struct hu_tarout *t;
+
+	tu_file("src/half", "h");
+	tu_file("src/at", "a");
+	tu_file("src/below", "b");
+	utimensat(AT_FDCWD, tu_path("src/half"), half, 0);
+	utimensat(AT_FDCWD, tu_path("src/at"), at, 0);
+	utimensat(AT_FDCWD, tu_path("src/below"), below, 0);
+	t = start("o.tar", &o, &fd);
+	add(t, "half", "src/half");
+	add(t, "at", "src/at");
+	add(t, "below", "src/below");
+	finish(t, fd, NULL);
+	a = reader("o.tar");
+	ent = next(a);
+	cr_assert_str_eq(archive_entry_pathname(ent), "half");
+	cr_assert_eq(archive_entry_mtime(ent), 2000);
+	cr_assert_eq(archive_entry_mtime_nsec(ent), 0);
+	ent = next(a);
+	cr_assert_eq(archive_entry_mtime(ent), 2000);
+	cr_assert_eq(archive_entry_mtime_nsec(ent), 0);
+	ent = next(a);
+	cr_assert_eq(archive_entry_mtime(ent), 1998);
+	cr_assert_eq(archive_entry_mtime_nsec(ent), 500000000);
+	archive_read_free(a);
+	/* Only the untouched entry carries a fractional mtime record. */
+	raw = slurp("o.tar", &len);
+	cr_assert(contains(raw, len, "mtime=1998.5\n"));
+	cr_assert_not(contains(raw, len, "mtime=2000"));
+	free(raw);
+}
+
 Test(tarout, sparse_files_are_written_expanded)
 {
 	struct archive_entry *ent;
@@ -610,15 +655,17 @@ Test(tarout, a_failed_write_has_no_path)
 }
 
 /* Compressed, the bytes go out from the pipeline thread: a failed write
- * there is reported all the same, at the latest by the close, with no
- * path, and nothing follows it.  Enough data for several writes. */
+ * there is reported all the same, with no path, and nothing follows it.
+ * Enough data for several writes.  When it surfaces depends on how far
+ * the pipeline got: in the entry's own call when the writer thread failed
+ * while the entry's data were still going in, else by the close. */
 Test(tarout, a_failed_write_of_compressed_bytes_is_reported)
 {
 	struct hu_tarout_opts o = { .compress = HU_COMP_GZIP, .level = 1 };
 	struct hu_error e = { 0 };
 	struct hu_digests d;
 	struct stat st;
-	int fd, rc;
+	int fd, dirfd, datafd, rc;
 	struct hu_tarout *t;
 	unsigned char *noise = malloc(8 << 20);
 
@@ -637,8 +684,16 @@ Test(tarout, a_failed_write_of_compressed_bytes_is_reported)
 	free(noise);
 	setenv("HUNION_FAULT", "write:2:ENOSPC", 1);
 	t = start("o.tar.gz", &o, &fd);
-	add(t, "big", "src/big");
-	rc = hu_tarout_close(t, &d, &e);
+	dirfd = open(tu_path("src"), O_RDONLY | O_DIRECTORY);
+	datafd = openat(dirfd, "big", O_RDONLY);
+	cr_assert(dirfd >= 0 && datafd >= 0 && fstat(datafd, &st) == 0);
+	rc = hu_tarout_entry(t, "big", &st, dirfd, "big", datafd, &e);
+	close(datafd);
+	close(dirfd);
+	if (rc == 0)
+		rc = hu_tarout_close(t, &d, &e);
+	else
+		hu_tarout_abort(t);
 	unsetenv("HUNION_FAULT");
 	cr_assert_eq(rc, -1);
 	cr_assert_null(e.path);
