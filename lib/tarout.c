@@ -343,6 +343,26 @@ static int add_data(struct hu_tarout *t, int fd, int64_t size,
 	return 0;
 }
 
+/*
+ * In a tarball every reader of OCI layers takes an entry named .wh.NAME
+ * for a whiteout of NAME (.wh..wh..opq for an opaque marker), whatever
+ * its type.  A layer of another format may hold a real file of that name;
+ * written as it is, it would delete NAME beneath and vanish itself.  It
+ * cannot be said in a tarball, so it is refused (umoci refuses it too).
+ * The markers hunion means are written by marker(), not through here.
+ */
+static int check_name(const char *path, struct hu_error *e)
+{
+	const char *base = strrchr(path, '/');
+
+	base = base ? base + 1 : path;
+	if (strncmp(base, HU_OCI_WH_PREFIX, sizeof(HU_OCI_WH_PREFIX) - 1))
+		return 0;
+	return hu_error_set(e, 0, path, "cannot be archived: in a tarball "
+			    "layer a name beginning with \"%s\" is a "
+			    "whiteout", HU_OCI_WH_PREFIX);
+}
+
 /* @datafd: a regular file's bytes (-1 for an empty one), @own when it is
  * the entry itself, whose xattrs it then reaches without a lookup. */
 static int entry(struct hu_tarout *t, const char *path, const struct stat *st,
@@ -354,6 +374,8 @@ static int entry(struct hu_tarout *t, const char *path, const struct stat *st,
 	if (type == S_IFSOCK)
 		return hu_error_set(e, ENOTSUP, path,
 				    "a tar archive cannot hold a socket");
+	if (check_name(path, e) < 0)
+		return -1;
 	entry_start(t, path, st);
 	if (type == S_IFREG)
 		archive_entry_set_size(t->ent, st->st_size);
@@ -415,6 +437,8 @@ int hu_tarout_hardlink(struct hu_tarout *t, const char *path,
 		       const char *target, const struct stat *st,
 		       struct hu_error *e)
 {
+	if (check_name(path, e) < 0)
+		return -1;
 	entry_start(t, path, st);
 	archive_entry_copy_hardlink(t->ent, target);
 	if (write_header(t) < ARCHIVE_WARN ||
