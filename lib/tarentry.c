@@ -11,11 +11,10 @@
 #include <archive_entry.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/sysmacros.h>
-#include <sys/xattr.h>
-#include <linux/limits.h>
 #include <unistd.h>
 
 #include "internal.h"
