@@ -51,6 +51,21 @@ static void seen(struct chg_walk *w)
 		r->progress(r->ctx, w->seen);
 }
 
+/* Change @c, named @name in the current directory, to @fn. */
+static int call(struct chg_walk *w, chg_fn fn, struct hu_change *c,
+		const char *name, struct hu_error *e)
+{
+	size_t saved;
+	int rc;
+
+	if (hu_pathbuf_push(&w->path, name, &saved) < 0)
+		return chg_nomem(e);
+	c->path = w->path.s;
+	rc = fn(w->ctx, c, e);
+	hu_pathbuf_pop(&w->path, saved);
+	return rc;
+}
+
 static int emit(struct chg_walk *w, enum hu_change_kind kind,
 		struct hu_vdir *dir, const struct hu_ventry *ent,
 		const char *name, const struct stat *old, unsigned what,
@@ -59,15 +74,23 @@ static int emit(struct chg_walk *w, enum hu_change_kind kind,
 	if (hu_interrupt_check(e) < 0)
 		return -1;
 	struct hu_change c = { kind, NULL, ent, dir, old, what, opaque };
-	size_t saved;
-	int rc;
 
-	if (hu_pathbuf_push(&w->path, name, &saved) < 0)
-		return chg_nomem(e);
-	c.path = w->path.s;
-	rc = w->fn(w->ctx, &c, e);
-	hu_pathbuf_pop(&w->path, saved);
-	return rc;
+	return call(w, w->fn, &c, name, e);
+}
+
+/* New entry @ne of @dir, equal to old @oe, is left out.  Another name of
+ * its inode may be written all the same (a new hard link to a copy-up
+ * that changed nothing): a sink that asks hears of it. */
+static int unchanged(struct chg_walk *w, struct hu_vdir *dir,
+		     const struct hu_ventry *ne, const struct hu_ventry *oe,
+		     struct hu_error *e)
+{
+	struct hu_change c = { HU_CHG_MODIFY, NULL, ne, dir, &oe->st, 0,
+			       false };
+
+	if (!w->f->same || S_ISDIR(ne->st.st_mode) || ne->st.st_nlink < 2)
+		return 0;
+	return call(w, w->f->same, &c, ne->name, e);
 }
 
 static int emit_tree(struct chg_walk *w, struct hu_vdir *parent,
@@ -237,7 +260,7 @@ static int both(struct chg_walk *w, const struct chg_dir *ns,
 			return isdir ? dirs(w, &n, &o, 0, false, NULL, NULL,
 					    NULL, e) : 0;
 	} else if (!w->layered && !isdir && same_inode(ne, oe)) {
-		return 0;	/* two names of one file */
+		return unchanged(w, ns->d, ne, oe, e);	/* one inode */
 	}
 	if (chg_compare(&n, &o, w->how, &what, e) < 0)
 		return -1;
@@ -257,8 +280,8 @@ static int both(struct chg_walk *w, const struct chg_dir *ns,
 	if (isdir)
 		return dirs(w, &n, &o, what, same, u, ns->ud,
 			    ns->ud ? &ns->uents[ne - ns->ents] : NULL, e);
-	if (!what && w->how != CHG_CMP_STAT)
-		return 0;	/* a copy-up that changed nothing */
+	if (!what && w->how != CHG_CMP_STAT)	/* a copy-up, unchanged */
+		return unchanged(w, ns->d, ne, oe, e);
 	return emit(w, HU_CHG_MODIFY, ns->d, ne, ne->name, &oe->st, what,
 		    false, e);
 }

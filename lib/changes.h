@@ -39,6 +39,11 @@ struct chg_flags {
 	bool replace_opaque;	/* an opaque directory: its whole contents
 				 * as additions, no deletions inside (for a
 				 * layer with .wh..wh..opq markers) */
+	chg_fn same;		/* when set: hears of each non-directory
+				 * left out as unchanged that has other
+				 * names (st_nlink > 1), as an M with no
+				 * bits, so that a sink can keep a hard-link
+				 * group whole */
 };
 
 /* One directory of one view, listed.  The new side of a directory that

@@ -11,12 +11,14 @@
 #include <archive_entry.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "internal.h"
+#include "paxxattr.h"
 #include "tarlayer.h"
 
 /* ---- metadata ------------------------------------------------------------- */
@@ -46,8 +48,13 @@ static int set_owner_xattrs(struct tl *t, int fd, int dfd, const char *leaf)
 	archive_entry_xattr_reset(t->ae);
 	while (archive_entry_xattr_next(t->ae, &name, &value, &size) ==
 	       ARCHIVE_OK) {
-		char esc[256];
+		char esc[256], dec[XATTR_NAME_MAX + 1];
 
+		/* libarchive gives the name as the record's key has it:
+		 * GNU tar's escapes or libarchive's URL encoding (paxxattr.c).
+		 * A name too long to decode here is too long to set. */
+		if (name && hu_pax_xattr_name(name, dec, sizeof(dec)) == 0)
+			name = dec;
 		if (!name || !*name || hu_xattr_is_private(name))
 			continue;
 		if (hu_wr_setxattr_at(fd >= 0 ? fd : dfd, fd >= 0 ? NULL : leaf,

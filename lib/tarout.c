@@ -32,6 +32,7 @@
 
 #include "compress.h"
 #include "internal.h"
+#include "paxxattr.h"
 
 #define DATA_BUF (64u << 10)	/* symlink targets */
 #define READ_MIN (256u << 10)	/* smallest read of file data */
@@ -51,6 +52,9 @@ struct hu_tarout {
 	char *value;			/* one xattr value */
 	locale_t c_locale;		/* libarchive's name conversions run in
 					 * it, whatever the process's locale */
+	bool capture;			/* on_write keeps the bytes in cap */
+	struct hu_paxbuf cap, fixed;	/* a header with xattrs, as written
+					 * by libarchive and as rewritten */
 };
 
 static la_ssize_t on_write(struct archive *a, void *ctx, const void *buf,
@@ -61,6 +65,13 @@ static la_ssize_t on_write(struct archive *a, void *ctx, const void *buf,
 	if (t->dropping) {
 		archive_set_error(a, ECANCELED, "aborted");
 		return -1;
+	}
+	if (t->capture) {
+		if (hu_paxbuf_add(&t->cap, buf, len) < 0) {
+			archive_set_error(a, ENOMEM, "out of memory");
+			return -1;
+		}
+		return (la_ssize_t)len;
 	}
 	if (hu_zsink_write(t->z, buf, len, &t->sink_err) < 0) {
 		t->sink_failed = true;
@@ -172,14 +183,35 @@ static void entry_start(struct hu_tarout *t, const char *path,
  * Write t->ent's header.  Names are bytes: in the C locale libarchive
  * writes an ASCII name as is and any other in a pax record marked
  * hdrcharset=BINARY, so the bytes never depend on the caller's locale.
+ * libarchive URL-encodes xattr names (paxxattr.c): a header with xattrs is
+ * kept back as libarchive writes it (with no blocking, all of it within
+ * this call, and its size nowhere else) and goes out with its names in
+ * GNU tar's form.
  */
-static int write_header(struct hu_tarout *t)
+static int write_header(struct hu_tarout *t, const char *path,
+			struct hu_error *e)
 {
 	locale_t old = uselocale(t->c_locale);
-	int r = archive_write_header(t->a, t->ent);
+	int r;
 
+	t->cap.len = 0;
+	t->capture = archive_entry_xattr_count(t->ent) > 0;
+	r = archive_write_header(t->a, t->ent);
 	uselocale(old);
-	return r;
+	if (!t->capture || r < ARCHIVE_WARN) {
+		t->capture = false;
+		return r < ARCHIVE_WARN ? tfail(t, path, e) : 0;
+	}
+	t->capture = false;
+	if (hu_pax_fix_xattr_keys(t->cap.p, t->cap.len, &t->fixed) < 0)
+		return hu_error_set(e, errno, path, errno == ENOMEM ?
+				    "out of memory" : "cannot rewrite the "
+				    "xattr names of libarchive's header");
+	if (hu_zsink_write(t->z, t->fixed.p, t->fixed.len, &t->sink_err) < 0) {
+		t->sink_failed = true;
+		return tfail(t, path, e);
+	}
+	return 0;
 }
 
 static int name_cmp(const void *a, const void *b)
@@ -342,6 +374,26 @@ static int add_data(struct hu_tarout *t, int fd, int64_t size,
 	return 0;
 }
 
+/*
+ * In a tarball every reader of OCI layers takes an entry named .wh.NAME
+ * for a whiteout of NAME (.wh..wh..opq for an opaque marker), whatever
+ * its type.  A layer of another format may hold a real file of that name;
+ * written as it is, it would delete NAME beneath and vanish itself.  It
+ * cannot be said in a tarball, so it is refused (umoci refuses it too).
+ * The markers hunion means are written by marker(), not through here.
+ */
+static int check_name(const char *path, struct hu_error *e)
+{
+	const char *base = strrchr(path, '/');
+
+	base = base ? base + 1 : path;
+	if (strncmp(base, HU_OCI_WH_PREFIX, sizeof(HU_OCI_WH_PREFIX) - 1))
+		return 0;
+	return hu_error_set(e, 0, path, "cannot be archived: in a tarball "
+			    "layer a name beginning with \"%s\" is a "
+			    "whiteout", HU_OCI_WH_PREFIX);
+}
+
 /* @datafd: a regular file's bytes (-1 for an empty one), @own when it is
  * the entry itself, whose xattrs it then reaches without a lookup. */
 static int entry(struct hu_tarout *t, const char *path, const struct stat *st,
@@ -353,6 +405,8 @@ static int entry(struct hu_tarout *t, const char *path, const struct stat *st,
 	if (type == S_IFSOCK)
 		return hu_error_set(e, ENOTSUP, path,
 				    "a tar archive cannot hold a socket");
+	if (check_name(path, e) < 0)
+		return -1;
 	entry_start(t, path, st);
 	if (type == S_IFREG)
 		archive_entry_set_size(t->ent, st->st_size);
@@ -366,8 +420,8 @@ static int entry(struct hu_tarout *t, const char *path, const struct stat *st,
 	if (own ? add_xattrs(t, datafd, NULL, xnames, xnames_len, path, e) :
 		  add_xattrs(t, dirfd, name, xnames, xnames_len, path, e))
 		return -1;
-	if (write_header(t) < ARCHIVE_WARN)
-		return tfail(t, path, e);
+	if (write_header(t, path, e) < 0)
+		return -1;
 	if (type == S_IFREG && st->st_size > 0 &&
 	    add_data(t, datafd, st->st_size, path, e) < 0)
 		return -1;
@@ -414,10 +468,13 @@ int hu_tarout_hardlink(struct hu_tarout *t, const char *path,
 		       const char *target, const struct stat *st,
 		       struct hu_error *e)
 {
+	if (check_name(path, e) < 0)
+		return -1;
 	entry_start(t, path, st);
 	archive_entry_copy_hardlink(t->ent, target);
-	if (write_header(t) < ARCHIVE_WARN ||
-	    archive_write_finish_entry(t->a) < ARCHIVE_WARN)
+	if (write_header(t, path, e) < 0)
+		return -1;
+	if (archive_write_finish_entry(t->a) < ARCHIVE_WARN)
 		return tfail(t, path, e);
 	return 0;
 }
@@ -437,8 +494,9 @@ static int marker(struct hu_tarout *t, const char *dir, const char *name,
 	entry_start(t, path, &st);
 	archive_entry_set_mtime(t->ent, 0, 0);
 	archive_entry_set_size(t->ent, 0);
-	if (write_header(t) < ARCHIVE_WARN ||
-	    archive_write_finish_entry(t->a) < ARCHIVE_WARN)
+	if (write_header(t, path, e) < 0)
+		rc = -1;
+	else if (archive_write_finish_entry(t->a) < ARCHIVE_WARN)
 		rc = tfail(t, path, e);
 	free(path);
 	return rc;
@@ -490,6 +548,8 @@ void hu_tarout_abort(struct hu_tarout *t)
 	hu_error_clear(&t->sink_err);
 	if (t->c_locale)
 		freelocale(t->c_locale);
+	hu_paxbuf_free(&t->cap);
+	hu_paxbuf_free(&t->fixed);
 	free(t->data);
 	free(t->names);
 	free(t->value);

@@ -30,12 +30,12 @@
 #   5. "hunion diff --oci" applied to a copy of OLD (tests/tools/
 #      oci_apply.py, OCI layer.md rules) must give the kernel's merged
 #      view, manifest for manifest, and keep every hard link made through
-#      the mount; so must --exact --opaque-markers with zstd.  Hard-link
-#      groups are not compared otherwise: a lower file reached through a
-#      renamed directory is written in full, and its other names, outside
-#      the change set, stay apart (layer.md: a link whose partner is not in
-#      the change set is not recorded); with --exact an unchanged copy-up
-#      is left out, so a new link to it is a file of its own.
+#      the mount; so must --exact --opaque-markers with zstd (an unchanged
+#      copy-up it leaves out is written as a link to a new name of its
+#      inode).  Hard-link groups are not compared otherwise: a lower file
+#      reached through a renamed directory is written in full, and its
+#      other names, outside the change set, stay apart (layer.md: a link
+#      whose partner is not in the change set is not recorded).
 #      "hunion diff --trees --oci OLD MNT" applied to OLD must too.
 #      umoci too: "umoci unpack" of an OCI image layout (tests/tools/
 #      oci_layout.py) whose layers are OLD ("hunion flatten" of it) and
@@ -222,6 +222,9 @@ session() {
 		"${layers[@]}" || ok=1
 	apply_view "$up: kernel vs old + diff --oci --exact --opaque-markers" \
 		"$base" "$S/ch2.tar.zst" || ok=1
+	python3 "$HERE/diff_ops.py" links "$S/expect.links" \
+		"$S/applied-ch2.tar.zst" | sed "s/^/  $up: diff --oci --exact: /"
+	[ "${PIPESTATUS[0]}" = 0 ] || ok=1
 	# flatten --base shares the writer: the same bytes as diff --oci
 	if ! hu 0 flatten --base "${#LOWERS[@]}" -o "$S/fl.tar" \
 		"${layers[@]}" || ! cmp -s "$S/ch.tar" "$S/fl.tar"; then

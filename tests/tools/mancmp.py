@@ -15,11 +15,15 @@ option says what a reader cannot carry:
   --symlink-links-any ignore hard-link groups of symlinks (Python's tarfile
                       makes a hard link with os.link, which follows the
                       symlink; a dangling one it extracts as a copy)
+  --xattr-escapes-kept  GOT's xattr names may keep GNU tar's escapes %25
+                      and %3D for '%' and '=' (libarchive 3.6 takes a
+                      SCHILY.xattr.* key as it stands)
 
 Prints the differing lines ("- WANT" / "+ GOT", at most 10 pairs) and
 exits 1 when the manifests differ.
 """
 
+import re
 import sys
 
 
@@ -42,7 +46,28 @@ def mtime_of(tokens):
     return None, None
 
 
+def xattrs_sorted(tokens, unescape):
+    """The tokens with the xattr ones (x:NAME=HEX) in one order whatever
+    the names' escapes; with @unescape, GNU tar's %25 and %3D in NAME
+    undone first."""
+    def un(t):
+        name, _, val = t[2:].rpartition("=")
+        name = re.sub("%(25|3D)", lambda m: "%" if m.group(1) == "25"
+                      else "=", name)
+        return "x:%s=%s" % (name, val)
+    i = next((k for k, t in enumerate(tokens) if t.startswith("x:")), None)
+    if i is None:
+        return tokens
+    xs = sorted(un(t) if unescape else t for t in tokens
+                if t.startswith("x:"))
+    rest = [t for t in tokens if not t.startswith("x:")]
+    return rest[:i] + xs + rest[i:]
+
+
 def same(path, a, b, o):
+    if o["xattr_escapes_kept"]:
+        a = xattrs_sorted(a, False)
+        b = xattrs_sorted(b, True)
     if o["symlink_links_any"] and a[0] == "l":
         a = [t for t in a if not t.startswith("link=")]
         b = [t for t in b if not t.startswith("link=")]
@@ -64,7 +89,7 @@ def same(path, a, b, o):
 
 def main(argv):
     o = dict(root_mtime_any=False, symlink_mtime_any=False, mtime_slack=0,
-             symlink_links_any=False)
+             symlink_links_any=False, xattr_escapes_kept=False)
     files = []
     for arg in argv[1:]:
         if arg == "--root-mtime-any":
@@ -73,6 +98,8 @@ def main(argv):
             o["symlink_mtime_any"] = True
         elif arg == "--symlink-links-any":
             o["symlink_links_any"] = True
+        elif arg == "--xattr-escapes-kept":
+            o["xattr_escapes_kept"] = True
         elif arg.startswith("--mtime-slack="):
             o["mtime_slack"] = int(arg.split("=", 1)[1])
         elif arg.startswith("-"):

@@ -122,6 +122,10 @@ def real(n):
     return n.link if n is not None and n.kind == "h" else n
 
 
+ODD_XATTRS = [b"user.sp ace", "user.\u00fc".encode(), b"user.\xff",
+              b"user.a%b", b"user.a=b", b"user.a%20b"]
+
+
 class Gen:
     def __init__(self, seed, nlayers, features, odd_names):
         self.r = random.Random(seed)
@@ -133,6 +137,10 @@ class Gen:
         else:
             self.ovl_only = features == "overlay-only"
         self.odd = odd_names
+        # xattr names a tar writer must keep as they are (a space, UTF-8
+        # and not, the two bytes GNU tar escapes), drawn from their own
+        # generator: the rest of each seed's stack is what it was before
+        self.xr = random.Random(seed * 7919 + 1)
         self.userxattr = False
         # lookalikes of another format's markers (".wh.NAME" files, union
         # xattrs in the overlay form...) make auto-detection ambiguous:
@@ -161,6 +169,8 @@ class Gen:
             n.xattrs[b"user.z"] = b"1"
         if r.random() < 0.15:
             n.xattrs[b"trusted.test"] = r.choice([b"cap", b"\x00\x01\x02"])
+        if user_ok and self.xr.random() < 0.1:
+            n.xattrs[self.xr.choice(ODD_XATTRS)] = b"odd"
 
     def mkdir_node(self):
         n = Node("d")

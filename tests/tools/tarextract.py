@@ -5,13 +5,40 @@ tarfile.extractall, as a Python program would (no extraction filter: the
 "fully_trusted" behaviour, owners kept as root).  .zst archives are
 decompressed with the zstd command, since tarfile reads only gzip, bzip2
 and xz (into a temporary file: tarfile needs to seek to extract a hard
-link whose target it cannot link to).  For the flatten round-trip
-test."""
+link whose target it cannot link to).  tarfile parses the xattrs
+(SCHILY.xattr.* pax records) but never sets them: this program sets them
+after the extraction, the names with GNU tar's two escapes (%25, %3D)
+undone, as GNU tar does.  For the flatten round-trip test."""
 
+import os
+import re
 import subprocess
 import sys
 import tarfile
 import tempfile
+
+XATTR = "SCHILY.xattr."
+ENC = dict(encoding="utf-8", errors="surrogateescape")
+
+
+def set_xattrs(t, dest):
+    """The xattrs of every member of the extracted @t, under @dest."""
+    for m in t.getmembers():
+        p = os.path.join(os.fsencode(dest),
+                         m.name.encode("utf-8", "surrogateescape"))
+        for k, v in sorted(m.pax_headers.items()):
+            if not k.startswith(XATTR):
+                continue
+            n = re.sub("%(25|3D)", lambda x: "%" if x.group(1) == "25"
+                       else "=", k[len(XATTR):])
+            os.setxattr(p, n.encode("utf-8", "surrogateescape"),
+                        v.encode("utf-8", "surrogateescape"),
+                        follow_symlinks=False)
+
+
+def extract(t, dest, kw):
+    t.extractall(dest, **kw)
+    set_xattrs(t, dest)
 
 
 def main(argv):
@@ -26,11 +53,11 @@ def main(argv):
         with tempfile.TemporaryFile() as tmp:
             subprocess.run(["zstd", "-qdc", archive], stdout=tmp, check=True)
             tmp.seek(0)
-            with tarfile.open(fileobj=tmp, mode="r:") as t:
-                t.extractall(dest, **kw)
+            with tarfile.open(fileobj=tmp, mode="r:", **ENC) as t:
+                extract(t, dest, kw)
         return 0
-    with tarfile.open(archive, mode="r:*") as t:
-        t.extractall(dest, **kw)
+    with tarfile.open(archive, mode="r:*", **ENC) as t:
+        extract(t, dest, kw)
     return 0
 
 
