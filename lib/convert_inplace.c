@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * whiteout convert --in-place: only the markers change, through the write
- * wrapper.  Before the first change, a record on the layer root (detect.c)
+ * wrapper.  Before the first change, a record on the layer root (convrec.c)
  * says that the layer is being converted, and from which format to which:
  * until the last change is made and the record removed, every reader
  * takes the markers of both formats (marker.c, view.c).  A new marker is
@@ -39,7 +39,6 @@ static int started(struct conv *c, struct wh_dir *d, struct hu_error *e)
 	d->changed = true;
 	return 0;
 }
-
 
 /* Move overlay/union xattr @what of @d/@name (NULL: @d itself) from the
  * source namespace and format to the target's. */

@@ -31,7 +31,7 @@ int hu_interrupt_check(struct hu_error *e);
 int hu_layer_detect(struct hu_layer *l, struct hu_error *e);
 
 /*
- * The record of a conversion in place (detect.c): the private xattr
+ * The record of a conversion in place (convrec.c): the private xattr
  * "union.converting" on the layer root, under user.* when neither format
  * needs trusted.*, valued "FROM>TO", each "union", "overlay" (with
  * "-user" for the user.* namespace) or "oci".  While it is there, the
