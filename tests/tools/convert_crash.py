@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: MIT
-"""convert_crash.py [--kill-only] HUNION LOWER SOURCE ARG... - interrupt a conversion at
+"""convert_crash.py [--kill-only] [--kernel=OPTS] HUNION LOWER SOURCE ARG...
+- interrupt a conversion at
 every step, and check what each interrupted run leaves.
 
 Runs `HUNION whiteout convert --in-place ARG... COPY` on fresh copies of the
@@ -13,6 +14,9 @@ until a run gets through (with --kill-only, only the former).  After each interr
   - running the same command again succeeds, and leaves the copy equal
     to the clean conversion: every entry, its type, mode, times, data and
     all its xattrs (the private union/overlay ones too).
+With --kernel=OPTS (an overlay target), the kernel's overlayfs also mounts
+LOWER under the clean conversion (mount -t overlay -o OPTS,...), and its
+view must be the same.
 Prints one line per mode: how many interrupted runs, and each difference.
 Exit status 1 when any check failed.
 """
@@ -80,6 +84,27 @@ def convert(hunion, args, target, fault=None):
                           capture_output=True)
 
 
+def kernel_view(lower, layer, opts, tmp):
+    """The kernel's view of LOWER under (a copy of) LAYER."""
+    top = tempfile.mkdtemp(dir=tmp)
+    up, work, mnt = top + "/up", top + "/work", top + "/mnt"
+    subprocess.run(["cp", "-a", layer, up], check=True)
+    os.mkdir(work)
+    os.mkdir(mnt)
+    o = "%slowerdir=%s,upperdir=%s,workdir=%s" % (
+        opts + "," if opts else "", os.path.abspath(lower), up, work)
+    r = subprocess.run(["mount", "-t", "overlay", "overlay", "-o", o, mnt],
+                       capture_output=True)
+    if r.returncode != 0:
+        return ["mount failed: " + r.stderr.decode(errors="replace")]
+    try:
+        return manifest.Walker(dict(no_dir_mtime=False, no_mtime=False,
+                                    no_xattrs=False, no_owner=False,
+                                    holes=False)).run(os.fsencode(mnt))
+    finally:
+        subprocess.run(["umount", mnt], check=True)
+
+
 def diff(what, want, got):
     a, b = set(want), set(got)
     return ["  %s: - %s" % (what, x) for x in sorted(a - b)] + \
@@ -87,10 +112,13 @@ def diff(what, want, got):
 
 
 def main(argv):
-    ops = OPS
-    if len(argv) > 1 and argv[1] == "--kill-only":
-        ops = OPS[:1]
-        argv = argv[1:]
+    ops, kernel = OPS, None
+    while len(argv) > 1 and argv[1].startswith("--"):
+        if argv[1] == "--kill-only":
+            ops = OPS[:1]
+        elif argv[1].startswith("--kernel="):
+            kernel = argv[1][len("--kernel="):]
+        argv = argv[:1] + argv[2:]
     if len(argv) < 4:
         print(__doc__, file=sys.stderr)
         return 2
@@ -105,6 +133,14 @@ def main(argv):
                   r.stderr.decode(errors="replace"))
             return 1
         want_layer = layer(work)
+        if kernel is not None:
+            problems = diff("the kernel's view", want_view,
+                            kernel_view(lower, work, kernel, tmp))
+            print("kernel: the view of the clean conversion%s" %
+                  ("" if problems else " is the same"))
+            for p in problems[:20]:
+                print(p)
+            bad = bad or bool(problems)
         for op in ops:
             n, problems = 0, []
             while n < 1000:
