@@ -322,9 +322,9 @@ int cmd_whiteout_convert(const struct cmd *c, int argc, char **argv)
 		if (st.started) {
 			fprintf(stderr, "%s: ", front.cmdname);
 			print_path_escaped(stderr, l.path);
-			fprintf(stderr, ": partly converted; run the same "
-				"command with --format=%s to finish\n",
-				hu_format_name(l.format));
+			fprintf(stderr, ": partly converted (it reads as "
+				"before); run the same command again to "
+				"finish\n");
 		}
 	} else {
 		front_progress_done();

@@ -394,8 +394,8 @@ static int root_entry(const struct hu_stack *s, struct hu_vdir *d,
 	memset(ent, 0, sizeof(*ent));
 	ent->name = ".";
 	ent->dirfd = hu_vdir_fd(d, &ent->layer);
-	if (fstat(ent->dirfd, &ent->st) < 0) {
-		hu_error_set(e, errno, NULL, "cannot stat");
+	if (hu_layer_dir_stat(&s->layers[ent->layer], ent->dirfd, &ent->st,
+			      e) < 0) {
 		hu_error_prefix(e, s->layers[ent->layer].path);
 		return -1;
 	}
@@ -488,8 +488,10 @@ int chg_walk(const struct hu_stack *s, const struct hu_changes_opts *o,
 		w.olds = &w.oldbuf;
 		w.how = o->exact ? CHG_CMP_FULL : CHG_CMP_STAT;
 		for (size_t k = o->base; k < s->n; k++)
-			w.track |= s->layers[k].format == HU_FMT_OVERLAY;
-		w.fast = o->base + 1 == s->n && !getenv("HUNION_DIFF_SLOW");
+			w.track |= hu_layer_is(&s->layers[k], HU_FMT_OVERLAY);
+		/* the fast walk reads the upper's raw names in one format */
+		w.fast = o->base + 1 == s->n && !getenv("HUNION_DIFF_SLOW") &&
+			 !hu_layer_half(&s->layers[o->base]);
 		w.ustack = (struct hu_stack){ 1, &s->layers[o->base] };
 	}
 	if (hu_pathbuf_push(&w.path, "", &(size_t){ 0 }) < 0)

@@ -150,7 +150,7 @@ int chg_uppers_root(const struct chg_walk *w, struct chg_uppers *u,
 	for (size_t k = 0; k < nup; k++) {
 		const struct hu_layer *l = &w->news->layers[w->base + k];
 
-		u->fd[k] = l->format == HU_FMT_OVERLAY ? l->fd : -1;
+		u->fd[k] = hu_layer_is(l, HU_FMT_OVERLAY) ? l->fd : -1;
 	}
 	return 0;
 }
@@ -188,15 +188,18 @@ int chg_uppers_child(const struct chg_walk *w, const struct chg_uppers *pu,
 			return -1;
 		}
 		cu->fd[k] = fd;
-		hu_marker_xattr(HU_FMT_OVERLAY, l->userxattr, "redirect", attr,
-				sizeof(attr));
-		if (fgetxattr(fd, attr, NULL, 0) >= 0)
-			*redirected = true;
-		else if (errno != ENODATA && errno != ENOTSUP) {
-			hu_error_setat(e, errno, w->path.s, name,
-				       "cannot read %s", attr);
-			hu_error_prefix(e, l->path);
-			return -1;
+		for (int i = 0; i < 2 && !*redirected; i++) {
+			if (!hu_layer_overlay_xattr(l, i, "redirect", attr,
+						    sizeof(attr)))
+				continue;
+			if (fgetxattr(fd, attr, NULL, 0) >= 0)
+				*redirected = true;
+			else if (errno != ENODATA && errno != ENOTSUP) {
+				hu_error_setat(e, errno, w->path.s, name,
+					       "cannot read %s", attr);
+				hu_error_prefix(e, l->path);
+				return -1;
+			}
 		}
 	}
 	return 0;

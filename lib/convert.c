@@ -169,6 +169,12 @@ static int plan_lookalike(struct conv *c, const struct wh_dir *d,
 	enum hu_format s = c->l->format, t = c->to.format;
 	struct stat st;
 
+	if (!c->out && !strncmp(ent->name, HU_CONV_TEMP_PREFIX,
+				strlen(HU_CONV_TEMP_PREFIX)))
+		return wh_fail(e, 0, c->l->path, d->path, ent->name,
+			       "an entry named like the temporary files of a "
+			       "conversion in place: nothing was changed");
+
 	if (t == HU_FMT_OCI && s != HU_FMT_OCI &&
 	    !strncmp(ent->name, HU_OCI_WH_PREFIX, 4))
 		return wh_fail(e, 0, c->l->path, d->path, ent->name,
@@ -246,7 +252,10 @@ static int plan_entry(void *ctx, struct wh_dir *d, const struct wh_ent *ent,
 	default:
 		break;
 	}
-	if (c->out && plan_lookalike(c, d, ent, e) < 0)
+	/* In place too: after the first change, every target-format marker
+	 * of the layer counts as one (convert_inplace.c); a half-converted
+	 * layer holds only those the run made. */
+	if (!c->half && plan_lookalike(c, d, ent, e) < 0)
 		return -1;
 	if (S_ISDIR(ent->type))
 		return 1;
@@ -267,27 +276,58 @@ static int check_target(const struct hu_convert_opts *o, struct hu_error *e)
 const struct wh_walk_ops cv_plan_ops = {
 	.dir_pre = plan_dir, .entry = plan_entry };
 
+/* A half-converted layer is finished to the format it was going to. */
+static int check_half(const struct hu_layer *l, const char *out,
+		      const struct hu_convert_opts *o, struct hu_error *e)
+{
+	bool user = o->to != HU_FMT_OCI && o->to_userxattr;
+	bool want = l->conv_to != HU_FMT_OCI && l->conv_to_userxattr;
+
+	if (!hu_layer_half(l))
+		return 0;
+	if (!out && o->to == l->conv_to && user == want)
+		return 0;
+	return hu_error_set(e, 0, l->path, "half-converted from %s to %s%s "
+			    "by a run that stopped: finish it first with "
+			    "'hunion whiteout convert --in-place --to=%s%s'",
+			    hu_format_name(l->format),
+			    hu_format_name(l->conv_to),
+			    want ? " (user.*)" : "",
+			    hu_format_name(l->conv_to),
+			    want ? " --to-userxattr" : "");
+}
+
 int hu_wh_convert(const struct hu_layer *l, const char *out,
 		  const struct hu_convert_opts *o,
 		  struct hu_convert_stats *st, struct hu_error *e)
 {
-	struct conv c = { .l = l, .o = o, .st = st, .out = out,
-			  .pass = CV_PLAN,
+	struct hu_layer src = wh_layer_as(l, l->format, l->userxattr);
+	struct conv c = { .l = &src, .o = o, .st = st, .out = out,
+			  .pass = CV_PLAN, .half = hu_layer_half(l),
+			  .half_l = l,
 			  .seed = (unsigned)getpid() ^ (unsigned)time(NULL) };
 
 	memset(st, 0, sizeof(*st));
-	if (check_target(o, e) < 0)
+	if (check_target(o, e) < 0 || check_half(l, out, o, e) < 0)
 		return -1;
-	c.to = wh_layer_as(l, o->to, o->to_userxattr);
+	/* The walks classify in the source format; the target's markers a
+	 * stopped run made are known where they matter (convert_inplace.c) */
+	src.conv_to = HU_FMT_AUTO;
+	c.to = wh_layer_as(&src, o->to, o->to_userxattr);
 	if (out)
 		return cv_copy(&c, e);
 	if (l->unpacked)
 		return hu_error_set(e, 0, l->path, "a tarball layer cannot be "
 				    "converted in place: use -o");
-	if (wh_walk(l, &cv_plan_ops, &c, e) < 0)
+	if (wh_walk(&src, &cv_plan_ops, &c, e) < 0)
 		return -1;
 	if (o->dry_run)
 		return 0;
 	c.pass = CV_INPLACE;
-	return wh_walk(l, &cv_inplace_ops, &c, e);
+	if (wh_walk(&src, &cv_inplace_ops, &c, e) < 0)
+		return -1;
+	/* the last change: the layer is read in the target format alone */
+	if ((c.half || st->started) && hu_conv_record_clear(&src, &c.to, e) < 0)
+		return -1;
+	return 0;
 }

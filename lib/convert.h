@@ -10,7 +10,11 @@
 enum cv_pass { CV_PLAN, CV_INPLACE, CV_COPY };
 
 struct conv {
-	const struct hu_layer *l;	/* the source */
+	const struct hu_layer *l;	/* the source, read in its format only */
+	bool half;			/* in place: a run that stopped left
+					 * @l half-converted to @to */
+	const struct hu_layer *half_l;	/* the layer as opened (@half: read
+					 * in both formats) */
 	struct hu_layer to;		/* @l as the target format writes */
 	const struct hu_convert_opts *o;
 	struct hu_convert_stats *st;

@@ -1,11 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * whiteout convert --in-place: only the markers change, through the write
- * wrapper.  A new marker is made before the old one goes: for the same
- * name (union <-> overlay) under a temporary name renamed over the old,
- * for another name (.wh.NAME <-> NAME) beside it.  So no name is ever
- * left unhidden, and a run that stopped can be run again.  The times of
- * the directories touched come back after.
+ * wrapper.  Before the first change, a record on the layer root (convrec.c)
+ * says that the layer is being converted, and from which format to which:
+ * until the last change is made and the record removed, every reader
+ * takes the markers of both formats (marker.c, view.c).  A new marker is
+ * made before the old one goes: for the same name (union <-> overlay)
+ * under a temporary name renamed over the old, for another name (.wh.NAME
+ * <-> NAME) beside it.  So at every step the view of the layer is the
+ * view it had, whether the run goes on, fails or is killed, and running
+ * it again finishes it.  The times of the directories touched come back
+ * after.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -17,11 +22,22 @@
 
 #include "convert.h"
 
-static void started(struct conv *c, struct wh_dir *d)
+/* Before each change.  Before the first, the record, unless a run that
+ * stopped left it; before the first in directory @d (NULL: a change of
+ * xattrs only), its times, which come back after. */
+static int started(struct conv *c, struct wh_dir *d, struct hu_error *e)
 {
-	c->st->started = true;
-	if (d)
-		d->changed = true;
+	if (!c->st->started) {
+		if (!c->half && hu_conv_record_set(c->l, &c->to, e) < 0)
+			return -1;
+		c->st->started = true;
+	}
+	if (!d || d->changed)
+		return 0;
+	if (hu_conv_times_set(c->l, &c->to, d->fd, &d->st, e) < 0)
+		return wh_prefix(e, c->l->path, d->path);
+	d->changed = true;
+	return 0;
 }
 
 /* Move overlay/union xattr @what of @d/@name (NULL: @d itself) from the
@@ -42,7 +58,10 @@ static int move_xattr(struct conv *c, struct wh_dir *d, const char *name,
 			       "cannot read %s", from);
 	if (!v)
 		return 0;
-	started(c, NULL);
+	if (started(c, NULL, e) < 0) {
+		free(v);
+		return -1;
+	}
 	rc = hu_wr_setxattr_at(d->fd, name, to, v, len, 0);
 	free(v);
 	if (rc < 0)
@@ -63,13 +82,13 @@ static int opaque_inplace(struct conv *c, struct wh_dir *d,
 
 	if (s != HU_FMT_OCI && t != HU_FMT_OCI)
 		return move_xattr(c, d, NULL, "opaque", e);
-	started(c, t == HU_FMT_OCI ? d : NULL);
+	if (started(c, d, e) < 0)	/* .wh..wh..opq comes or goes */
+		return -1;
 	if (wh_opaque_fd(&c->to, d->fd, true, e) < 0)
 		return wh_prefix(e, c->l->path, d->path);
 	if (t == HU_FMT_OCI && cv_opq_times(d, d->fd, c->l->path, e) < 0)
 		return -1;
 	if (s == HU_FMT_OCI) {
-		d->changed = true;
 		if (hu_wr_unlinkat(d->fd, HU_OCI_OPAQUE, 0) < 0)
 			return wh_fail(e, errno, c->l->path, d->path,
 				       HU_OCI_OPAQUE, "cannot remove");
@@ -87,6 +106,15 @@ static int inplace_dir(void *ctx, struct wh_dir *d, struct hu_error *e)
 	struct conv *c = ctx;
 	bool overlay_ns = c->l->format == HU_FMT_OVERLAY &&
 			  c->to.format == HU_FMT_OVERLAY && cv_ns_changes(c);
+	struct timespec ts[2];
+
+	/* The times a stopped run changed: those it kept come back. */
+	if (c->half && hu_conv_times_read(d->fd, ts, &d->changed, e) < 0)
+		return wh_prefix(e, c->l->path, d->path);
+	if (d->changed) {
+		d->st.st_atim = ts[0];
+		d->st.st_mtim = ts[1];
+	}
 
 	if (d->opaque == HU_OPAQUE_YES && !cv_xattrs_kept(c)) {
 		if (opaque_inplace(c, d, e) < 0)
@@ -106,17 +134,22 @@ static int inplace_dir(void *ctx, struct wh_dir *d, struct hu_error *e)
 	return 0;
 }
 
-/* Put a target-format whiteout in place of whiteout @name: made under a
- * temporary name and renamed over it, so the name is never unhidden. */
-static int replace_whiteout(struct conv *c, struct wh_dir *d,
-			    const char *name, struct hu_error *e)
+/* Put a target-format whiteout at @name, with the times of old marker
+ * @src: made whole under a temporary name (a union whiteout takes two
+ * steps) and renamed over the old one (@flags 0, so the name is never
+ * unhidden) or into place (RENAME_NOREPLACE). */
+static int put_whiteout(struct conv *c, struct wh_dir *d, const char *name,
+			const char *src, unsigned int flags,
+			struct hu_error *e)
 {
 	char tmp[32];
 	int tries = 0;
 
+	if (started(c, d, e) < 0)
+		return -1;
 	for (;;) {
 		c->seed = c->seed * 1103515245u + 12345u;
-		snprintf(tmp, sizeof(tmp), ".hunion-wh.%06x",
+		snprintf(tmp, sizeof(tmp), HU_CONV_TEMP_PREFIX "%06x",
 			 c->seed & 0xffffff);
 		if (hu_marker_add_whiteout(&c->to, c->to.format, d->fd, tmp,
 					   e) == 0)
@@ -124,17 +157,16 @@ static int replace_whiteout(struct conv *c, struct wh_dir *d,
 		if (e->err != EEXIST || ++tries == 100)
 			return wh_prefix(e, c->l->path, d->path);
 	}
-	started(c, d);
-	if (cv_marker_times(d, name, d->fd, tmp, c->l->path, e) < 0) {
+	if (cv_marker_times(d, src, d->fd, tmp, c->l->path, e) < 0) {
 		(void)hu_wr_unlinkat(d->fd, tmp, 0);
 		return -1;
 	}
-	if (hu_wr_renameat2(d->fd, tmp, d->fd, name, 0) < 0) {
+	if (hu_wr_renameat2(d->fd, tmp, d->fd, name, flags) < 0) {
 		int err = errno;
 
 		(void)hu_wr_unlinkat(d->fd, tmp, 0);
 		return wh_fail(e, err, c->l->path, d->path, name,
-			       "cannot rename the new whiteout over the old");
+			       "cannot rename the new whiteout into place");
 	}
 	return 0;
 }
@@ -148,19 +180,19 @@ static int to_oci_whiteout(struct conv *c, struct wh_dir *d,
 	struct stat st;
 
 	snprintf(wh, sizeof(wh), HU_OCI_WH_PREFIX "%s", ent->name);
+	if (started(c, d, e) < 0)
+		return -1;
 	if (fstatat(d->fd, wh, &st, AT_SYMLINK_NOFOLLOW) < 0) {
 		if (errno != ENOENT)
 			return wh_fail(e, errno, c->l->path, d->path, wh,
 				       "cannot stat");
-		started(c, d);
 		if (hu_marker_add_whiteout(&c->to, HU_FMT_OCI, d->fd,
 					   ent->name, e) < 0)
 			return wh_prefix(e, c->l->path, d->path);
-		if (cv_marker_times(d, ent->name, d->fd, wh, c->l->path,
-				    e) < 0)
-			return -1;
 	}
-	started(c, d);
+	/* also when a stopped run made it, maybe not its times */
+	if (cv_marker_times(d, ent->name, d->fd, wh, c->l->path, e) < 0)
+		return -1;
 	if (hu_wr_unlinkat(d->fd, ent->name, 0) < 0)
 		return wh_fail(e, errno, c->l->path, d->path, ent->name,
 			       "cannot remove the old whiteout");
@@ -173,19 +205,19 @@ static int from_oci_whiteout(struct conv *c, struct wh_dir *d,
 			     const struct wh_ent *ent, enum hu_wh_action a,
 			     struct hu_error *e)
 {
-	started(c, d);
+	if (started(c, d, e) < 0)
+		return -1;
 	if (a == HU_WH_MADE_OPAQUE &&
 	    hu_marker_set_opaque(&c->to, c->to.format, d->fd, ent->key, true,
 				 e) < 0)
 		return wh_prefix(e, c->l->path, d->path);
-	if (!ent->twin) {
-		if (hu_marker_add_whiteout(&c->to, c->to.format, d->fd,
-					   ent->key, e) < 0)
-			return wh_prefix(e, c->l->path, d->path);
-		if (cv_marker_times(d, ent->name, d->fd, ent->key, c->l->path,
-				    e) < 0)
-			return -1;
-	}
+	if (!ent->twin && put_whiteout(c, d, ent->key, ent->name,
+				       RENAME_NOREPLACE, e) < 0)
+		return -1;
+	/* CONVERTED with a twin: the whiteout a stopped run made */
+	if (ent->twin && a == HU_WH_CONVERTED &&
+	    cv_marker_times(d, ent->name, d->fd, ent->key, c->l->path, e) < 0)
+		return -1;
 	if (hu_wr_unlinkat(d->fd, ent->name, 0) < 0)
 		return wh_fail(e, errno, c->l->path, d->path, ent->name,
 			       "cannot remove the old whiteout");
@@ -210,7 +242,7 @@ static int inplace_whiteout(struct conv *c, struct wh_dir *d,
 	else if (s == t)	/* only the namespace of an xattr changes */
 		rc = move_xattr(c, d, ent->name, "whiteout", e);
 	else
-		rc = replace_whiteout(c, d, ent->name, e);
+		rc = put_whiteout(c, d, ent->name, ent->name, 0, e);
 	if (rc < 0)
 		return -1;
 	return cv_report_ent(c, d, ent->xwhiteout ? HU_WH_XWHITEOUT :
@@ -251,7 +283,8 @@ static int inplace_entry(void *ctx, struct wh_dir *d,
 	case HU_MARK_META:
 		if (c->to.format == HU_FMT_OCI)
 			return 0;
-		started(c, d);
+		if (started(c, d, e) < 0)
+			return -1;
 		if (hu_rmtree(d->fd, ent->name) < 0)
 			return wh_fail(e, errno, c->l->path, d->path,
 				       ent->name, "cannot remove");
@@ -259,6 +292,15 @@ static int inplace_entry(void *ctx, struct wh_dir *d,
 				     HU_WH_DROPPED, e);
 	default:
 		break;
+	}
+	if (hu_conv_temp_name(c->half_l, ent->name)) {
+		/* a temporary whiteout a stopped run left */
+		if (started(c, d, e) < 0)
+			return -1;
+		if (hu_wr_unlinkat(d->fd, ent->name, 0) < 0)
+			return wh_fail(e, errno, c->l->path, d->path,
+				       ent->name, "cannot remove");
+		return 0;
 	}
 	if (S_ISDIR(ent->type))
 		return 1;
@@ -277,15 +319,20 @@ static int inplace_dir_done(void *ctx, struct wh_dir *d, struct hu_error *e)
 	    c->to.format != HU_FMT_OVERLAY) {
 		hu_marker_xattr(HU_FMT_OVERLAY, c->l->userxattr, "opaque",
 				attr, sizeof(attr));
-		started(c, NULL);
+		if (started(c, NULL, e) < 0)
+			return -1;
 		if (hu_wr_removexattr_at(d->fd, NULL, attr) < 0 &&
 		    errno != ENODATA)
 			return wh_fail(e, errno, c->l->path, d->path, "",
 				       "cannot remove %s", attr);
 	}
-	if (d->changed && hu_wr_futimens(d->fd, ts) < 0)
+	if (!d->changed)
+		return 0;
+	if (hu_wr_futimens(d->fd, ts) < 0)
 		return wh_fail(e, errno, c->l->path, d->path, "",
 			       "cannot restore the directory's times");
+	if (hu_conv_times_clear(c->l, &c->to, d->fd, e) < 0)
+		return wh_prefix(e, c->l->path, d->path);
 	return 0;
 }
 

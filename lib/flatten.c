@@ -125,10 +125,8 @@ static int on_root(void *ctx, struct hu_vdir *root, struct hu_error *e)
 	int fd = hu_vdir_fd(root, &layer);
 	struct stat st;
 
-	if (fstat(fd, &st) < 0) {
-		hu_error_set(e, errno, "", "cannot stat");
+	if (hu_layer_dir_stat(&f->s->layers[layer], fd, &st, e) < 0)
 		return ffail(f, layer, e);
-	}
 	if (hu_tarout_entry(f->t, "", &st, fd, NULL, -1, e) < 0)
 		return ffail(f, layer, e);
 	f->stats->dirs++;

@@ -79,6 +79,12 @@ struct hu_layer {
 	char *unpacked;		/* a tarball layer: the private directory it
 				 * was unpacked into (removed by
 				 * hu_layer_close); NULL for a directory */
+	/* Half-converted (a 'whiteout convert --in-place' that stopped,
+	 * known by its record on the layer root): the format and namespace
+	 * being written, whose markers count as well as those of @format.
+	 * AUTO for every other layer. */
+	enum hu_format conv_to;
+	bool conv_to_userxattr;
 };
 
 struct hu_stack {
@@ -110,6 +116,11 @@ int hu_stack_open(struct hu_stack *s, char *const paths[], size_t n,
 		  const struct hu_stack_opts *o, struct hu_error *e);
 void hu_stack_close(struct hu_stack *s);
 
+/* Is @l half-converted (conv_to)?  Does it read markers of format @f
+ * (its own, or while half-converted the one it is converted to)? */
+bool hu_layer_half(const struct hu_layer *l);
+bool hu_layer_is(const struct hu_layer *l, enum hu_format f);
+
 /* Open one layer (used by commands that work on a single layer). */
 int hu_layer_open(struct hu_layer *l, const char *path,
 		  const struct hu_stack_opts *o, struct hu_error *e);
@@ -138,7 +149,9 @@ enum hu_marker {
  * @st.  For OCI whiteouts *@target receives the hidden name (a pointer
  * into @name).  @xwhiteouts: also recognise overlay xattr whiteouts
  * (empty files with overlay.whiteout); the kernel's lookup does in every
- * layer, its readdir only under a parent whose overlay.opaque is "x". */
+ * layer, its readdir only under a parent whose overlay.opaque is "x".
+ * A half-converted layer's entry is a marker if it is one in either
+ * format (the same for hu_marker_dir_opaque). */
 int hu_marker_classify(const struct hu_layer *l, int dirfd, const char *name,
 		       const struct stat *st, bool xwhiteouts,
 		       enum hu_marker *kind, const char **target,
@@ -150,6 +163,12 @@ enum hu_opaque {
 	HU_OPAQUE_XWHITEOUTS,	/* overlay "x": readdir checks for xattr
 				 * whiteouts; not opaque */
 };
+
+/* The name of overlay xattr @what in form @i of @l (0: its own format;
+ * 1: while half-converted, the one it is converted to): false when that
+ * form is not overlay, or names the same xattr as form 0. */
+bool hu_layer_overlay_xattr(const struct hu_layer *l, int i, const char *what,
+			    char *buf, size_t len);
 
 /* The opaque state of directory @fd of layer @l (xattr only; an OCI
  * .wh..wh..opq entry is found by listing the directory). */
@@ -383,12 +402,13 @@ struct hu_convert_stats {
  * that would read as markers of the target format (a ".wh.*" file for
  * oci, a char device 0/0 for overlay) are refused.
  *
- * @out NULL: in place, through the write wrapper.  A new marker is made
- * before the old one goes (for the same name: made under a temporary name
- * and renamed over it), so no name is ever left unhidden; directory times
- * are restored.  Markers already in the target format are kept, so a
- * conversion that stopped midway can be run again (with the source
- * format forced if the layer is then refused as mixed).
+ * @out NULL: in place, through the write wrapper.  A record on the
+ * layer root makes it read in both formats (hu_layer.conv_to) from the
+ * first change to the last; each new marker is made whole (under a
+ * temporary name renamed into place) before the old one goes; so the
+ * view of the layer never changes, however the run stops, and running it
+ * again finishes it.  Directory times are restored (kept in a record on
+ * each directory meanwhile).
  */
 int hu_wh_convert(const struct hu_layer *l, const char *out,
 		  const struct hu_convert_opts *o,

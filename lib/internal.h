@@ -14,6 +14,11 @@
 #define HU_UNION_WHITEOUT_TARGET "(union-whiteout)"
 #define HU_OCI_WH_PREFIX ".wh."
 #define HU_OCI_OPAQUE ".wh..wh..opq"
+/* A conversion in place makes each new whiteout under such a name and
+ * renames it into place: in a half-converted layer these names are never
+ * entries (view.c), and a re-run removes them (convert_inplace.c). */
+#define HU_CONV_TEMP_PREFIX ".hunion-wh."
+bool hu_conv_temp_name(const struct hu_layer *l, const char *name);
 
 char *hu_path_join(const char *dir, const char *name);
 
@@ -24,6 +29,35 @@ int hu_interrupt_check(struct hu_error *e);
 /* Find @l's format and xattr namespace from the markers it holds (detect.c).
  * Refuses a layer with both union and overlay markers. */
 int hu_layer_detect(struct hu_layer *l, struct hu_error *e);
+
+/*
+ * The record of a conversion in place (convrec.c): the private xattr
+ * "union.converting" on the layer root, under user.* when neither format
+ * needs trusted.*, valued "FROM>TO", each "union", "overlay" (with
+ * "-user" for the user.* namespace) or "oci".  While it is there, the
+ * layer is half-converted and read in both formats (hu_layer.conv_to).
+ * hu_conv_record_set() writes @l's record converting to @to (through the
+ * write wrapper); hu_conv_record_clear() removes it.
+ */
+int hu_conv_record_set(const struct hu_layer *l, const struct hu_layer *to,
+		       struct hu_error *e);
+int hu_conv_record_clear(const struct hu_layer *l, const struct hu_layer *to,
+			 struct hu_error *e);
+/* Read @l's record, if any, into its format and conv_to: 1 when there is
+ * one, 0 when none. */
+int hu_conv_record_read(struct hu_layer *l, struct hu_error *e);
+/* The times of directory @fd before the conversion changed it, kept in
+ * "union.converting-times" until they are restored. */
+int hu_conv_times_set(const struct hu_layer *l, const struct hu_layer *to,
+		      int fd, const struct stat *st, struct hu_error *e);
+int hu_conv_times_clear(const struct hu_layer *l, const struct hu_layer *to,
+			int fd, struct hu_error *e);
+int hu_conv_times_read(int fd, struct timespec ts[2], bool *found,
+		       struct hu_error *e);
+/* fstat of directory @fd of layer @l, with the times it had before a
+ * conversion in place of @l began, if one is under way. */
+int hu_layer_dir_stat(const struct hu_layer *l, int fd, struct stat *st,
+		      struct hu_error *e);
 
 /*
  * A deferred layer (hu_stack_opts.defer_below) reads as HU_FMT_NONE until

@@ -33,7 +33,11 @@ static bool can_read_trusted(void)
  * layer would silently lose its opaque markers. */
 static int check_trusted(const struct hu_layer *l, struct hu_error *e)
 {
-	if (!l->userxattr && l->format != HU_FMT_OCI && !can_read_trusted())
+	bool trusted = (!l->userxattr && l->format != HU_FMT_OCI) ||
+		       (hu_layer_half(l) && !l->conv_to_userxattr &&
+			l->conv_to != HU_FMT_OCI);
+
+	if (trusted && !can_read_trusted())
 		return hu_error_set(e, EPERM, l->path,
 				    "trusted.* xattrs are unreadable without "
 				    "CAP_SYS_ADMIN: run as root, or use "
@@ -157,6 +161,8 @@ static int layer_open(struct hu_layer *l, const char *path,
 		      const struct hu_stack *below, struct pending *p,
 		      const struct hu_stack_opts *o, struct hu_error *e)
 {
+	int rc;
+
 	memset(l, 0, sizeof(*l));
 	l->fd = -1;
 	l->path = strdup(path);
@@ -167,7 +173,21 @@ static int layer_open(struct hu_layer *l, const char *path,
 	l->userxattr = o->userxattr;
 	if (l->unpacked)
 		return 0;	/* a tarball: always OCI, no trusted.* */
-	if (o->format != HU_FMT_AUTO) {
+	rc = hu_conv_record_read(l, e);
+	if (rc < 0)
+		goto fail;
+	if (rc > 0) {
+		/* half-converted: the record knows both formats */
+		if (o->format != HU_FMT_AUTO && o->format != l->format) {
+			hu_error_set(e, 0, path, "half-converted from %s to "
+				     "%s, not %s: run the same 'hunion "
+				     "whiteout convert --in-place' again to "
+				     "finish", hu_format_name(l->format),
+				     hu_format_name(l->conv_to),
+				     hu_format_name(o->format));
+			goto fail;
+		}
+	} else if (o->format != HU_FMT_AUTO) {
 		l->format = o->format;
 	} else if (below && below->n < o->defer_below &&
 		   (l->userxattr || can_read_trusted())) {

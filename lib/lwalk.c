@@ -47,6 +47,17 @@ char *wh_ent_path(const struct wh_dir *d, const char *key)
 	return hu_path_join(d->path, key);
 }
 
+int wh_check_whole(const struct hu_layer *l, struct hu_error *e)
+{
+	if (!hu_layer_half(l))
+		return 0;
+	return hu_error_set(e, 0, l->path, "half-converted from %s to %s by "
+			    "a 'whiteout convert --in-place' that stopped: "
+			    "run it again to finish",
+			    hu_format_name(l->format),
+			    hu_format_name(l->conv_to));
+}
+
 struct hu_layer wh_layer_as(const struct hu_layer *l, enum hu_format f,
 			    bool userxattr)
 {

@@ -156,13 +156,54 @@ static int classify_oci(const char *name, enum hu_marker *kind,
 	return 0;
 }
 
-int hu_marker_classify(const struct hu_layer *l, int dirfd, const char *name,
-		       const struct stat *st, bool xwhiteouts,
-		       enum hu_marker *kind, const char **target,
-		       struct hu_error *e)
+/* ---- half-converted layers: two formats at once ------------------------ */
+
+bool hu_layer_half(const struct hu_layer *l)
 {
-	*kind = HU_MARK_NONE;
-	*target = name;
+	return l->conv_to > HU_FMT_NONE;
+}
+
+bool hu_layer_is(const struct hu_layer *l, enum hu_format f)
+{
+	return l->format == f || (hu_layer_half(l) && l->conv_to == f);
+}
+
+/* The forms @l is read in: itself, and while half-converted the same
+ * layer in the format it is converted to.  Returns how many. */
+static int layer_forms(const struct hu_layer *l, struct hu_layer out[2])
+{
+	out[0] = *l;
+	out[0].conv_to = HU_FMT_AUTO;
+	if (!hu_layer_half(l))
+		return 1;
+	out[1] = out[0];
+	out[1].format = l->conv_to;
+	out[1].userxattr = l->conv_to_userxattr;
+	return 2;
+}
+
+bool hu_layer_overlay_xattr(const struct hu_layer *l, int i, const char *what,
+			    char *buf, size_t len)
+{
+	bool user;
+
+	if (i == 0 && l->format == HU_FMT_OVERLAY)
+		user = l->userxattr;
+	else if (i == 1 && hu_layer_half(l) && l->conv_to == HU_FMT_OVERLAY &&
+		 (l->format != HU_FMT_OVERLAY ||
+		  l->conv_to_userxattr != l->userxattr))
+		user = l->conv_to_userxattr;
+	else
+		return false;
+	hu_marker_xattr(HU_FMT_OVERLAY, user, what, buf, len);
+	return true;
+}
+
+static int classify_one(const struct hu_layer *l, int dirfd, const char *name,
+			const struct stat *st, bool xwhiteouts,
+			enum hu_marker *kind, const char **target,
+			struct hu_error *e)
+{
 	switch (l->format) {
 	case HU_FMT_UNION:
 		return classify_union(l, dirfd, name, st, kind, e);
@@ -176,8 +217,25 @@ int hu_marker_classify(const struct hu_layer *l, int dirfd, const char *name,
 	}
 }
 
-int hu_marker_dir_opaque(const struct hu_layer *l, int fd,
-			 enum hu_opaque *out, struct hu_error *e)
+int hu_marker_classify(const struct hu_layer *l, int dirfd, const char *name,
+		       const struct stat *st, bool xwhiteouts,
+		       enum hu_marker *kind, const char **target,
+		       struct hu_error *e)
+{
+	struct hu_layer form[2];
+	int n = layer_forms(l, form);
+
+	*kind = HU_MARK_NONE;
+	*target = name;
+	for (int i = 0; i < n && *kind == HU_MARK_NONE; i++)
+		if (classify_one(&form[i], dirfd, name, st, xwhiteouts, kind,
+				 target, e) < 0)
+			return -1;
+	return 0;
+}
+
+static int dir_opaque_one(const struct hu_layer *l, int fd,
+			  enum hu_opaque *out, struct hu_error *e)
 {
 	char attr[64], v[2];
 	ssize_t n;
@@ -196,6 +254,23 @@ int hu_marker_dir_opaque(const struct hu_layer *l, int fd,
 		*out = HU_OPAQUE_YES;
 	else if (n == 1 && v[0] == 'x' && l->format == HU_FMT_OVERLAY)
 		*out = HU_OPAQUE_XWHITEOUTS;
+	return 0;
+}
+
+int hu_marker_dir_opaque(const struct hu_layer *l, int fd,
+			 enum hu_opaque *out, struct hu_error *e)
+{
+	struct hu_layer form[2];
+	int n = layer_forms(l, form);
+	enum hu_opaque op;
+
+	*out = HU_OPAQUE_NO;
+	for (int i = 0; i < n && *out != HU_OPAQUE_YES; i++) {
+		if (dir_opaque_one(&form[i], fd, &op, e) < 0)
+			return -1;
+		if (op != HU_OPAQUE_NO)
+			*out = op;
+	}
 	return 0;
 }
 

@@ -83,7 +83,7 @@ static int write_file(struct merge *m, struct hu_vdir *d,
 		return -1;
 	/* Only an overlay layer can hold a metacopy file, whose data is
 	 * another file's. */
-	if (m->s->layers[ent->layer].format == HU_FMT_OVERLAY &&
+	if (hu_layer_is(&m->s->layers[ent->layer], HU_FMT_OVERLAY) &&
 	    fstat(src, &data) < 0) {
 		rc = hu_treeout_fail(&m->t, ent->name, errno,
 				     "cannot stat source", e);
@@ -174,13 +174,13 @@ static int on_leave(void *ctx, struct hu_vdir *d, const struct hu_ventry *ent,
 {
 	struct merge *m = ctx;
 	struct stat st;
-	int src = hu_vdir_fd(d, NULL);
+	size_t layer;
+	int src = hu_vdir_fd(d, &layer);
 
 	if (m->o->dry_run)
 		return 0;
-	if (fstat(src, &st) < 0)
-		return hu_treeout_fail(&m->t, "", errno,
-				       "cannot stat source directory", e);
+	if (hu_layer_dir_stat(&m->s->layers[layer], src, &st, e) < 0)
+		return hu_treeout_prefix(&m->t, "", e);
 	return hu_treeout_dir_done(&m->t, src, &st, e);
 }
 

@@ -97,17 +97,37 @@ static int dir_stops(const struct hu_stack *s, size_t layer, int fd,
 	*stop = false;
 	if (hu_layer_probe_dir(l, fd, e) < 0)
 		return -1;
-	if (l->format == HU_FMT_OCI) {
+	if (hu_layer_is(l, HU_FMT_OCI)) {
 		if (fstatat(fd, HU_OCI_OPAQUE, &st, AT_SYMLINK_NOFOLLOW) == 0)
 			*stop = true;
 		else if (errno != ENOENT)
 			return hu_error_set(e, errno, HU_OCI_OPAQUE,
 					    "cannot stat");
-		return 0;
+		if (*stop || (!hu_layer_is(l, HU_FMT_UNION) &&
+			      !hu_layer_is(l, HU_FMT_OVERLAY)))
+			return 0;
 	}
 	if (hu_marker_dir_opaque(l, fd, &op, e) < 0)
 		return -1;
 	*stop = op == HU_OPAQUE_YES;
+	return 0;
+}
+
+/* Does the root of OCI layer @l hold .wh..wh..opq?  (The kernel ignores
+ * an opaque xattr on a layer root; an OCI root's file does hide all.) */
+static int root_stops(const struct hu_layer *l, bool *stop, struct hu_error *e)
+{
+	struct stat st;
+
+	*stop = false;
+	if (hu_layer_probe_dir(l, l->fd, e) < 0)
+		return -1;
+	if (!hu_layer_is(l, HU_FMT_OCI))
+		return 0;
+	if (fstatat(l->fd, HU_OCI_OPAQUE, &st, AT_SYMLINK_NOFOLLOW) == 0)
+		*stop = true;
+	else if (errno != ENOENT)
+		return hu_error_set(e, errno, HU_OCI_OPAQUE, "cannot stat");
 	return 0;
 }
 
@@ -116,18 +136,22 @@ static int read_redirect(const struct hu_layer *l, int fd, char **out,
 			 struct hu_error *e)
 {
 	char attr[64];
-	ssize_t n;
+	ssize_t n = -1;
 	char *v;
 
 	*out = NULL;
-	if (l->format != HU_FMT_OVERLAY)
-		return 0;
-	hu_marker_xattr(HU_FMT_OVERLAY, l->userxattr, "redirect", attr,
-			sizeof(attr));
-	n = fgetxattr(fd, attr, NULL, 0);
+	/* half-converted between namespaces: the old name, else the new */
+	for (int i = 0; i < 2 && n < 0; i++) {
+		if (!hu_layer_overlay_xattr(l, i, "redirect", attr,
+					    sizeof(attr)))
+			continue;
+		n = fgetxattr(fd, attr, NULL, 0);
+		if (n < 0 && errno != ENODATA && errno != ENOTSUP)
+			return hu_error_set(e, errno, NULL, "cannot read %s",
+					    attr);
+	}
 	if (n < 0)
-		return (errno == ENODATA || errno == ENOTSUP) ? 0 :
-			hu_error_set(e, errno, NULL, "cannot read %s", attr);
+		return 0;
 	v = malloc(n + 1);
 	if (!v)
 		return hu_error_set(e, ENOMEM, NULL, "out of memory");
@@ -265,7 +289,7 @@ static int lookup_layer(const struct hu_stack *s, size_t j, int base,
 
 		if (hu_layer_probe_name(l, fd, comps[k], e) < 0)
 			goto out;
-		if (l->format == HU_FMT_OCI && oci_whiteout(fd, comps[k]))
+		if (hu_layer_is(l, HU_FMT_OCI) && oci_whiteout(fd, comps[k]))
 			lk->stop = true;	/* hides what lies below */
 		if (fstatat(fd, comps[k], st, AT_SYMLINK_NOFOLLOW) < 0) {
 			rc = (errno == ENOENT || errno == ENAMETOOLONG ||
@@ -276,7 +300,7 @@ static int lookup_layer(const struct hu_stack *s, size_t j, int base,
 		if (hu_layer_probe_entry(l, fd, comps[k], st, e) < 0)
 			goto out;
 		kind = HU_MARK_NONE;
-		if (l->format != HU_FMT_OCI &&
+		if ((l->format != HU_FMT_OCI || hu_layer_half(l)) &&
 		    hu_marker_classify(l, fd, comps[k], st, true, &kind,
 				       &target, e) < 0)
 			goto out;
@@ -415,14 +439,12 @@ int hu_vdir_open_root(const struct hu_stack *s, struct hu_vdir **out,
 		}
 		if (j == 0)
 			break;
-		if (dir_stops(s, j, s->layers[j].fd, &stop, e) < 0) {
+		if (root_stops(&s->layers[j], &stop, e) < 0) {
 			lfail(s, j, NULL, e);
 			hu_vdir_close(d);
 			return -1;
 		}
-		/* The kernel ignores an opaque mark on a layer's root; an OCI
-		 * layer's root .wh..wh..opq does hide everything below. */
-		if (stop && s->layers[j].format == HU_FMT_OCI)
+		if (stop)
 			break;
 	}
 	*out = d;
@@ -462,7 +484,8 @@ static int child_lookup(struct hu_vdir *parent, const struct hu_ventry *ent,
 		return 0;
 	/* An OCI layer's opaque mark is a file, not an xattr, and a layer
 	 * still to be detected probes the directory. */
-	if (l->format == HU_FMT_OCI || l->deferred || !known_unmarked(ent)) {
+	if (hu_layer_is(l, HU_FMT_OCI) || l->deferred ||
+	    !known_unmarked(ent)) {
 		if (dir_stops(parent->s, ent->layer, fd, &lk->stop, e) < 0)
 			return -1;
 		if (lk->stop)
@@ -667,13 +690,20 @@ static int collect(struct hu_vdir *d, struct vrec **out, size_t *nout,
 			const char *name = d->lists[i].v[k].name;
 			struct vrec r = { name, name, i, false };
 
-			if (l->format == HU_FMT_OCI) {
+			if (hu_conv_temp_name(l, name))
+				continue;
+
+			if (hu_layer_is(l, HU_FMT_OCI) &&
+			    !strncmp(name, HU_OCI_WH_PREFIX, 4)) {
 				/* OCI markers are known by name alone */
+				struct hu_layer oci = *l;
 				struct stat by_name = { 0 };
 				enum hu_marker kind;
 				const char *target;
 
-				if (hu_marker_classify(l, d->d[i].fd, name,
+				oci.format = HU_FMT_OCI;
+				oci.conv_to = HU_FMT_AUTO;
+				if (hu_marker_classify(&oci, d->d[i].fd, name,
 						       &by_name, false, &kind,
 						       &target, e) < 0) {
 					free(recs);
@@ -704,6 +734,30 @@ static void drop_names(struct hu_ventry *ent)
 	ent->xattr_names_len = 0;
 }
 
+/* A directory of a layer being converted in place shows the times it
+ * had before (hu_layer_dir_stat). */
+static int half_dir_times(int dirfd, const char *name, struct stat *st,
+			  struct hu_error *e)
+{
+	struct timespec ts[2];
+	bool found;
+	int fd = hu_open_dir_at(dirfd, name), rc;
+
+	if (fd < 0)
+		return hu_error_set(e, errno, name, "cannot open directory");
+	rc = hu_conv_times_read(fd, ts, &found, e);
+	close(fd);
+	if (rc < 0) {
+		hu_error_prefix(e, name);
+		return -1;
+	}
+	if (found) {
+		st->st_atim = ts[0];
+		st->st_mtim = ts[1];
+	}
+	return 0;
+}
+
 /*
  * Decide one name: the topmost record wins unless it is a whiteout.
  * Returns 1 with *@ent filled when the name is in the view, 0 when hidden.
@@ -731,13 +785,16 @@ static int decide(struct hu_vdir *d, const struct vrec *g, size_t ng,
 	ent->dirfd = v->fd;
 	ent->xattr_names = NULL;
 	ent->xattr_names_len = 0;
+	if (hu_layer_half(l) && S_ISDIR(ent->st.st_mode) &&
+	    half_dir_times(v->fd, top->name, &ent->st, e) < 0)
+		return vfail(d, v->layer, e);
 	if (keep_names && l->deferred && S_ISREG(ent->st.st_mode) &&
 	    read_names(ent))
 		rc = hu_layer_probe_xattr_names(l, ent->xattr_names,
 						ent->xattr_names_len, e);
 	else
 		rc = hu_layer_probe_entry(l, v->fd, top->name, &ent->st, e);
-	if (rc == 0 && l->format != HU_FMT_OCI)
+	if (rc == 0 && (l->format != HU_FMT_OCI || hu_layer_half(l)))
 		rc = hu_marker_classify(l, v->fd, top->name, &ent->st, true,
 					&kind, &target, e);
 	if (rc < 0 || kind == HU_MARK_WHITEOUT) {
@@ -806,7 +863,9 @@ int hu_vdir_lookup(struct hu_vdir *d, const char *name, struct hu_ventry *ent,
 			rc = vfail(d, d->d[i].layer, e);
 			break;
 		}
-		if (l->format == HU_FMT_OCI) {
+		if (hu_conv_temp_name(l, name))
+			continue;
+		if (hu_layer_is(l, HU_FMT_OCI)) {
 			if (strncmp(name, HU_OCI_WH_PREFIX, 4) == 0)
 				continue;	/* a marker, never a name */
 			oci_wh = oci_whiteout(fd, name);
@@ -840,14 +899,16 @@ static int is_metacopy(const struct hu_layer *l, int fd, bool *mc,
 	char attr[64];
 
 	*mc = false;
-	if (l->format != HU_FMT_OVERLAY)
-		return 0;
-	hu_marker_xattr(HU_FMT_OVERLAY, l->userxattr, "metacopy", attr,
-			sizeof(attr));
-	if (fgetxattr(fd, attr, NULL, 0) >= 0)
-		*mc = true;
-	else if (errno != ENODATA && errno != ENOTSUP)
-		return hu_error_set(e, errno, NULL, "cannot read %s", attr);
+	for (int i = 0; i < 2 && !*mc; i++) {
+		if (!hu_layer_overlay_xattr(l, i, "metacopy", attr,
+					    sizeof(attr)))
+			continue;
+		if (fgetxattr(fd, attr, NULL, 0) >= 0)
+			*mc = true;
+		else if (errno != ENODATA && errno != ENOTSUP)
+			return hu_error_set(e, errno, NULL, "cannot read %s",
+					    attr);
+	}
 	return 0;
 }
 
@@ -938,7 +999,7 @@ static bool may_be_metacopy(const struct hu_stack *s,
 			    const struct hu_ventry *ent)
 {
 	if (!S_ISREG(ent->st.st_mode) ||
-	    s->layers[ent->layer].format != HU_FMT_OVERLAY)
+	    !hu_layer_is(&s->layers[ent->layer], HU_FMT_OVERLAY))
 		return false;
 	return !ent->xattr_names || any_name(ent, is_metacopy_name);
 }

@@ -95,6 +95,8 @@ int hu_wh_list(const struct hu_layer *l, hu_wh_fn fn, void *ctx,
 		.dir_pre = list_dir, .entry = list_entry };
 	struct list ls = { l, fn, ctx };
 
+	if (wh_check_whole(l, e) < 0)
+		return -1;
 	return wh_walk(l, &ops, &ls, e);
 }
 
@@ -440,6 +442,8 @@ static int edit(const struct hu_layer *l, const struct hu_wh_edit *o,
 	if (l->unpacked)
 		return hu_error_set(e, 0, l->path, "a tarball layer cannot be "
 				    "changed in place");
+	if (wh_check_whole(l, e) < 0)
+		return -1;
 	hu_wr_set_dry_run(was || o->dry_run);
 	if (op == EDIT_ADD)
 		rc = wh_add(l, o->format, path, e);

@@ -39,7 +39,8 @@ struct wh_dir {
 				 * of the same key */
 	size_t n;
 	/* for the callbacks: */
-	bool changed;		/* convert in place: restore its times */
+	bool changed;		/* convert in place: restore its times (kept
+				 * in a record on it meanwhile) */
 };
 
 struct wh_walk_ops {
@@ -84,6 +85,10 @@ int wh_file_overlay(const struct hu_layer *l, int dirfd, const char *name,
  * paths are relative to @fd ("" for @fd itself). */
 int wh_opaque_fd(const struct hu_layer *w, int fd, bool opaque,
 		 struct hu_error *e);
+
+/* Refuse a half-converted layer (hu_layer.conv_to): its markers are in
+ * two formats until the conversion is finished. */
+int wh_check_whole(const struct hu_layer *l, struct hu_error *e);
 
 /* @l with another format and namespace, for writing markers. */
 struct hu_layer wh_layer_as(const struct hu_layer *l, enum hu_format f,

@@ -3,12 +3,15 @@
  * The write wrapper: the one door through which hunion changes a
  * filesystem.  Dry runs succeed without touching anything; HUNION_FAULT
  * injects a failure into the Nth call of one operation, so tests can prove
- * that every error path cleans up.
+ * that every error path cleans up, or (HUNION_FAULT=kill:N) kills the
+ * process before the Nth change of any kind, so they can prove what a
+ * crash leaves behind.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/fs.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,7 +76,18 @@ static bool fault_hit(const char *op)
 	static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 	pthread_once(&once, fault_parse);
-	if (!fault.op[0] || strcmp(fault.op, op) != 0)
+	if (!fault.op[0])
+		return false;
+	if (strcmp(fault.op, "kill") == 0) {
+		/* Every call of every operation counts, except dry ones,
+		 * which change nothing. */
+		if (!dry_run && __atomic_add_fetch(&fault.seen, 1,
+						   __ATOMIC_RELAXED) ==
+				fault.nth)
+			kill(getpid(), SIGKILL);
+		return false;
+	}
+	if (strcmp(fault.op, op) != 0)
 		return false;
 	/* Worker threads write too: count atomically. */
 	if (__atomic_add_fetch(&fault.seen, 1, __ATOMIC_RELAXED) != fault.nth)

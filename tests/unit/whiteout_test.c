@@ -743,16 +743,83 @@ Test(whiteout, convert_in_place_interrupted_then_finished)
 	/* no name lost its whiteout on the way */
 	cr_expect(is_union_whiteout("up/g/k") || is_overlay_whiteout("up/g/k"));
 	cr_expect(is_union_whiteout("up/top") || is_overlay_whiteout("up/top"));
-	/* now mixed: refused as such, finished with the format forced */
-	cr_expect_eq(hu_layer_open(&l, tu_path("up"), &so, &e), -1);
+	/* half-converted: known by its record, read in both formats, so
+	 * its view is the one it had; only a conversion touches it */
 	unsetenv("HUNION_FAULT");
-	cr_assert_eq(convert("up", HU_FMT_UNION, HU_FMT_OVERLAY, false, NULL,
+	cr_assert_eq(hu_layer_open(&l, tu_path("up"), &so, &e), 0, "%s: %s",
+		     e.path, e.msg);
+	cr_expect_eq(l.format, HU_FMT_UNION);
+	cr_expect_eq(l.conv_to, HU_FMT_OVERLAY);
+	hu_layer_close(&l);
+	got = view_of("lo", "up");
+	cr_expect_str_eq(got, want);
+	free(got);
+	cr_expect_eq(convert("up", HU_FMT_AUTO, HU_FMT_OCI, false, NULL, &e),
+		     -1);
+	cr_expect(strstr(e.msg, "half-converted from union to overlay"),
+		  "%s", e.msg);
+	/* the same command again finishes it, and the record goes */
+	cr_assert_eq(convert("up", HU_FMT_AUTO, HU_FMT_OVERLAY, false, NULL,
 			     &e), 0, "%s: %s", e.path, e.msg);
+	cr_expect(!has_xattr("up", "trusted.union.converting"));
+	expect_ls("up", HU_FMT_AUTO, "whiteout a/f (overlay)\n"
+		  "opaque d (overlay)\n"
+		  "whiteout g/k (overlay)\n"
+		  "whiteout top (overlay)\n");
 	got = view_of("lo", "up");
 	cr_expect_str_eq(got, want);
 	free(got);
 	free(want);
 	hu_error_clear(&e);
+}
+
+/* A layer half-way from OCI to union, as a run killed there leaves it:
+ * each marker in one format or the other (or both), a temporary
+ * whiteout.  Its view is the one it had. */
+Test(whiteout, half_converted_layer_reads_both_formats)
+{
+	char *want, *got;
+
+	tu_file("lo/a", "a");
+	tu_file("lo/b", "b");
+	tu_file("lo/c", "c");
+	tu_file("lo/d/old", "");
+	tu_file("lo/e/old", "");
+	tu_file("up/.wh.a", "");
+	tu_file("up/.wh.b", "");
+	tu_file("up/.wh.c", "");
+	tu_file("up/.wh.d", "");
+	tu_file("up/d/new", "");
+	tu_file("up/e/.wh..wh..opq", "");
+	tu_file("up/e/mine", "");
+	want = view_of("lo", "up");
+	/* half-way: b done, c's union whiteout made and its OCI one gone
+	 * (with a temporary whiteout left), d made opaque, e too */
+	tu_wh_union("up/b");
+	unlink(tu_path("up/.wh.b"));
+	tu_wh_union("up/c");
+	unlink(tu_path("up/.wh.c"));
+	tu_wh_union("up/.hunion-wh.123456");
+	tu_opaque("up/d", "union");
+	unlink(tu_path("up/.wh.d"));
+	tu_opaque("up/e", "union");
+	unlink(tu_path("up/e/.wh..wh..opq"));
+	tu_xattr("up", "trusted.union.converting", "oci>union");
+	got = view_of("lo", "up");
+	cr_expect_str_eq(got, want);
+	free(got);
+	/* c's OCI whiteout still there, the temporary one gone */
+	tu_file("up/.wh.c", "");
+	unlink(tu_path("up/.hunion-wh.123456"));
+	got = view_of("lo", "up");
+	cr_expect_str_eq(got, want);
+	free(got);
+	/* without the record, the layer reads as union: wrong */
+	removexattr(tu_path("up"), "trusted.union.converting");
+	got = view_of("lo", "up");
+	cr_expect_str_neq(got, want);
+	free(got);
+	free(want);
 }
 
 Test(whiteout, convert_overlay_xattr_whiteouts)
