@@ -1,0 +1,129 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * One writer per output, and what killed writers leave.  A run writing
+ * output NAME (flatten's or diff --oci's file, merge's or convert's tree)
+ * holds flock(2) on ".NAME.hunion-lock" beside it while it has a
+ * temporary there.  So runs writing one output take turns, and the run
+ * that holds the lock knows that every ".NAME.hunion-XXXXXX" beside it
+ * was left by a run that died (SIGKILL, a crash, a power cut): no live
+ * run can own one.  It removes them before it makes its own.
+ *
+ * A lock, not a pid in the name: the kernel drops a dead process's locks
+ * whatever killed it, in every pid namespace, and no reused pid can look
+ * alive.  The lock file goes with its last holder; one a killed run left
+ * is taken over by the next.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+/* Open the lock file @name, created when missing.  Never through a
+ * symlink, and never O_CREAT on a file that exists (the kernel's
+ * protected_regular refuses that on another user's file in a sticky
+ * directory).  Writable where we may: NFS locks need it. */
+static int open_lock(int dirfd, const char *name)
+{
+	const int flags = O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC;
+
+	for (int tries = 0; tries < 100; tries++) {
+		int fd = openat(dirfd, name, O_RDWR | flags);
+
+		if (fd < 0 && errno == EACCES)
+			fd = openat(dirfd, name, O_RDONLY | flags);
+		if (fd >= 0 || errno != ENOENT)
+			return fd;
+		fd = hu_wr_create(dirfd, name, 0644);
+		if (fd >= 0 || errno != EEXIST)
+			return fd;
+	}
+	errno = EAGAIN;
+	return -1;
+}
+
+/* Is @fd still the file at @name?  A holder before us may have removed
+ * it while we waited: then we hold the lock of nothing. */
+static bool still_there(int dirfd, const char *name, int fd)
+{
+	struct stat a, b;
+
+	return fstat(fd, &a) == 0 && S_ISREG(a.st_mode) &&
+	       fstatat(dirfd, name, &b, AT_SYMLINK_NOFOLLOW) == 0 &&
+	       a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+/* Remove the temporaries of @base a killed run left: regular files
+ * (flatten's) and trees (merge's), nothing else.  Best effort: what
+ * cannot be removed stays for the next run. */
+static void sweep(int dirfd, const char *base)
+{
+	struct hu_names names;
+	struct stat st;
+
+	if (hu_names_read(dirfd, &names, NULL, NULL) < 0)
+		return;
+	for (size_t i = 0; i < names.n; i++) {
+		const char *n = names.v[i].name;
+
+		if (!hu_is_temp_of(n, base) ||
+		    fstatat(dirfd, n, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		if (S_ISDIR(st.st_mode))
+			(void)hu_rmtree(dirfd, n);
+		else if (S_ISREG(st.st_mode))
+			(void)hu_wr_unlinkat(dirfd, n, 0);
+	}
+	hu_names_free(&names);
+}
+
+int hu_outlock_take(struct hu_outlock *k, int dirfd, const char *base,
+		    const char *out, struct hu_error *e)
+{
+	k->fd = -1;
+	k->name = NULL;
+	if (hu_wr_dry_run())
+		return 0;
+	if (asprintf(&k->name, ".%s.hunion-lock", base) < 0) {
+		k->name = NULL;
+		return hu_error_set(e, ENOMEM, out, "out of memory");
+	}
+	for (;;) {
+		k->fd = open_lock(dirfd, k->name);
+		if (k->fd < 0)
+			return hu_error_set(e, errno, out, "cannot make its "
+					    "lock file %s", k->name);
+		/* Restarted after a signal: a run waiting for another one
+		 * stops once it has the lock (hu_interrupt_check). */
+		if (flock(k->fd, LOCK_EX) < 0) {
+			/* No locks here (some network filesystems): go on
+			 * as before locks, removing nothing. */
+			close(k->fd);
+			k->fd = -1;
+			return 0;
+		}
+		if (still_there(dirfd, k->name, k->fd))
+			break;
+		close(k->fd);
+	}
+	sweep(dirfd, base);
+	return hu_interrupt_check(e) < 0 ? -1 : 0;
+}
+
+void hu_outlock_drop(struct hu_outlock *k, int dirfd)
+{
+	/* k->fd means something only with k->name (a zeroed struct) */
+	/* Unlinked while held: whoever waits on this file then finds it
+	 * gone (still_there) and makes a new one. */
+	if (k->name && k->fd >= 0) {
+		(void)hu_wr_unlinkat(dirfd, k->name, 0);
+		close(k->fd);
+	}
+	free(k->name);
+	k->fd = -1;
+	k->name = NULL;
+}
