@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -81,9 +82,32 @@ static void sweep(int dirfd, const char *base)
 	hu_names_free(&names);
 }
 
+/* Wait for the lock on @fd: 1 when held, 0 when the filesystem has no
+ * locks (some network filesystems: go on as before locks, removing
+ * nothing), -1 when interrupted.  flock(2) would be restarted after the
+ * front end's signal handler (SA_RESTART), so a run waiting for a long
+ * one could not be stopped: wait in naps, which a signal ends. */
+static int wait_lock(int fd, struct hu_error *e)
+{
+	struct timespec nap = { 0, 1000000 };	/* 1 ms, up to 128 ms */
+
+	while (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		if (errno != EWOULDBLOCK && errno != EINTR)
+			return 0;
+		if (hu_interrupt_check(e) < 0)
+			return -1;
+		(void)nanosleep(&nap, NULL);
+		if (nap.tv_nsec < 128000000)
+			nap.tv_nsec *= 2;
+	}
+	return 1;
+}
+
 int hu_outlock_take(struct hu_outlock *k, int dirfd, const char *base,
 		    const char *out, struct hu_error *e)
 {
+	int rc;
+
 	k->fd = -1;
 	k->name = NULL;
 	if (hu_wr_dry_run())
@@ -97,21 +121,26 @@ int hu_outlock_take(struct hu_outlock *k, int dirfd, const char *base,
 		if (k->fd < 0)
 			return hu_error_set(e, errno, out, "cannot make its "
 					    "lock file %s", k->name);
-		/* Restarted after a signal: a run waiting for another one
-		 * stops once it has the lock (hu_interrupt_check). */
-		if (flock(k->fd, LOCK_EX) < 0) {
-			/* No locks here (some network filesystems): go on
-			 * as before locks, removing nothing. */
-			close(k->fd);
-			k->fd = -1;
-			return 0;
-		}
-		if (still_there(dirfd, k->name, k->fd))
+		rc = wait_lock(k->fd, e);
+		if (rc < 0 || (rc > 0 && still_there(dirfd, k->name, k->fd)))
 			break;
 		close(k->fd);
+		k->fd = -1;
+		if (rc == 0)	/* no locks here: go on unlocked */
+			return 0;
+	}
+	if (rc < 0) {		/* not ours: drop must not unlink it */
+		close(k->fd);
+		k->fd = -1;
+		hu_error_prefix(e, out);
+		return -1;
 	}
 	sweep(dirfd, base);
-	return hu_interrupt_check(e) < 0 ? -1 : 0;
+	if (hu_interrupt_check(e) < 0) {
+		hu_error_prefix(e, out);
+		return -1;
+	}
+	return 0;
 }
 
 void hu_outlock_drop(struct hu_outlock *k, int dirfd)
