@@ -151,6 +151,10 @@ int hu_wr_symlinkat(const char *target, int dirfd, const char *name);
 int hu_wr_linkat(int olddirfd, const char *oldname, int newdirfd,
 		 const char *newname);
 int hu_wr_create(int dirfd, const char *name, mode_t mode);
+/* The same for the lock file of an output (outlock.c), opened for
+ * reading and writing; fault injection counts it as "lock", so that
+ * "create" counts the same files as before locks. */
+int hu_wr_create_lock(int dirfd, const char *name, mode_t mode);
 
 /* Create a temporary beside @base in @dirfd with @make (-1 with errno on
  * failure): named ".BASE.hunion-XXXXXX" (six hex digits), hidden and

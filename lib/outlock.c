@@ -39,7 +39,7 @@ static int open_lock(int dirfd, const char *name)
 			fd = openat(dirfd, name, O_RDONLY | flags);
 		if (fd >= 0 || errno != ENOENT)
 			return fd;
-		fd = hu_wr_create(dirfd, name, 0644);
+		fd = hu_wr_create_lock(dirfd, name, 0644);
 		if (fd >= 0 || errno != EEXIST)
 			return fd;
 	}
