@@ -24,6 +24,13 @@
 
 #include "internal.h"
 
+static bool is_regular(int fd)
+{
+	struct stat st;
+
+	return fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+}
+
 /* Open the lock file @name, created when missing.  Never through a
  * symlink, and never O_CREAT on a file that exists (the kernel's
  * protected_regular refuses that on another user's file in a sticky
@@ -37,6 +44,8 @@ static int open_lock(int dirfd, const char *name)
 
 		if (fd < 0 && errno == EACCES)
 			fd = openat(dirfd, name, O_RDONLY | flags);
+		if (fd >= 0 && !is_regular(fd))
+			return close(fd), errno = EEXIST, -1;
 		if (fd >= 0 || errno != ENOENT)
 			return fd;
 		fd = hu_wr_create_lock(dirfd, name, 0644);
