@@ -106,8 +106,8 @@ int tar_args_resolve(const struct cmd *c, const struct tar_args *t,
 
 /* Write the tarball: @fill streams the entries, this closes the stream,
  * writes the descriptor and renames both into place. */
-static int write_both(const struct hu_tarout_opts *to, struct hu_outfile *out,
-		      struct hu_outfile *desc, tar_fill_fn fill, void *ctx,
+static int write_both(const struct hu_tarout_opts *to, struct hu_outfile *f,
+		      bool desc, tar_fill_fn fill, void *ctx,
 		      struct hu_digests *d, struct hu_error *e)
 {
 	struct hu_tarout *t;
@@ -115,7 +115,7 @@ static int write_both(const struct hu_tarout_opts *to, struct hu_outfile *out,
 	size_t n;
 	int rc;
 
-	if (hu_tarout_open(&t, out->fd, to, e) < 0)
+	if (hu_tarout_open(&t, f[0].fd, to, e) < 0)
 		return -1;
 	rc = fill(ctx, t, e);
 	front_progress_done();
@@ -125,16 +125,12 @@ static int write_both(const struct hu_tarout_opts *to, struct hu_outfile *out,
 	}
 	if (hu_tarout_close(t, d, e) < 0)
 		return -1;
-	if (desc->name) {
-		n = hu_descriptor_json(d, json, sizeof(json));
-		if (hu_outfile_write(desc, json, n, e) < 0)
-			return -1;
-	}
-	if (hu_outfile_commit(out, e) < 0)
+	if (!desc)
+		return hu_outfile_commit(&f[0], e);
+	n = hu_descriptor_json(d, json, sizeof(json));
+	if (hu_outfile_write(&f[1], json, n, e) < 0)
 		return -1;
-	if (desc->name && hu_outfile_commit(desc, e) < 0)
-		return -1;
-	return 0;
+	return hu_outfile_commit2(f, e);
 }
 
 int tar_write(const struct tar_args *ta, const char *path,
@@ -142,21 +138,23 @@ int tar_write(const struct tar_args *ta, const char *path,
 	      tar_fill_fn fill, void *ctx, struct hu_digests *d,
 	      struct hu_error *e)
 {
-	struct hu_outfile out = { .fd = -1, .dirfd = -1 };
-	struct hu_outfile desc = { .fd = -1, .dirfd = -1 };
+	struct hu_outfile f[2] = { { .fd = -1, .dirfd = -1 },
+				   { .fd = -1, .dirfd = -1 } };
+	const char *paths[2] = { path, ta->descriptor };
+	bool desc = ta->descriptor != NULL;
 	int rc = -1;
 
-	if (hu_outfile_open(&out, path, s, e) == 0 &&
-	    (!ta->descriptor ||
-	     hu_outfile_open(&desc, ta->descriptor, s, e) == 0)) {
-		rc = write_both(to, &out, &desc, fill, ctx, d, e);
+	/* The pair appears together or not at all (hu_outfile_commit2). */
+	if ((desc ? hu_outfile_open2(f, paths, s, e) :
+	     hu_outfile_open(&f[0], path, s, e)) == 0) {
+		rc = write_both(to, f, desc, fill, ctx, d, e);
 		if (rc < 0 && !e->path)
 			hu_error_prefix(e, strcmp(path, "-") ? path :
 					"standard output");
 	}
 	if (rc < 0) {
-		hu_outfile_abort(&desc);
-		hu_outfile_abort(&out);
+		hu_outfile_abort(&f[1]);
+		hu_outfile_abort(&f[0]);
 	}
 	return rc;
 }

@@ -79,6 +79,10 @@ struct hu_layer {
 	char *unpacked;		/* a tarball layer: the private directory it
 				 * was unpacked into (removed by
 				 * hu_layer_close); NULL for a directory */
+	int unpacked_lock;	/* with @unpacked: that directory, open and
+				 * flocked while it is in use (-1: none) */
+	dev_t file_dev;		/* with @unpacked: the tarball file itself */
+	ino_t file_ino;
 	/* Half-converted (a 'whiteout convert --in-place' that stopped,
 	 * known by its record on the layer root): the format and namespace
 	 * being written, whose markers count as well as those of @format.
@@ -499,25 +503,46 @@ size_t hu_descriptor_json(const struct hu_digests *d, char *buf, size_t len);
 
 /* ---- output files: built beside their name, renamed in (outfile.c) ----- */
 
+/* The lock a writer of output NAME holds (outlock.c); private. */
+struct hu_outlock {
+	int fd;			/* -1: not held */
+	char *name;		/* ".NAME.hunion-lock" */
+};
+
 struct hu_outfile {
 	int fd;			/* write here */
 	const char *name;	/* as given; "-" is standard output */
 	/* private */
 	int dirfd;
 	char *tmp, *base;
+	char *bak;		/* a pair's commit: the old file's backup, */
+	bool bak_moved;		/* moved there, not linked */
+	struct hu_outlock lock;
 };
 
 /* Start output file @path: a hidden temporary file ".NAME.hunion-XXXXXX"
  * in the same directory, or standard output for "-".  Refuses a @path
- * that exists and is not a regular file (a directory...), and one inside
- * a layer of @s (may be NULL).  An existing file is replaced at commit. */
+ * that exists and is not a regular file (a directory...), one inside a
+ * layer of @s (may be NULL) and one that is the file of a tarball layer
+ * of @s (symlinks resolved, hard links too).  Waits for any other hunion
+ * writing @path, then removes what killed runs left for @path
+ * (outlock.c).  An existing file is replaced at commit. */
 int hu_outfile_open(struct hu_outfile *f, const char *path,
 		    const struct hu_stack *s, struct hu_error *e);
+/* The same for two files that appear together or not at all (a tarball
+ * and its descriptor): refused when they are one file (by name, or by
+ * inode when both exist), locked in an order every hunion follows. */
+int hu_outfile_open2(struct hu_outfile f[2], const char *const paths[2],
+		     const struct hu_stack *s, struct hu_error *e);
 /* Write all of @buf (through the write wrapper). */
 int hu_outfile_write(struct hu_outfile *f, const void *buf, size_t len,
 		     struct hu_error *e);
 /* Rename the complete file into place (nothing for standard output). */
 int hu_outfile_commit(struct hu_outfile *f, struct hu_error *e);
+/* Rename both files of hu_outfile_open2() into place, or neither: the
+ * old files are kept as backups (hard links) until both renames are
+ * done, and put back when one fails. */
+int hu_outfile_commit2(struct hu_outfile f[2], struct hu_error *e);
 /* Remove the temporary file; safe after commit and on a failed open. */
 void hu_outfile_abort(struct hu_outfile *f);
 

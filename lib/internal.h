@@ -185,13 +185,37 @@ int hu_wr_symlinkat(const char *target, int dirfd, const char *name);
 int hu_wr_linkat(int olddirfd, const char *oldname, int newdirfd,
 		 const char *newname);
 int hu_wr_create(int dirfd, const char *name, mode_t mode);
+/* The same for the lock file of an output (outlock.c), opened for
+ * reading and writing; fault injection counts it as "lock", so that
+ * "create" counts the same files as before locks. */
+int hu_wr_create_lock(int dirfd, const char *name, mode_t mode);
 
 /* Create a temporary beside @base in @dirfd with @make (-1 with errno on
- * failure): named ".BASE.hunion-XXXXXX", hidden and recognisably ours,
- * another name tried while one is taken.  Returns what @make returned,
- * with the malloc'd name in *@name, or -1 with errno. */
+ * failure): named ".BASE.hunion-XXXXXX" (six hex digits), hidden and
+ * recognisably ours, another name tried while one is taken.  Returns what
+ * @make returned, with the malloc'd name in *@name, or -1 with errno.
+ * Make it holding the lock of output BASE (hu_outlock_take): the next
+ * writer of BASE removes what a killed run left. */
 int hu_make_temp(int dirfd, const char *base,
-		 int (*make)(int dirfd, const char *name), char **name);
+		 int (*make)(int dirfd, const char *name, void *ctx),
+		 void *ctx, char **name);
+/* Is @name a temporary of hu_make_temp() for @base? */
+bool hu_is_temp_of(const char *name, const char *base);
+
+/*
+ * One writer per output (outlock.c).  A run writing output BASE in
+ * @dirfd (a file or a tree) holds flock(2) on ".BASE.hunion-lock" there
+ * from before it makes its temporary until that is renamed in or
+ * removed; another run for BASE waits.  Holding it, the run removes
+ * every temporary of BASE it finds: only a killed run leaves one.  In a
+ * dry run nothing is locked or removed; on a filesystem without flock
+ * the run goes on unlocked and removes nothing.  @out names the output
+ * in errors.
+ */
+int hu_outlock_take(struct hu_outlock *k, int dirfd, const char *base,
+		    const char *out, struct hu_error *e);
+/* Remove the lock file and release the lock; safe when not held. */
+void hu_outlock_drop(struct hu_outlock *k, int dirfd);
 int hu_wr_unlinkat(int dirfd, const char *name, int flags);
 int hu_wr_renameat2(int olddirfd, const char *oldname, int newdirfd,
 		    const char *newname, unsigned int flags);

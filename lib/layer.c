@@ -117,9 +117,17 @@ static int open_tarball(struct hu_layer *l, const char *path,
 			const struct hu_stack_opts *o, struct hu_error *e)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC), rc;
+	struct stat st;
 
 	if (fd < 0)
 		return hu_error_set(e, errno, path, "cannot open layer");
+	/* The file itself, symlinks resolved: no output may replace it
+	 * (outfile.c). */
+	if (fstat(fd, &st) < 0) {
+		rc = errno;
+		close(fd);
+		return hu_error_set(e, rc, path, "cannot stat layer");
+	}
 	if (!hu_tar_sniff(fd)) {
 		close(fd);
 		return hu_error_set(e, 0, path,
@@ -131,6 +139,8 @@ static int open_tarball(struct hu_layer *l, const char *path,
 	}
 	rc = hu_tarlayer_unpack(l, fd, below, o->report, e);
 	close(fd);
+	l->file_dev = st.st_dev;
+	l->file_ino = st.st_ino;
 	return rc;
 }
 
@@ -164,7 +174,7 @@ static int layer_open(struct hu_layer *l, const char *path,
 	int rc;
 
 	memset(l, 0, sizeof(*l));
-	l->fd = -1;
+	l->fd = l->unpacked_lock = -1;
 	l->path = strdup(path);
 	if (!l->path)
 		return hu_error_set(e, ENOMEM, path, "out of memory");

@@ -3,7 +3,9 @@
  * Output files that appear whole or not at all: written as a hidden
  * temporary file beside the final name (".NAME.hunion-XXXXXX"), renamed
  * over it when complete, removed on failure.  "-" is standard output,
- * which can only be written as it goes.
+ * which can only be written as it goes.  A writer holds the output's lock
+ * (outlock.c) from before its temporary exists until it is gone.  A pair
+ * (a tarball and its descriptor) is renamed in together or not at all.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -16,11 +18,49 @@
 
 #include "internal.h"
 
-/* Open the directory of @path into f->dirfd and keep its last component
- * in f->base; refuse a name that is not a regular file already. */
-static int open_parent(struct hu_outfile *f, const char *path,
+/* Refuse to write @path (whose stat is @st) over the file of a tarball
+ * layer of @s: the input would be lost. */
+static int check_not_input(const char *path, const struct stat *st,
+			   const struct hu_stack *s, struct hu_error *e)
+{
+	for (size_t i = 0; s && i < s->n; i++) {
+		const struct hu_layer *l = &s->layers[i];
+
+		if (l->unpacked && l->file_dev == st->st_dev &&
+		    l->file_ino == st->st_ino)
+			return hu_error_set(e, 0, path, "is the layer %s: "
+					    "refusing to write over an input",
+					    l->path);
+	}
+	return 0;
+}
+
+/* Check the existing file @name of @f's directory. */
+static int check_existing(struct hu_outfile *f, const char *name,
+			  const struct stat *lst, const struct hu_stack *s,
+			  struct hu_error *e)
+{
+	struct stat st;
+
+	if (S_ISDIR(lst->st_mode))
+		return hu_error_set(e, EISDIR, f->name, "cannot write");
+	/* a symlink to an input says so; any symlink is refused */
+	if (S_ISLNK(lst->st_mode) && fstatat(f->dirfd, name, &st, 0) == 0 &&
+	    check_not_input(f->name, &st, s, e) < 0)
+		return -1;
+	if (!S_ISREG(lst->st_mode))
+		return hu_error_set(e, 0, f->name, "exists and is not a "
+				    "regular file");
+	return check_not_input(f->name, lst, s, e);
+}
+
+/* Open the directory of f->name into f->dirfd and keep its last
+ * component in f->base; refuse a name that is not a regular file already,
+ * or that is an input. */
+static int open_parent(struct hu_outfile *f, const struct hu_stack *s,
 		       struct hu_error *e)
 {
+	const char *path = f->name;
 	char *a = strdup(path), *b = strdup(path);
 	const char *dir, *name;
 	struct stat st;
@@ -44,15 +84,8 @@ static int open_parent(struct hu_outfile *f, const char *path,
 		goto out;
 	}
 	if (fstatat(f->dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
-		if (S_ISDIR(st.st_mode)) {
-			hu_error_set(e, EISDIR, path, "cannot write");
+		if (check_existing(f, name, &st, s, e) < 0)
 			goto out;
-		}
-		if (!S_ISREG(st.st_mode)) {
-			hu_error_set(e, 0, path, "exists and is not a regular "
-				     "file");
-			goto out;
-		}
 	} else if (errno != ENOENT) {
 		hu_error_set(e, errno, path, "cannot check the output");
 		goto out;
@@ -65,35 +98,109 @@ out:
 	return rc;
 }
 
-static int create_file(int dirfd, const char *name)
+/* Everything but the lock and the temporary: nothing is made yet. */
+static int prepare(struct hu_outfile *f, const char *path,
+		   const struct hu_stack *s, struct hu_error *e)
+{
+	struct stat st;
+
+	memset(f, 0, sizeof(*f));
+	f->fd = f->dirfd = f->lock.fd = -1;
+	f->name = path;
+	if (!strcmp(path, "-")) {
+		f->fd = STDOUT_FILENO;
+		/* "-o - base.tar up >>base.tar" */
+		if (fstat(STDOUT_FILENO, &st) == 0 && S_ISREG(st.st_mode))
+			return check_not_input("standard output", &st, s, e);
+		return 0;
+	}
+	if (open_parent(f, s, e) < 0)
+		return -1;
+	return hu_check_outside_layers(f->dirfd, s ? s->layers : NULL,
+				       s ? s->n : 0, path, e);
+}
+
+static int create_file(int dirfd, const char *name, void *ctx)
 {
 	return hu_wr_create(dirfd, name, 0666);
 }
 
-static int make_temp(struct hu_outfile *f, struct hu_error *e)
+/* Wait for the output's lock, then make the temporary. */
+static int begin(struct hu_outfile *f, struct hu_error *e)
 {
-	f->fd = hu_make_temp(f->dirfd, f->base, create_file, &f->tmp);
+	if (f->dirfd < 0)	/* standard output */
+		return 0;
+	if (hu_outlock_take(&f->lock, f->dirfd, f->base, f->name, e) < 0)
+		return -1;
+	f->fd = hu_make_temp(f->dirfd, f->base, create_file, NULL, &f->tmp);
 	return f->fd < 0 ? hu_error_set(e, errno, f->name, "cannot create") : 0;
 }
 
 int hu_outfile_open(struct hu_outfile *f, const char *path,
 		    const struct hu_stack *s, struct hu_error *e)
 {
-	memset(f, 0, sizeof(*f));
-	f->fd = f->dirfd = -1;
-	f->name = path;
-	if (!strcmp(path, "-")) {
-		f->fd = STDOUT_FILENO;
-		return 0;
-	}
-	if (open_parent(f, path, e) < 0 ||
-	    hu_check_outside_layers(f->dirfd, s ? s->layers : NULL,
-				    s ? s->n : 0, path, e) < 0 ||
-	    make_temp(f, e) < 0) {
+	if (prepare(f, path, s, e) < 0 || begin(f, e) < 0) {
 		hu_outfile_abort(f);
 		return -1;
 	}
 	return 0;
+}
+
+/* The same output: one directory and name, or one inode. */
+static bool same_output(const struct hu_outfile *a, const struct hu_outfile *b)
+{
+	struct stat da, db, fa, fb;
+
+	if (a->dirfd < 0 || b->dirfd < 0 || fstat(a->dirfd, &da) < 0 ||
+	    fstat(b->dirfd, &db) < 0)
+		return false;
+	if (da.st_dev == db.st_dev && da.st_ino == db.st_ino &&
+	    !strcmp(a->base, b->base))
+		return true;
+	return fstatat(a->dirfd, a->base, &fa, AT_SYMLINK_NOFOLLOW) == 0 &&
+	       fstatat(b->dirfd, b->base, &fb, AT_SYMLINK_NOFOLLOW) == 0 &&
+	       fa.st_dev == fb.st_dev && fa.st_ino == fb.st_ino;
+}
+
+/* Lock in one order, whichever process takes two locks: by directory,
+ * then by name.  Else two runs could each wait for the other. */
+static bool locks_first(const struct hu_outfile *a, const struct hu_outfile *b)
+{
+	struct stat da, db;
+
+	if (a->dirfd < 0 || b->dirfd < 0 || fstat(a->dirfd, &da) < 0 ||
+	    fstat(b->dirfd, &db) < 0)
+		return true;
+	if (da.st_dev != db.st_dev)
+		return da.st_dev < db.st_dev;
+	if (da.st_ino != db.st_ino)
+		return da.st_ino < db.st_ino;
+	return strcmp(a->base, b->base) < 0;
+}
+
+int hu_outfile_open2(struct hu_outfile f[2], const char *const paths[2],
+		     const struct hu_stack *s, struct hu_error *e)
+{
+	int first;
+
+	memset(&f[1], 0, sizeof(f[1]));
+	f[1].fd = f[1].dirfd = f[1].lock.fd = -1;
+	if (prepare(&f[0], paths[0], s, e) < 0 ||
+	    prepare(&f[1], paths[1], s, e) < 0)
+		goto fail;
+	if (same_output(&f[0], &f[1])) {
+		hu_error_set(e, 0, paths[1], "is the same file as %s",
+			     paths[0]);
+		goto fail;
+	}
+	first = locks_first(&f[0], &f[1]) ? 0 : 1;
+	if (begin(&f[first], e) < 0 || begin(&f[!first], e) < 0)
+		goto fail;
+	return 0;
+fail:
+	hu_outfile_abort(&f[1]);
+	hu_outfile_abort(&f[0]);
+	return -1;
 }
 
 int hu_outfile_write(struct hu_outfile *f, const void *buf, size_t len,
@@ -115,28 +222,113 @@ int hu_outfile_write(struct hu_outfile *f, const void *buf, size_t len,
 	return 0;
 }
 
+/* Close the temporary: a full disk may only show then (NFS, some FUSE). */
+static int close_temp(struct hu_outfile *f, struct hu_error *e)
+{
+	int rc = close(f->fd);
+
+	f->fd = -1;
+	return rc < 0 ? hu_error_set(e, errno, f->name, "cannot write") : 0;
+}
+
+static int rename_in(struct hu_outfile *f, struct hu_error *e)
+{
+	if (hu_wr_renameat2(f->dirfd, f->tmp, f->dirfd, f->base, 0) < 0)
+		return hu_error_set(e, errno, f->name, "cannot move the new "
+				    "file into place");
+	free(f->tmp);
+	f->tmp = NULL;
+	return 0;
+}
+
 int hu_outfile_commit(struct hu_outfile *f, struct hu_error *e)
 {
-	int rc = 0;
-
 	if (!f->tmp)		/* standard output */
 		return 0;
-	/* A full disk may only show at close (NFS, some FUSE). */
-	if (close(f->fd) < 0)
-		rc = hu_error_set(e, errno, f->name, "cannot write");
-	f->fd = -1;
-	if (rc == 0 &&
-	    hu_wr_renameat2(f->dirfd, f->tmp, f->dirfd, f->base, 0) < 0)
-		rc = hu_error_set(e, errno, f->name, "cannot move the new "
-				  "file into place");
-	if (rc < 0) {
+	if (close_temp(f, e) < 0 || rename_in(f, e) < 0) {
 		hu_outfile_abort(f);
 		return -1;
 	}
-	free(f->tmp);
-	f->tmp = NULL;
 	hu_outfile_abort(f);
 	return 0;
+}
+
+/* ---- a pair ---------------------------------------------------------------- */
+
+static int link_backup(int dirfd, const char *name, void *base)
+{
+	return hu_wr_linkat(dirfd, base, dirfd, name);
+}
+
+static int move_backup(int dirfd, const char *name, void *base)
+{
+	return hu_wr_renameat2(dirfd, base, dirfd, name, RENAME_NOREPLACE);
+}
+
+/* Keep the old file of @f, if any, under a temporary name until both
+ * new files are in: a second name of it, or where the filesystem has no
+ * hard links, the file itself moved aside (its name is then missing
+ * until the new file is renamed in). */
+static int backup(struct hu_outfile *f, struct hu_error *e)
+{
+	struct stat st;
+
+	if (fstatat(f->dirfd, f->base, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return errno == ENOENT ? 0 : hu_error_set(e, errno, f->name,
+				"cannot check the output");
+	if (hu_make_temp(f->dirfd, f->base, link_backup, f->base,
+			 &f->bak) >= 0)
+		return 0;
+	f->bak_moved = errno == EPERM || errno == EOPNOTSUPP ||
+		       errno == EMLINK;
+	if (f->bak_moved && hu_make_temp(f->dirfd, f->base, move_backup,
+					 f->base, &f->bak) >= 0)
+		return 0;
+	return hu_error_set(e, errno, f->name, "cannot keep the old file "
+			    "until the new one is in place");
+}
+
+/* After a failed commit: the old file of @f back in place, or, when
+ * there was none, the new one (@renamed in) removed. */
+static void restore(struct hu_outfile *f, bool renamed, struct hu_error *e)
+{
+	if (f->bak && (renamed || f->bak_moved)) {
+		if (hu_wr_renameat2(f->dirfd, f->bak, f->dirfd, f->base,
+				    0) < 0) {
+			hu_error_set(e, errno, f->name, "cannot put the old "
+				     "file back: it is %s beside it", f->bak);
+			return;		/* kept */
+		}
+	} else if (f->bak) {
+		(void)hu_wr_unlinkat(f->dirfd, f->bak, 0);
+	} else if (renamed) {
+		(void)hu_wr_unlinkat(f->dirfd, f->base, 0);
+	}
+	free(f->bak);
+	f->bak = NULL;
+}
+
+int hu_outfile_commit2(struct hu_outfile f[2], struct hu_error *e)
+{
+	int rc = 0, in = 0;
+
+	if (!f[0].tmp || !f[1].tmp)	/* one is standard output */
+		return hu_outfile_commit(&f[0], e) < 0 ||
+		       hu_outfile_commit(&f[1], e) < 0 ? -1 : 0;
+	for (int i = 0; i < 2 && rc == 0; i++)
+		rc = close_temp(&f[i], e);
+	for (int i = 0; i < 2 && rc == 0; i++)
+		rc = backup(&f[i], e);
+	while (rc == 0 && in < 2 && (rc = rename_in(&f[in], e)) == 0)
+		in++;
+	for (int i = 0; i < 2; i++) {
+		if (rc < 0)
+			restore(&f[i], i < in, e);
+		else if (f[i].bak)
+			(void)hu_wr_unlinkat(f[i].dirfd, f[i].bak, 0);
+		hu_outfile_abort(&f[i]);
+	}
+	return rc;
 }
 
 void hu_outfile_abort(struct hu_outfile *f)
@@ -146,11 +338,14 @@ void hu_outfile_abort(struct hu_outfile *f)
 			close(f->fd);
 		(void)hu_wr_unlinkat(f->dirfd, f->tmp, 0);
 	}
+	if (f->lock.name)
+		hu_outlock_drop(&f->lock, f->dirfd);
 	if (f->dirfd >= 0)
 		close(f->dirfd);
 	free(f->tmp);
 	free(f->base);
-	f->tmp = f->base = NULL;
+	free(f->bak);
+	f->tmp = f->base = f->bak = NULL;
 	f->fd = f->dirfd = -1;
 }
 

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/random.h>
 #include <unistd.h>
 
@@ -112,13 +113,102 @@ int tl_archive_fail(struct tl *t, const char *when)
 
 /* ---- the private directory ------------------------------------------------- */
 
-/* $TMPDIR (or /var/tmp)/hunion-layer-XXXXXXXXXXXX, mode 0700, holding the
- * layer as root/. */
+/*
+ * $TMPDIR (or /var/tmp)/hunion-layer-XXXXXXXXXXXX, mode 0700, holding the
+ * layer as root/.  Its owner holds flock(2) on it while it is in use (the
+ * kernel drops the lock when the owner dies, however it dies), so a
+ * directory that can be locked is one a killed run left: the next tarball
+ * layer unpacked in the same TMPDIR removes it.
+ */
+#define LAYER_PREFIX "hunion-layer-"
+#define LAYER_DIGITS 12
+
+static bool is_layer_dir_name(const char *name)
+{
+	size_t n = strlen(LAYER_PREFIX);
+
+	if (strncmp(name, LAYER_PREFIX, n) != 0 ||
+	    strlen(name + n) != LAYER_DIGITS)
+		return false;
+	for (name += n; *name; name++)
+		if (!strchr("0123456789abcdef", *name))
+			return false;
+	return true;
+}
+
+/* Is directory @fd still @name in @bfd? */
+static bool same_dir(int bfd, const char *name, int fd)
+{
+	struct stat a, b;
+
+	return fstat(fd, &a) == 0 &&
+	       fstatat(bfd, name, &b, AT_SYMLINK_NOFOLLOW) == 0 &&
+	       a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+/* Remove our unpack directories in @bfd whose owner is dead. */
+static void sweep_stale(int bfd)
+{
+	struct hu_names names;
+	struct stat st;
+
+	if (hu_names_read(bfd, &names, NULL, NULL) < 0)
+		return;
+	for (size_t i = 0; i < names.n; i++) {
+		const char *n = names.v[i].name;
+		int fd;
+
+		if (!is_layer_dir_name(n) ||
+		    fstatat(bfd, n, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+		    !S_ISDIR(st.st_mode) || st.st_uid != geteuid())
+			continue;
+		fd = openat(bfd, n, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+			    O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		/* Held: alive.  Not ours to judge if flock fails. */
+		if (flock(fd, LOCK_EX | LOCK_NB) == 0 && same_dir(bfd, n, fd))
+			(void)hu_rmtree(bfd, n);
+		close(fd);
+	}
+	hu_names_free(&names);
+}
+
+/* Make a new directory @name in @bfd and lock it: its fd, or -1 with
+ * errno, EEXIST when the name was taken or a sweep took it first. */
+static int make_locked(int bfd, const char *name)
+{
+	int fd;
+
+	if (hu_wr_mkdirat(bfd, name, 0700) < 0)
+		return -1;
+	fd = openat(bfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+		    O_CLOEXEC);
+	if (fd < 0) {
+		int err = errno;
+
+		(void)hu_wr_unlinkat(bfd, name, AT_REMOVEDIR);
+		return errno = err == EEXIST ? EIO : err, -1;
+	}
+	/* Between mkdir and flock, a sweep may have locked and removed it:
+	 * then try another name.  Without flock here, go on unlocked (a
+	 * sweep cannot lock it either). */
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0 && errno == EWOULDBLOCK) {
+		close(fd);
+		return errno = EEXIST, -1;
+	}
+	if (!same_dir(bfd, name, fd)) {
+		close(fd);
+		return errno = EEXIST, -1;
+	}
+	return fd;
+}
+
 static int make_tmp(struct tl *t)
 {
 	const char *base = getenv("TMPDIR");
 	char name[32], *abs;
-	int bfd, tfd, err = 0;
+	int bfd, tfd = -1, err = 0;
 
 	if (!base || !*base)
 		base = "/var/tmp";
@@ -130,6 +220,7 @@ static int make_tmp(struct tl *t)
 		return tl_fail(t, err, "cannot use %s to unpack (TMPDIR "
 			     "chooses where)", base);
 	}
+	sweep_stale(bfd);
 	for (int tries = 0;; tries++) {
 		unsigned char rnd[6];
 
@@ -137,9 +228,10 @@ static int make_tmp(struct tl *t)
 			for (size_t i = 0; i < sizeof(rnd); i++)
 				rnd[i] = (unsigned char)(rand() ^ getpid());
 		snprintf(name, sizeof(name),
-			 "hunion-layer-%02x%02x%02x%02x%02x%02x", rnd[0],
+			 LAYER_PREFIX "%02x%02x%02x%02x%02x%02x", rnd[0],
 			 rnd[1], rnd[2], rnd[3], rnd[4], rnd[5]);
-		if (hu_wr_mkdirat(bfd, name, 0700) == 0)
+		tfd = make_locked(bfd, name);
+		if (tfd >= 0)
 			break;
 		if (errno != EEXIST || tries == 100) {
 			err = errno;
@@ -151,22 +243,19 @@ static int make_tmp(struct tl *t)
 		}
 	}
 	t->l->unpacked = hu_path_join(abs, name);
+	t->l->unpacked_lock = tfd;
 	free(abs);
-	tfd = openat(bfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
-		     O_CLOEXEC);
-	err = errno;
 	close(bfd);
-	if (!t->l->unpacked)
+	if (!t->l->unpacked) {
+		close(tfd);
+		t->l->unpacked_lock = -1;
 		return tl_fail(t, ENOMEM, "out of memory");
-	if (tfd < 0 || hu_wr_mkdirat(tfd, "root", 0700) < 0 ||
-	    (t->root = openat(tfd, "root", O_RDONLY | O_DIRECTORY |
-			      O_NOFOLLOW | O_CLOEXEC)) < 0) {
-		err = tfd < 0 ? err : errno;
-		if (tfd >= 0)
-			close(tfd);
-		return tl_write_fail(t, err, "make the directory to unpack into");
 	}
-	close(tfd);
+	if (hu_wr_mkdirat(tfd, "root", 0700) < 0 ||
+	    (t->root = openat(tfd, "root", O_RDONLY | O_DIRECTORY |
+			      O_NOFOLLOW | O_CLOEXEC)) < 0)
+		return tl_write_fail(t, errno, "make the directory to unpack "
+				     "into");
 	return 0;
 }
 
@@ -180,6 +269,10 @@ void hu_tarlayer_remove(struct hu_layer *l)
 	hu_wr_set_dry_run(false);
 	(void)hu_rmtree(AT_FDCWD, l->unpacked);
 	hu_wr_set_dry_run(was);
+	/* removed while locked: no sweep can take it for stale before */
+	if (l->unpacked_lock >= 0)
+		close(l->unpacked_lock);
+	l->unpacked_lock = -1;
 	free(l->unpacked);
 	l->unpacked = NULL;
 }
@@ -316,6 +409,7 @@ int hu_tarlayer_unpack(struct hu_layer *l, int fd, const struct hu_stack *below,
 	bool was = hu_wr_dry_run();
 	int rc;
 
+	l->unpacked_lock = -1;
 	/* The private copy is made even in a dry run: it is input. */
 	hu_wr_set_dry_run(false);
 	rc = unpack(&t, fd);

@@ -411,14 +411,16 @@ static int begun(struct hu_treeout *t, struct hu_error *e)
 	return hu_pool_start(&t->pool, hu_pool_default_threads(), e);
 }
 
-static int make_dir(int dirfd, const char *name)
+static int make_dir(int dirfd, const char *name, void *ctx)
 {
 	return hu_wr_mkdirat(dirfd, name, 0700);
 }
 
 int hu_treeout_begin(struct hu_treeout *t, struct hu_error *e)
 {
-	if (hu_make_temp(t->parentfd, t->base, make_dir, &t->tmp) < 0)
+	if (hu_outlock_take(&t->lock, t->parentfd, t->base, t->out, e) < 0)
+		return -1;
+	if (hu_make_temp(t->parentfd, t->base, make_dir, NULL, &t->tmp) < 0)
 		return hu_error_set(e, errno, t->out, "%s",
 				    t->words->no_create);
 	t->fds[0] = hu_open_dir_at(t->parentfd, t->tmp);
@@ -443,6 +445,7 @@ int hu_treeout_end(struct hu_treeout *t, int rc, struct hu_error *e)
 		rc = hu_error_set(e, errno, t->out, "%s", t->words->no_move);
 	if (rc < 0 && t->tmp)
 		(void)hu_rmtree(t->parentfd, t->tmp);
+	hu_outlock_drop(&t->lock, t->parentfd);
 	hu_linkmap_free(&t->links);
 	hu_pathbuf_free(&t->path);
 	free(t->fds);

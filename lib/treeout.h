@@ -3,7 +3,8 @@
  * Writing a new tree (treeout.c), shared by merge -o and whiteout convert
  * -o.  The tree is built as ".NAME.hunion-XXXXXX" beside OUT, one open
  * directory per level, and renamed to OUT (RENAME_NOREPLACE) only when
- * complete; on failure the partial tree is removed.  Owners (as root),
+ * complete; on failure the partial tree is removed.  Meanwhile OUT's lock
+ * is held (outlock.c): what a killed run left for OUT is removed.  Owners (as root),
  * modes, public xattrs, times and hard links are kept.  Errors of the
  * output side name "OUT/PATH/NAME", PATH the current directory.
  */
@@ -32,6 +33,7 @@ struct hu_treeout {
 	int parentfd;		/* OUT's parent */
 	char *base;		/* OUT's last component */
 	char *tmp;		/* the temporary name; NULL until begun */
+	struct hu_outlock lock;	/* held from begin to end (outlock.c) */
 	int *fds;		/* open directory per depth; fds[0] the root */
 	size_t depth, cap;
 	struct hu_pathbuf path;	/* the current directory, below OUT */
@@ -51,7 +53,8 @@ int hu_treeout_open(struct hu_treeout *t, const char *out,
 		    const struct hu_treeout_words *words,
 		    const struct hu_layer *layers, size_t n,
 		    struct hu_error *e);
-/* Create the temporary directory: the root of the new tree. */
+/* Wait for OUT's lock, remove what killed runs left for OUT, and create
+ * the temporary directory: the root of the new tree. */
 int hu_treeout_begin(struct hu_treeout *t, struct hu_error *e);
 /* Rename the new tree to OUT when @rc is 0, else (or when that fails)
  * remove it; release @t.  Returns the final status. */

@@ -400,8 +400,28 @@ out:
 	return rc;
 }
 
+#define TEMP_TAG ".hunion-"
+#define TEMP_DIGITS 6
+
+bool hu_is_temp_of(const char *name, const char *base)
+{
+	size_t blen = strlen(base), tlen = strlen(TEMP_TAG);
+
+	if (name[0] != '.' || strncmp(name + 1, base, blen) != 0 ||
+	    strncmp(name + 1 + blen, TEMP_TAG, tlen) != 0)
+		return false;
+	name += 1 + blen + tlen;
+	if (strlen(name) != TEMP_DIGITS)
+		return false;
+	for (; *name; name++)
+		if (!strchr("0123456789abcdef", *name))
+			return false;
+	return true;
+}
+
 int hu_make_temp(int dirfd, const char *base,
-		 int (*make)(int dirfd, const char *name), char **name)
+		 int (*make)(int dirfd, const char *name, void *ctx),
+		 void *ctx, char **name)
 {
 	size_t len = strlen(base) + 32;
 	unsigned int seed = (unsigned)getpid() ^ (unsigned)time(NULL) ^
@@ -414,9 +434,9 @@ int hu_make_temp(int dirfd, const char *base,
 		return errno = ENOMEM, -1;
 	for (int tries = 0; tries < 100; tries++) {
 		seed = seed * 1103515245u + 12345u;
-		snprintf(tmp, len, ".%s.hunion-%06x", base,
+		snprintf(tmp, len, ".%s" TEMP_TAG "%0*x", base, TEMP_DIGITS,
 			 (seed >> 8) & 0xffffff);
-		rc = make(dirfd, tmp);
+		rc = make(dirfd, tmp, ctx);
 		if (rc >= 0) {
 			*name = tmp;
 			return rc;

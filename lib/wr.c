@@ -140,6 +140,16 @@ int hu_wr_create(int dirfd, const char *name, mode_t mode)
 		      mode);
 }
 
+int hu_wr_create_lock(int dirfd, const char *name, mode_t mode)
+{
+	if (fault_hit("lock"))
+		return -1;
+	if (dry_run)
+		return open("/dev/null", O_RDONLY | O_CLOEXEC);
+	return openat(dirfd, name,
+		      O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+}
+
 int hu_wr_unlinkat(int dirfd, const char *name, int flags)
 {
 	WR_GUARD("unlink");

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
@@ -1004,4 +1005,50 @@ Test(tarlayer, deep_parents_are_made_and_long_paths_read)
 		cr_expect(strstr(msg, ": cannot open directory nnnn") != NULL,
 			  "%s", msg);
 	}
+}
+
+/* An unpack directory a killed run left (unlocked) goes when the next
+ * tarball layer is unpacked in the same TMPDIR; a live run's (locked)
+ * stays, and so does anything that is not named like ours. */
+Test(tarlayer, stale_unpack_dirs_go_live_ones_stay)
+{
+	static const struct tent v[] = { F("f", "x"), END };
+	struct hu_error e = { 0 };
+	struct hu_layer l, l2;
+	struct warns ws = { 0 };
+	int live, own;
+
+	mktar("l.tar", "none", v);
+	tu_file("tmp/hunion-layer-0123456789ab/root/big", "stale");
+	tu_mkdir("tmp/hunion-layer-0123456789ab/root/ro");
+	cr_assert_eq(chmod(tu_path("tmp/hunion-layer-0123456789ab/root/ro"),
+			   0500), 0);
+	tu_mkdir("tmp/hunion-layer-ba9876543210/root");
+	tu_mkdir("tmp/hunion-layer-0123456789");		/* too short */
+	tu_mkdir("tmp/hunion-layer-0123456789AB");	/* not ours */
+	tu_file("tmp/hunion-layer-aaaaaaaaaaaa", "a file");
+	live = open(tu_path("tmp/hunion-layer-ba9876543210"),
+		    O_RDONLY | O_DIRECTORY);
+	cr_assert_geq(live, 0);
+	cr_assert_eq(flock(live, LOCK_EX), 0);
+
+	cr_assert_eq(open_tar(&l, "l.tar", &ws, &e), 0, "%s", e.msg);
+	cr_expect_not(tu_exists("tmp/hunion-layer-0123456789ab"), "stale");
+	cr_expect(tu_exists("tmp/hunion-layer-ba9876543210/root"), "live");
+	cr_expect(tu_exists("tmp/hunion-layer-0123456789"));
+	cr_expect(tu_exists("tmp/hunion-layer-0123456789AB"));
+	cr_expect(tu_exists("tmp/hunion-layer-aaaaaaaaaaaa"));
+	cr_expect_eq(tmp_left(), 5);
+
+	/* this layer's own directory is locked: a second unpack keeps it */
+	cr_assert_eq(open_tar(&l2, "l.tar", &ws, &e), 0, "%s", e.msg);
+	cr_expect_eq(tmp_left(), 6);
+	own = open(l.unpacked, O_RDONLY | O_DIRECTORY);
+	cr_assert_geq(own, 0);
+	cr_expect_neq(flock(own, LOCK_EX | LOCK_NB), 0, "locked");
+	close(own);
+	hu_layer_close(&l2);
+	hu_layer_close(&l);
+	cr_expect_eq(tmp_left(), 4);
+	close(live);
 }
