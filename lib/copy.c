@@ -169,10 +169,7 @@ static void xattr_conf_load(void)
 	(void)attr_copy_action("", NULL);
 }
 
-/* Is xattr @name copied?  Not the layers' private ones, nor what
- * /etc/xattr.conf says to skip; ACLs, which it marks "permissions", are
- * copied as the others. */
-static bool xattr_copied(const char *name)
+bool hu_xattr_copied(const char *name)
 {
 	static pthread_once_t once = PTHREAD_ONCE_INIT;
 
@@ -245,7 +242,7 @@ int hu_copy_xattrs(int sfd, const char *sname, int dfd, const char *dname,
 	     off += strlen(names + off) + 1) {
 		const char *attr = names + off;
 
-		if (*attr && xattr_copied(attr))
+		if (*attr && hu_xattr_copied(attr))
 			rc = copy_xattr(sfd, sname, dfd, dname, attr, e);
 	}
 	if (names != small)

@@ -290,6 +290,11 @@ struct hu_copy_state {
  * shrank is an error (hu_error_shrank). */
 int hu_copy_data(struct hu_copy_state *cs, int in, const struct stat *st,
 		 int out, struct hu_error *e);
+/* Is xattr @name copied into an output (a tree or a tarball)?  Not the
+ * layers' private ones, nor what /etc/xattr.conf says to skip; ACLs, which
+ * it marks "permissions", are copied as the others.  Safe from any
+ * thread. */
+bool hu_xattr_copied(const char *name);
 /* Copy the xattrs of a source entry to a destination entry, one by one
  * through hu_wr_setxattr_at() (errors name the attribute), leaving out
  * the private union/overlay ones and what /etc/xattr.conf says to skip.

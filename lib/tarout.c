@@ -19,7 +19,6 @@
  */
 #include <archive.h>
 #include <archive_entry.h>
-#include <attr/libattr.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <locale.h>
@@ -277,8 +276,7 @@ static int add_xattrs(struct hu_tarout *t, int dirfd, const char *name,
 	for (ssize_t off = 0; off < len; off += strlen(names + off) + 1) {
 		const char *x = names + off;
 
-		if (hu_xattr_is_private(x) ||
-		    attr_copy_action(x, NULL) == ATTR_ACTION_SKIP)
+		if (!hu_xattr_copied(x))
 			continue;
 		if (n == cap) {
 			const char **w = malloc(2 * cap * sizeof(*w));
