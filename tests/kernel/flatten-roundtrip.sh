@@ -55,7 +55,7 @@ SEEDS=${2:-20}
 NFIXED=5
 
 kt_setup $((SEEDS + NFIXED))
-for t in python3 zstd gzip sha256sum setfattr; do
+for t in /usr/bin/python3 zstd gzip sha256sum setfattr; do
 	command -v $t >/dev/null || skip_all "$t is not installed"
 done
 layers_tmpfs 4g || skip_all "no tmpfs with trusted/user xattrs (Linux < 6.6)"
@@ -78,7 +78,7 @@ extract() {
 	case $1 in
 	bsdtar) bsdtar -xpf "$2" --xattrs -C "$3" ;;
 	libarch) "$WORK/laextract" "$2" "$3" ;;
-	python) python3 "$TOOLS/tarextract.py" "$2" "$3" ;;
+	python) /usr/bin/python3 "$TOOLS/tarextract.py" "$2" "$3" ;;
 	gnutar) tar -xpf "$2" --xattrs --xattrs-include='*' -C "$3" \
 			--warning=no-unknown-keyword ;;
 	esac
@@ -103,7 +103,7 @@ cmp_opts() {
 
 # Check a descriptor $1 against its tarball $2 and the DiffID $3.
 check_descriptor() {
-	python3 - "$1" "$2" "$3" <<'EOF'
+	/usr/bin/python3 - "$1" "$2" "$3" <<'EOF'
 import hashlib, json, os, sys
 d = json.load(open(sys.argv[1]))
 path, diff_id = sys.argv[2], sys.argv[3]
@@ -169,8 +169,9 @@ run_seed() {
 			# shellcheck disable=SC2046
 			manifest $(man_opts "$r") "$x" >"$x.txt" 2>&1
 			# shellcheck disable=SC2046
-			if ! python3 "$TOOLS/mancmp.py" $(cmp_opts "$r") \
-				"$want" "$x.txt" >"$x.diff"; then
+			if ! /usr/bin/python3 "$TOOLS/mancmp.py" \
+				$(cmp_opts "$r") "$want" "$x.txt" >"$x.diff"
+			then
 				echo "FAIL seed $seed .$ext $r: the trees differ"
 				sed 's/^/  /' "$x.diff"
 				ok=0
@@ -211,7 +212,7 @@ check_clamp() {
 	new_stack clamp --seed 7 --features common || return
 	mapfile -t layers < <(stack_layers "$dir" overlay)
 	kernel_manifest "$dir" "$dir/kernel.txt" || ok=0
-	python3 - "$dir/kernel.txt" $T >"$dir/clamped.txt" <<'EOF'
+	/usr/bin/python3 - "$dir/kernel.txt" $T >"$dir/clamped.txt" <<'EOF'
 import re, sys
 t = int(sys.argv[2]) * 10**9
 for line in open(sys.argv[1]):
@@ -230,7 +231,7 @@ EOF
 	extract "$r" "$dir/c.tar" "$dir/x" >/dev/null 2>&1 || ok=0
 	manifest "$dir/x" >"$dir/x.txt"
 	# shellcheck disable=SC2046
-	python3 "$TOOLS/mancmp.py" $(cmp_opts "$r") "$dir/clamped.txt" \
+	/usr/bin/python3 "$TOOLS/mancmp.py" $(cmp_opts "$r") "$dir/clamped.txt" \
 		"$dir/x.txt" || ok=0
 	result "SOURCE_DATE_EPOCH / --clamp-mtime ($r)" $ok
 	rm -rf "$dir"
