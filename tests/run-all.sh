@@ -21,6 +21,8 @@
 #   diff    tests/kernel/diff-kernel.sh, changes made through a real overlay
 #           mount must come out of hunion diff exactly (10 seeds; 3 when
 #           HUNION_SANITIZED=1; HUNION_DIFF_SEEDS=N overrides)
+# A sanitizer's report makes the process exit 86 (ASAN_OPTIONS and
+# UBSAN_OPTIONS exitcode=86), a status no test accepts.
 # Every suite runs even when an earlier one failed.  Prints one summary
 # line per suite, "NAME: N passed, N failed[...] (T s)" with T the suite's
 # wall time in seconds (the header above them has the total), and exits
@@ -28,6 +30,11 @@
 
 set -u
 export LC_ALL=C
+# A sanitizer's report ends the process with status 86, which no test
+# accepts.  With the default, 1, it would pass wherever hunion may exit 1
+# (diff with changes, an error that is expected with any message).
+export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}exitcode=86
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:+$UBSAN_OPTIONS:}exitcode=86
 
 if [ $# != 1 ]; then
 	echo "usage: $0 BUILD_DIR" >&2
