@@ -86,20 +86,31 @@ deps:
 	else echo "deps: run as root: apt-get install -y" $$missing; exit 1; fi
 
 # Both builds run every suite even when one fails; the exit says if any did.
+# Each build says how long it took, run-all.sh how long each suite did.
 check: deps
-	@rc=0; $(MAKE) WERROR=1 check-plain || rc=1; \
+	@rc=0; t=$$(date +%s); $(MAKE) WERROR=1 check-plain || rc=1; \
 	$(MAKE) WERROR=1 check-asan || rc=1; \
+	echo "check: $$(($$(date +%s) - t)) s in all"; \
 	if [ $$rc = 0 ]; then echo "check: all suites passed"; \
 	else echo "check: FAILED"; fi; exit $$rc
 
-check-plain: all unit-bin $(B)/libhunion.a
+# The builds of check use every core unless make was given -j (CI has 2).
+CHECK_J  = $(if $(filter -j%,$(MAKEFLAGS)),,-j$(shell nproc 2>/dev/null || echo 1))
+ASAN_OPT = -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer \
+           -fno-sanitize-recover=all
+
+check-plain:
+	@t=$$(date +%s); \
+	$(MAKE) $(CHECK_J) all unit-bin $(B)/libhunion.a || exit 1; \
+	echo "build ($(B)): $$(($$(date +%s) - t)) s"
 	tests/run-all.sh $(B)
 
 check-asan:
-	$(MAKE) B=build-asan CC=clang \
-		OPT="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" \
-		LDFLAGS="-fsanitize=address,undefined" build-asan/hunion unit-bin \
-		build-asan/libhunion.a
+	@t=$$(date +%s); \
+	$(MAKE) $(CHECK_J) B=build-asan CC=clang OPT="$(ASAN_OPT)" \
+		LDFLAGS="-fsanitize=address,undefined" build-asan/hunion \
+		unit-bin build-asan/libhunion.a || exit 1; \
+	echo "build (build-asan): $$(($$(date +%s) - t)) s"
 	HUNION_SANITIZED=1 tests/run-all.sh build-asan
 
 demo: deps all

@@ -21,11 +21,20 @@
 #   diff    tests/kernel/diff-kernel.sh, changes made through a real overlay
 #           mount must come out of hunion diff exactly (10 seeds; 3 when
 #           HUNION_SANITIZED=1; HUNION_DIFF_SEEDS=N overrides)
+# A sanitizer's report makes the process exit 86 (ASAN_OPTIONS and
+# UBSAN_OPTIONS exitcode=86), a status no test accepts.
 # Every suite runs even when an earlier one failed.  Prints one summary
-# line per suite and exits non-zero if any suite failed.
+# line per suite, "NAME: N passed, N failed[...] (T s)" with T the suite's
+# wall time in seconds (the header above them has the total), and exits
+# non-zero if any suite failed.
 
 set -u
 export LC_ALL=C
+# A sanitizer's report ends the process with status 86, which no test
+# accepts.  With the default, 1, it would pass wherever hunion may exit 1
+# (diff with changes, an error that is expected with any message).
+export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}exitcode=86
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:+$UBSAN_OPTIONS:}exitcode=86
 
 if [ $# != 1 ]; then
 	echo "usage: $0 BUILD_DIR" >&2
@@ -35,9 +44,22 @@ B=$(cd "$1" 2>/dev/null && pwd) || { echo "run-all: $1: no such dir" >&2; exit 2
 HERE=$(cd "$(dirname "$0")" && pwd)
 bad=0
 summary=()
+t_all=$SECONDS
+
+# The summary line LINE of a suite that started at second T0 of $SECONDS,
+# with its wall time: "(T s)" appended, or "; T s" added inside the
+# parenthesis LINE ends with.
+timed() {	# LINE T0
+	local t=$((SECONDS - $2))
+	case $1 in
+	*")") echo "${1%)}; $t s)" ;;
+	*) echo "$1 ($t s)" ;;
+	esac
+}
 
 # ---- unit tests
 unit_log=$(mktemp /tmp/hunion-unit.XXXXXX)
+t0=$SECONDS
 if [ ! -x "$B/unit-tests" ]; then
 	line="unit: 0 passed, 1 failed ($B/unit-tests is not built)"
 	bad=1
@@ -65,12 +87,13 @@ else
 	fi
 fi
 rm -f "$unit_log"
+line=$(timed "$line" $t0)
 echo "$line"
 summary+=("$line")
 
 # ---- a suite that ends with "NAME: N passed, N failed..."
 suite() {
-	local name=$1 log rc line
+	local name=$1 log rc line t0=$SECONDS
 	shift
 	echo "== $name: $*"
 	log=$(mktemp /tmp/hunion-suite.XXXXXX)
@@ -83,7 +106,7 @@ suite() {
 		rc=1
 	fi
 	[ "$rc" != 0 ] && bad=1
-	summary+=("$line")
+	summary+=("$(timed "$line" $t0)")
 }
 
 suite cli "$HERE/cli/run.sh" "$B/hunion"
@@ -104,7 +127,7 @@ seeds=10
 [ "${HUNION_SANITIZED:-0}" = 1 ] && seeds=3
 suite diff "$HERE/kernel/diff-kernel.sh" "$B/hunion" "${HUNION_DIFF_SEEDS:-$seeds}"
 
-echo "== summary ($B)"
+echo "== summary ($B, $((SECONDS - t_all)) s)"
 printf '%s\n' "${summary[@]}"
 if [ $bad != 0 ]; then
 	echo "run-all: FAILED"

@@ -18,6 +18,13 @@ hunion() {
 	"$HUNION" "$@"
 }
 
+# `python3 ARGS` in a script runs the system's /usr/bin/python3 (make deps
+# installs it), not the first python3 on PATH: a version manager's shim
+# there costs about a second per start.
+python3() {
+	/usr/bin/python3 "$@"
+}
+
 # Replace the temp dir's and the binary's absolute paths in stdin.
 _hu_scrub() {
 	local line
@@ -61,17 +68,18 @@ run_quiet() {
 # as any user; use manifest_owner where ownership matters).
 manifest() {
 	echo "# manifest $1" | _hu_scrub
-	python3 "$TOOLS/manifest.py" --no-owner "$@" | _hu_scrub
+	/usr/bin/python3 "$TOOLS/manifest.py" --no-owner "$@" | _hu_scrub
 }
 # manifest_owner DIR: the same with UID:GID.
 manifest_owner() {
 	echo "# manifest $1" | _hu_scrub
-	python3 "$TOOLS/manifest.py" "$@" | _hu_scrub
+	/usr/bin/python3 "$TOOLS/manifest.py" "$@" | _hu_scrub
 }
 # manifest_nomtime DIR: no mtimes at all, no owners.
 manifest_nomtime() {
 	echo "# manifest $1" | _hu_scrub
-	python3 "$TOOLS/manifest.py" --no-owner --no-mtime "$@" | _hu_scrub
+	/usr/bin/python3 "$TOOLS/manifest.py" --no-owner --no-mtime "$@" |
+		_hu_scrub
 }
 
 # fix_times DIR [SECONDS]: set the mtime (and atime) of everything under DIR,

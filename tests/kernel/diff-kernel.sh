@@ -97,7 +97,7 @@ view_is() {	# LABEL DIR
 apply_view() {	# LABEL OLD LAYER
 	local x
 	x=$S/applied-$(basename "$3")
-	cp -a "$2" "$x" && python3 "$TOOLS/oci_apply.py" "$3" "$x" &&
+	cp -a "$2" "$x" && /usr/bin/python3 "$TOOLS/oci_apply.py" "$3" "$x" &&
 		view_is "$1" "$x"
 }
 
@@ -108,7 +108,7 @@ umoci_view() {	# LABEL LAYER...
 	local label=$1 lay
 	shift
 	lay=$S/oci-$#-$(basename "${@: -1}")
-	if ! python3 "$TOOLS/oci_layout.py" "$lay" t "$@" ||
+	if ! /usr/bin/python3 "$TOOLS/oci_layout.py" "$lay" t "$@" ||
 	   ! umoci unpack --image "$lay:t" "$lay.bundle" >"$lay.log" 2>&1; then
 		echo "  $label: umoci unpack failed:"
 		tail -n 4 "$lay.log" | sed 's/^/    /'
@@ -153,13 +153,13 @@ session() {
 	local S=$W/$up U=$W/$up/upper
 	mkdir -p "$S" "$U" "$S/work"
 	local top=${LOWERS[${#LOWERS[@]} - 1]}
-	python3 "$HERE/diff_ops.py" root-meta "$top" "$U" || return 1
+	/usr/bin/python3 "$HERE/diff_ops.py" root-meta "$top" "$U" || return 1
 	if ! mount -t overlay overlay -o "lowerdir=$(lowerdir "${LOWERS[@]}"),upperdir=$U,workdir=$S/work,redirect_dir=on,metacopy=$MC" "$MNT" 2>"$S/mount.err"; then
 		echo "  $up: mount failed: $(cat "$S/mount.err")"
 		return 1
 	fi
-	if ! python3 "$HERE/diff_ops.py" ops --seed "$seed" --ops "$NOPS" \
-		"$MNT" "$S/expect" 2>"$S/ops.err"; then
+	if ! /usr/bin/python3 "$HERE/diff_ops.py" ops --seed "$seed" \
+		--ops "$NOPS" "$MNT" "$S/expect" 2>"$S/ops.err"; then
 		echo "  $up: the operations failed (a test bug):"
 		tail -n 4 "$S/ops.err" | sed 's/^/    /'
 		umount "$MNT"
@@ -185,11 +185,11 @@ session() {
 	same "$up: diff --trees vs diff --exact" "$S/trees.txt" \
 		"$S/exact.txt" || ok=1
 	hu $want diff --exact --json "${layers[@]}" >"$S/exact.json" || ok=1
-	python3 "$HERE/diff_ops.py" json-eq "$S/expect.json" "$S/exact.json" |
-		sed "s/^/  $up: json: /"
+	/usr/bin/python3 "$HERE/diff_ops.py" json-eq "$S/expect.json" \
+		"$S/exact.json" | sed "s/^/  $up: json: /"
 	[ "${PIPESTATUS[0]}" = 0 ] || ok=1
 	hu either diff --json "${layers[@]}" >"$S/plain.json" || ok=1
-	python3 "$HERE/diff_ops.py" json-sub "$S/exact.json" \
+	/usr/bin/python3 "$HERE/diff_ops.py" json-sub "$S/exact.json" \
 		"$S/plain.json" | sed "s/^/  $up: plain: /"
 	[ "${PIPESTATUS[0]}" = 0 ] || ok=1
 	hu $want diff -r --exact "${layers[@]}" >"$S/exact-r.txt" || ok=1
@@ -213,7 +213,7 @@ session() {
 		{ echo "  $up: the two walks write other tarballs"; ok=1; }
 	apply_view "$up: kernel vs old + diff --oci" "$base" "$S/ch.tar" ||
 		ok=1
-	python3 "$HERE/diff_ops.py" links "$S/expect.links" \
+	/usr/bin/python3 "$HERE/diff_ops.py" links "$S/expect.links" \
 		"$S/applied-ch.tar" | sed "s/^/  $up: diff --oci: /"
 	[ "${PIPESTATUS[0]}" = 0 ] || ok=1
 	apply_view "$up: kernel vs old + diff --trees --oci" "$base" \
@@ -222,7 +222,7 @@ session() {
 		"${layers[@]}" || ok=1
 	apply_view "$up: kernel vs old + diff --oci --exact --opaque-markers" \
 		"$base" "$S/ch2.tar.zst" || ok=1
-	python3 "$HERE/diff_ops.py" links "$S/expect.links" \
+	/usr/bin/python3 "$HERE/diff_ops.py" links "$S/expect.links" \
 		"$S/applied-ch2.tar.zst" | sed "s/^/  $up: diff --oci --exact: /"
 	[ "${PIPESTATUS[0]}" = 0 ] || ok=1
 	# flatten --base shares the writer: the same bytes as diff --oci
@@ -252,7 +252,8 @@ one_run() {	# SEED METACOPY
 	W=$FS/s$seed-$MC
 	LOWERS=("$W/L0")
 	mkdir -p "$W"
-	python3 "$HERE/diff_ops.py" gen --seed "$seed" "$W/L0" || return 1
+	/usr/bin/python3 "$HERE/diff_ops.py" gen --seed "$seed" "$W/L0" ||
+		return 1
 	session U1 "$W/L0" "$seed" || return 1
 	session U2 "$W/view-U1" "$((seed + 100000))" || return 1
 }

@@ -12,9 +12,14 @@
 #   layers_tmpfs SIZE     a tmpfs with trusted and user xattrs on FS
 # and ends with finish, the "SUITE: N passed, N failed" line and the exit
 # status.  Between those: manifest, lowerdir, same and keep, and for the
-# random stacks of tests/tools/mkstack.py (in $FS/stack) new_stack, info,
+# random stacks of tests/tools/mkstack.py (in $FS/stack) new_stack (which
+# sets STACK_LAYERS, STACK_FORMS, STACK_AMBIGUOUS and USERX), info,
 # stack_layers, kernel_manifest and stack_result.  HUNION_KEEP=DIR keeps
 # what failed; HUNION_KERNEL_VERBOSE=1 prints whole diffs.
+#
+# Python is always the system's /usr/bin/python3 (make deps installs it),
+# never the first python3 on PATH: a version manager's shim there costs
+# about a second per start, and these suites start thousands.
 
 set -u
 export LC_ALL=C
@@ -23,6 +28,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)	# tests/kernel
 TOOLS=$(cd "$HERE/../tools" && pwd)
 passed=0 failed=0
 USERX=0		# 1: the stack's markers are under user.overlay.*
+STACK_LAYERS=0 STACK_FORMS='' STACK_AMBIGUOUS=''	# see new_stack
 LOOPIMG=	# a loop image to remove on exit
 NSKIP=0
 
@@ -88,7 +94,7 @@ layers_tmpfs() {	# SIZE
 }
 
 manifest() {
-	python3 "$TOOLS/manifest.py" "$@"
+	/usr/bin/python3 "$TOOLS/manifest.py" "$@"
 }
 
 # The lowerdir= value for LAYER... given bottom first.
@@ -99,26 +105,39 @@ lowerdir() {
 }
 
 # A value from a mkstack.py stack's info.json: $1 stack dir, $2 expression
-# of i.
+# of i.  (new_stack has read what the suites need of $FS/stack already.)
 info() {
-	python3 -c 'import json,sys; i = json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1/info.json" "$2"
+	/usr/bin/python3 -c 'import json, sys
+i = json.load(open(sys.argv[1]))
+print(eval(sys.argv[2]))' "$1/info.json" "$2"
 }
 
 # Write the random stack $FS/stack with tests/tools/mkstack.py ARGS... for
-# the check LABEL, and set USERX from it.  When mkstack.py fails: say so,
-# count a failure, and fail.
+# the check LABEL, and read its info.json once: STACK_LAYERS (how many
+# layers), STACK_FORMS (its forms, space-separated), STACK_AMBIGUOUS (those
+# of them that auto-detection cannot be expected to pick) and USERX.  When
+# mkstack.py fails: say so, count a failure, and fail.
 new_stack() {	# LABEL ARGS...
-	local label=$1
+	local label=$1 v
 	shift
 	rm -rf "$FS/stack"
-	if ! python3 "$TOOLS/mkstack.py" --out "$FS/stack" "$@" >/dev/null \
-		2>"$FS/mkstack.err"; then
+	if ! /usr/bin/python3 "$TOOLS/mkstack.py" --out "$FS/stack" "$@" \
+		>/dev/null 2>"$FS/mkstack.err" ||
+	   ! mapfile -t v < <(/usr/bin/python3 -c 'import json, sys
+i = json.load(open(sys.argv[1]))
+print(i["layers"], int(i["userxattr"]))
+print(" ".join(i["forms"]))
+print(" ".join(f for f in i["forms"] if i["ambiguous"][f]))
+print("end")' "$FS/stack/info.json" 2>>"$FS/mkstack.err") ||
+	   [ "${v[3]:-}" != end ]; then
 		echo "FAIL $label: mkstack.py failed"
 		tail -n 5 "$FS/mkstack.err" | sed 's/^/  /'
 		failed=$((failed + 1))
 		return 1
 	fi
-	USERX=$(info "$FS/stack" 'int(i["userxattr"])')
+	read -r STACK_LAYERS USERX <<<"${v[0]}"
+	# shellcheck disable=SC2034	# for the suites
+	STACK_FORMS=${v[1]} STACK_AMBIGUOUS=${v[2]}
 }
 
 # Count the check LABEL of $FS/stack (from mkstack.py ARGS...) as passed
@@ -131,7 +150,8 @@ stack_result() {	# OK LABEL ARGS...
 		passed=$((passed + 1))
 	else
 		failed=$((failed + 1))
-		echo "  reproduce: python3 $TOOLS/mkstack.py --out DIR $*"
+		echo "  reproduce: /usr/bin/python3 $TOOLS/mkstack.py" \
+		     "--out DIR $*"
 		keep "$label" "$FS/stack"
 	fi
 	rm -rf "$FS/stack"
@@ -139,8 +159,8 @@ stack_result() {	# OK LABEL ARGS...
 
 # The layer dirs of form $2 of the mkstack.py stack $1, bottom first.
 stack_layers() {
-	local i n
-	n=$(info "$1" 'i["layers"]')
+	local i n=$STACK_LAYERS
+	[ "$1" -ef "$FS/stack" ] || n=$(info "$1" 'i["layers"]')
 	for ((i = 0; i < n; i++)); do echo "$1/$2/L$i"; done
 }
 

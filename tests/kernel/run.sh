@@ -123,14 +123,12 @@ run_stack() {
 		stack_result 0 "$label" "$@"
 		return
 	fi
-	local forms amb
-	forms=$(info "$dir" '" ".join(i["forms"])')
-	for form in $forms; do
+	for form in $STACK_FORMS; do
 		check_form "$dir" "$form" "$form" "$label" || ok=0
-		amb=$(info "$dir" "int(i['ambiguous']['$form'])")
-		if [ "$amb" = 0 ]; then
-			check_form "$dir" "$form" auto "$label" || ok=0
-		fi
+		case " $STACK_AMBIGUOUS " in
+		*" $form "*) ;;
+		*) check_form "$dir" "$form" auto "$label" || ok=0 ;;
+		esac
 	done
 	stack_result $ok "$label" "$@"
 }
