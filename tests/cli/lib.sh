@@ -82,6 +82,45 @@ manifest_nomtime() {
 		_hu_scrub
 }
 
+# umoci_view OLD LAYER NEW: umoci (a real OCI reader) unpacks an image
+# whose layers are OLD flattened and the OCI layer LAYER above it; the
+# rootfs must be the tree NEW (compared as manifests, the root's mtime
+# aside).  LAYER must be plain tar or gzip (umoci 0.4.7 reads no zstd)
+# with its descriptor LAYER.json.  Prints "umoci: OLD + LAYER = NEW" or
+# what differs.  As non-root umoci unpacks --rootless and owners are left
+# out of the comparison.  umoci (Go's archive/tar) takes a SCHILY.xattr
+# key as it stands, so GNU tar's escapes %25 and %3D stay in its names.
+umoci_view() {
+	local old=$1 layer=$2 new=$3 lay=umoci-${2##*/} opt=()
+	[ "$(id -u)" = 0 ] || opt=(--no-owner)
+	if ! command -v umoci >/dev/null; then
+		echo "umoci: not installed (make deps)"
+		return 1
+	fi
+	rm -rf "$lay" "$lay.base.tar"*
+	if ! "$HUNION" flatten -q -o "$lay.base.tar" \
+		--descriptor "$lay.base.tar.json" "$old" ||
+	   ! /usr/bin/python3 "$TOOLS/oci_layout.py" "$lay" t \
+		"$lay.base.tar" "$layer" ||
+	   ! umoci unpack $([ "$(id -u)" = 0 ] || echo --rootless) \
+		--image "$lay:t" "$lay.bundle" >"$lay.log" 2>&1; then
+		echo "umoci: $old + $layer: unpack failed"
+		tail -n 3 "$lay.log" | _hu_scrub
+		return 1
+	fi
+	/usr/bin/python3 "$TOOLS/manifest.py" "${opt[@]}" "$new" >"$lay.want"
+	/usr/bin/python3 "$TOOLS/manifest.py" "${opt[@]}" \
+		"$lay.bundle/rootfs" >"$lay.got"
+	if /usr/bin/python3 "$TOOLS/mancmp.py" --root-mtime-any \
+		--xattr-escapes-kept "$lay.want" "$lay.got" >"$lay.diff"; then
+		echo "umoci: $old + $layer = $new"
+	else
+		echo "umoci: $old + $layer != $new"
+		_hu_scrub <"$lay.diff"
+		return 1
+	fi
+}
+
 # fix_times DIR [SECONDS]: set the mtime (and atime) of everything under DIR,
 # DIR included, to SECONDS since the epoch (default 1000000000), children
 # before their directories, symlinks themselves.
