@@ -212,7 +212,7 @@ static int dirs(struct chg_walk *w, const struct chg_side *n,
 	if (old_side(w, &os, od, same && uent, alone, e) < 0)
 		goto out;
 	opaque = alone && os.n > 0;
-	if (same && uent && !(opaque && w->f->replace_opaque)) {
+	if (same && ud && uent && !(opaque && w->f->replace_opaque)) {
 		if (hu_vdir_open_child(ud, uent, &cud, e) < 0 ||
 		    chg_side_fast(w, &ns, nd, cud, e) < 0)
 			goto out;

@@ -617,7 +617,8 @@ static bool read_names(struct hu_ventry *ent)
 	copy = malloc(n);
 	if (!copy)
 		return false;
-	ent->xattr_names = memcpy(copy, buf, n);
+	memcpy(copy, buf, n);
+	ent->xattr_names = copy;	/* freed by drop_names() */
 	ent->xattr_names_len = n;
 	return true;
 }
