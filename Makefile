@@ -2,7 +2,7 @@
 #
 #   make            build ./hunion
 #   make deps       install the Debian packages the build and tests need
-#   make check      build, then every test suite, plain and under ASan+UBSan
+#   make check      lint, build, then every test suite, plain and under ASan+UBSan
 #   make demo       merge the bundled example stack and show the result
 #   make bench      benchmarks against cp -a and an overlay mount (slow)
 #   make install    PREFIX=/usr/local DESTDIR=
@@ -39,7 +39,7 @@ MANS     = $(patsubst man/%.scd,$(B)/man/%,$(wildcard man/*.scd))
 DEB_PKGS = build-essential clang pkg-config libarchive-dev libattr1-dev \
            libzstd-dev libssl-dev zlib1g-dev libcriterion-dev scdoc attr python3 \
            libarchive-tools e2fsprogs util-linux kmod rsync zstd umoci time \
-           zsh fish xfsprogs libcap2-bin
+           zsh fish xfsprogs libcap2-bin cppcheck shellcheck
 
 .PHONY: all deps check check-plain check-asan demo bench install lint \
         clean completions man unit-bin fuzz fuzz-replay
@@ -88,7 +88,8 @@ deps:
 # Both builds run every suite even when one fails; the exit says if any did.
 # Each build says how long it took, run-all.sh how long each suite did.
 check: deps
-	@rc=0; t=$$(date +%s); $(MAKE) WERROR=1 check-plain || rc=1; \
+	@rc=0; t=$$(date +%s); $(MAKE) --no-print-directory lint || rc=1; \
+	$(MAKE) WERROR=1 check-plain || rc=1; \
 	$(MAKE) WERROR=1 check-asan || rc=1; \
 	echo "check: $$(($$(date +%s) - t)) s in all"; \
 	if [ $$rc = 0 ]; then echo "check: all suites passed"; \
@@ -132,10 +133,16 @@ install: all
 	install -Dm644 completions/_hunion $(DESTDIR)$(ZSHDIR)/_hunion
 	install -Dm644 completions/hunion.fish $(DESTDIR)$(FISHDIR)/hunion.fish
 
+# Static checks of the C and of the shell scripts; make check runs them.
 lint:
-	cppcheck --quiet --enable=warning,performance,portability \
-		--error-exitcode=1 -D_GNU_SOURCE lib cmd
-	shellcheck tests/*.sh tests/*/*.sh examples/*.sh bench/*.sh
+	@ok=0 bad=0; \
+	if cppcheck --quiet --enable=warning,performance,portability \
+		--error-exitcode=1 -D_GNU_SOURCE lib cmd; \
+	then ok=$$((ok + 1)); else bad=$$((bad + 1)); fi; \
+	if shellcheck tests/*.sh tests/*/*.sh examples/*.sh bench/*.sh; \
+	then ok=$$((ok + 1)); else bad=$$((bad + 1)); fi; \
+	echo "lint: $$ok passed, $$bad failed (cppcheck, shellcheck)"; \
+	[ $$bad = 0 ]
 
 clean:
 	rm -rf build build-asan build-fuzz hunion

@@ -91,8 +91,8 @@ manifest_nomtime() {
 # out of the comparison.  umoci (Go's archive/tar) takes a SCHILY.xattr
 # key as it stands, so GNU tar's escapes %25 and %3D stay in its names.
 umoci_view() {
-	local old=$1 layer=$2 new=$3 lay=umoci-${2##*/} opt=()
-	[ "$(id -u)" = 0 ] || opt=(--no-owner)
+	local old=$1 layer=$2 new=$3 lay=umoci-${2##*/} opt=() rootless=()
+	[ "$(id -u)" = 0 ] || { opt=(--no-owner); rootless=(--rootless); }
 	if ! command -v umoci >/dev/null; then
 		echo "umoci: not installed (make deps)"
 		return 1
@@ -102,7 +102,7 @@ umoci_view() {
 		--descriptor "$lay.base.tar.json" "$old" ||
 	   ! /usr/bin/python3 "$TOOLS/oci_layout.py" "$lay" t \
 		"$lay.base.tar" "$layer" ||
-	   ! umoci unpack $([ "$(id -u)" = 0 ] || echo --rootless) \
+	   ! umoci unpack "${rootless[@]}" \
 		--image "$lay:t" "$lay.bundle" >"$lay.log" 2>&1; then
 		echo "umoci: $old + $layer: unpack failed"
 		tail -n 3 "$lay.log" | _hu_scrub

@@ -172,13 +172,14 @@ run_seed() {
 	if grep -Eq '^([^ ]*/)?\.wh\.[^ /]* ' "$dir/kernel.txt"; then
 		refused "$seed" || ok=0
 		# then without them, for the rest
-		find "${layers[@]}" -name '.wh.*' -prune -exec rm -rf {} + &&
-			kernel_manifest "$dir" "$dir/kernel.txt" || {
+		if ! find "${layers[@]}" -name '.wh.*' -prune \
+			-exec rm -rf {} + ||
+		   ! kernel_manifest "$dir" "$dir/kernel.txt"; then
 			echo "FAIL seed $seed: no kernel reference without" \
 			     "the .wh. names"
 			stack_result 0 "seed $seed" --seed "$seed"
 			return
-		}
+		fi
 	fi
 	for ext in tar tar.gz tar.zst; do
 		out=$dir/out.$ext
