@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* The hard-link map: an open-addressing hash table keyed by (dev, ino). */
+#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "internal.h"
 #include "linkmap.h"
 
 static size_t slot_of(const struct hu_linkmap *m, dev_t dev, ino_t ino)
@@ -55,6 +57,37 @@ int hu_linkmap_put(struct hu_linkmap *m, dev_t dev, ino_t ino, char *path)
 		;
 	m->slots[i] = (struct hu_link){ dev, ino, path };
 	m->used++;
+	return 0;
+}
+
+bool hu_linkmap_shared(const struct stat *st)
+{
+	return !S_ISDIR(st->st_mode) && st->st_nlink > 1;
+}
+
+const char *hu_linkmap_first_of(const struct hu_linkmap *m,
+				const struct stat *st)
+{
+	return hu_linkmap_get(m, st->st_dev, st->st_ino);
+}
+
+int hu_linkmap_first(struct hu_linkmap *m, const struct stat *st,
+		     const char *dir, const char *name, const char **first)
+{
+	char *p;
+
+	*first = NULL;
+	if (!hu_linkmap_shared(st))
+		return 0;
+	*first = hu_linkmap_first_of(m, st);
+	if (*first)
+		return 0;
+	p = hu_path_join(dir, name);
+	if (!p || hu_linkmap_put(m, st->st_dev, st->st_ino, p) < 0) {
+		free(p);
+		errno = ENOMEM;
+		return -1;
+	}
 	return 0;
 }
 

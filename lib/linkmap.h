@@ -1,10 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /* The hard-link map: (dev, ino) -> the first output path of that inode.
  * The one whole-tree structure of a merge; it holds only inodes with more
- * than one link. */
+ * than one link.  It keeps the rule of every output (flatten, diff --oci,
+ * merge -o, whiteout convert -o): of the names of one inode, the first
+ * written carries the data and each later one is a hard link to it. */
 #ifndef HUNION_LINKMAP_H
 #define HUNION_LINKMAP_H
 
+#include <stdbool.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 struct hu_linkmap {
@@ -17,6 +21,22 @@ struct hu_link {
 	ino_t ino;
 	char *path;		/* NULL: empty slot */
 };
+
+/* Whether @st's names can be hard links to one another: not a directory,
+ * more than one link.  Only such inodes enter the map. */
+bool hu_linkmap_shared(const struct stat *st);
+/*
+ * The rule for the name @dir/@name (@dir NULL: @name is the whole output
+ * path) of @st's inode, about to be written.  *@first is the name to
+ * link it to when an earlier name of the inode was recorded; else NULL,
+ * and this name, the first, is recorded when the inode is shared.  -1
+ * (errno ENOMEM) when it cannot be recorded.
+ */
+int hu_linkmap_first(struct hu_linkmap *m, const struct stat *st,
+		     const char *dir, const char *name, const char **first);
+/* The first name recorded for @st's inode, or NULL. */
+const char *hu_linkmap_first_of(const struct hu_linkmap *m,
+				const struct stat *st);
 
 const char *hu_linkmap_get(const struct hu_linkmap *m, dev_t dev, ino_t ino);
 /* Takes ownership of @path. */
