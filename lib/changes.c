@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "changes.h"
+#include "linkmap.h"
 
 int chg_nomem(struct hu_error *e)
 {
@@ -88,7 +89,7 @@ static int unchanged(struct chg_walk *w, struct hu_vdir *dir,
 	struct hu_change c = { HU_CHG_MODIFY, NULL, ne, dir, &oe->st, 0,
 			       false };
 
-	if (!w->f->same || S_ISDIR(ne->st.st_mode) || ne->st.st_nlink < 2)
+	if (!w->f->same || !hu_linkmap_shared(&ne->st))
 		return 0;
 	return call(w, w->f->same, &c, ne->name, e);
 }

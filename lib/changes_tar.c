@@ -64,29 +64,21 @@ static int whiteout(struct tarsink *k, const char *path, struct hu_error *e)
 	return rc;
 }
 
-/* A later name of an inode already written: a hard link.  *@done then;
- * else the first name is remembered. */
+/* A later name of an inode already written: a hard link (linkmap.c).
+ * *@done then; else the first name is remembered. */
 static int link_again(struct tarsink *k, const struct hu_change *c,
 		      bool *done, struct hu_error *e)
 {
 	const struct stat *st = &c->ent->st;
 	const char *first;
-	char *p;
 
 	*done = false;
-	if (S_ISDIR(st->st_mode) || st->st_nlink < 2)
-		return 0;
-	first = hu_linkmap_get(&k->links, st->st_dev, st->st_ino);
-	if (first) {
-		*done = true;
-		return hu_tarout_hardlink(k->t, c->path, first, st, e);
-	}
-	p = strdup(c->path);
-	if (!p || hu_linkmap_put(&k->links, st->st_dev, st->st_ino, p) < 0) {
-		free(p);
+	if (hu_linkmap_first(&k->links, st, NULL, c->path, &first) < 0)
 		return hu_error_set(e, ENOMEM, NULL, "out of memory");
-	}
-	return 0;
+	if (!first)
+		return 0;
+	*done = true;
+	return hu_tarout_hardlink(k->t, c->path, first, st, e);
 }
 
 static int entry(struct tarsink *k, const struct hu_change *c,
@@ -122,7 +114,7 @@ static int on_same(void *ctx, const struct hu_change *c, struct hu_error *e)
 {
 	struct tarsink *k = ctx;
 	const struct stat *st = &c->ent->st;
-	const char *first = hu_linkmap_get(&k->links, st->st_dev, st->st_ino);
+	const char *first = hu_linkmap_first_of(&k->links, st);
 	struct kept *v;
 
 	if (first)
@@ -154,8 +146,7 @@ static int keep_links(struct tarsink *k, bool write, struct hu_error *e)
 
 	for (size_t i = 0; i < k->nkept; i++) {
 		struct kept *v = &k->kept[i];
-		const char *first = hu_linkmap_get(&k->links, v->st.st_dev,
-						   v->st.st_ino);
+		const char *first = hu_linkmap_first_of(&k->links, &v->st);
 
 		if (rc == 0 && first)
 			rc = hu_tarout_hardlink(k->t, v->path, first, &v->st,

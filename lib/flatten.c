@@ -60,30 +60,21 @@ static void count(struct hu_flatten_stats *st, const struct stat *s)
 }
 
 /* A later name of an inode already written: a tar hard link to the
- * first.  *@done when so. */
+ * first (linkmap.c).  *@done when so. */
 static int link_again(struct flatten *f, const char *path,
 		      const struct hu_ventry *ent, bool *done,
 		      struct hu_error *e)
 {
 	const char *first;
-	char *p;
 
 	*done = false;
-	if (S_ISDIR(ent->st.st_mode) || ent->st.st_nlink < 2)
-		return 0;
-	first = hu_linkmap_get(&f->links, ent->st.st_dev, ent->st.st_ino);
-	if (first) {
-		*done = true;
-		f->stats->hardlinks++;
-		return hu_tarout_hardlink(f->t, path, first, &ent->st, e);
-	}
-	p = strdup(path);
-	if (!p || hu_linkmap_put(&f->links, ent->st.st_dev, ent->st.st_ino,
-				 p) < 0) {
-		free(p);
+	if (hu_linkmap_first(&f->links, &ent->st, NULL, path, &first) < 0)
 		return hu_error_set(e, ENOMEM, NULL, "out of memory");
-	}
-	return 0;
+	if (!first)
+		return 0;
+	*done = true;
+	f->stats->hardlinks++;
+	return hu_tarout_hardlink(f->t, path, first, &ent->st, e);
 }
 
 static int on_entry(void *ctx, struct hu_vdir *d, const struct hu_ventry *ent,

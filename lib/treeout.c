@@ -167,24 +167,15 @@ int hu_treeout_hardlink(struct hu_treeout *t, const char *name,
 			const struct stat *st, struct hu_error *e)
 {
 	const char *first;
-	char *p;
 
-	if (S_ISDIR(st->st_mode) || st->st_nlink < 2)
-		return 0;
-	first = hu_linkmap_get(&t->links, st->st_dev, st->st_ino);
-	if (first) {
-		if (hu_linkat_path(t->fds[0], first, hu_treeout_fd(t),
-				   name) < 0)
-			return hu_treeout_fail(t, name, errno,
-					       "cannot create hard link", e);
-		return 1;
-	}
-	p = hu_path_join(t->path.s, name);
-	if (!p || hu_linkmap_put(&t->links, st->st_dev, st->st_ino, p) < 0) {
-		free(p);
+	if (hu_linkmap_first(&t->links, st, t->path.s, name, &first) < 0)
 		return hu_treeout_fail(t, name, ENOMEM, "out of memory", e);
-	}
-	return 0;
+	if (!first)
+		return 0;
+	if (hu_linkat_path(t->fds[0], first, hu_treeout_fd(t), name) < 0)
+		return hu_treeout_fail(t, name, errno,
+				       "cannot create hard link", e);
+	return 1;
 }
 
 /* A regular file whose bytes and metadata are still to be written: the
