@@ -93,15 +93,14 @@ static bool has_name(const struct hu_names *l, const char *name)
 bool chg_fast_gone(const struct chg_walk *w, const struct chg_dir *sd,
 		   const char *name)
 {
-	char wh[NAME_MAX + 8];
+	char wh[NAME_MAX + 1];
 
 	if (!sd->merged)
 		return true;
 	if (w->ustack.layers[0].format != HU_FMT_OCI)
 		return has_name(&sd->raw, name);
-	if (strlen(name) + strlen(HU_OCI_WH_PREFIX) > NAME_MAX)
+	if (!hu_oci_whiteout_name(wh, sizeof(wh), name))
 		return false;
-	snprintf(wh, sizeof(wh), "%s%s", HU_OCI_WH_PREFIX, name);
 	return has_name(&sd->raw, wh);
 }
 
@@ -120,10 +119,7 @@ const char *chg_fast_whiteout(const struct chg_walk *w,
 
 	if (w->ustack.layers[0].format != HU_FMT_OCI)
 		return chg_side_has(sd, name) ? NULL : name;
-	if (strncmp(name, ".wh..wh.", 8) == 0 ||
-	    strncmp(name, HU_OCI_WH_PREFIX, 4) != 0)
-		return NULL;
-	return name + 4;
+	return hu_oci_hidden(name);
 }
 
 /* ---- redirects of the upper layers ------------------------------------ */

@@ -176,7 +176,7 @@ static int plan_lookalike(struct conv *c, const struct wh_dir *d,
 			       "conversion in place: nothing was changed");
 
 	if (t == HU_FMT_OCI && s != HU_FMT_OCI &&
-	    !strncmp(ent->name, HU_OCI_WH_PREFIX, 4))
+	    hu_oci_is_marker(ent->name))
 		return wh_fail(e, 0, c->l->path, d->path, ent->name,
 			       "an ordinary entry that would read as an OCI "
 			       "marker: nothing was changed");

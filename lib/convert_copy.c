@@ -179,8 +179,10 @@ static int copy_whiteout(struct conv *c, const struct wh_dir *d,
 
 		if (hu_marker_add_whiteout(&c->to, t, out, ent->key, e) < 0)
 			return wh_prefix(e, c->out, d->path);
-		snprintf(wh, sizeof(wh), "%s%s", t == HU_FMT_OCI ?
-			 HU_OCI_WH_PREFIX : "", ent->key);
+		if (t == HU_FMT_OCI)	/* a name read from @d: it fits */
+			(void)hu_oci_whiteout_name(wh, sizeof(wh), ent->key);
+		else
+			snprintf(wh, sizeof(wh), "%s", ent->key);
 		if (cv_marker_times(d, ent->name, out, wh, c->out, e) < 0)
 			return -1;
 		progress(c);

@@ -179,7 +179,8 @@ static int to_oci_whiteout(struct conv *c, struct wh_dir *d,
 	char wh[NAME_MAX + 8];
 	struct stat st;
 
-	snprintf(wh, sizeof(wh), HU_OCI_WH_PREFIX "%s", ent->name);
+	/* a name read from @d: it fits */
+	(void)hu_oci_whiteout_name(wh, sizeof(wh), ent->name);
 	if (started(c, d, e) < 0)
 		return -1;
 	if (fstatat(d->fd, wh, &st, AT_SYMLINK_NOFOLLOW) < 0) {

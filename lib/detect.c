@@ -167,7 +167,7 @@ static int detect_entry(struct detect *d, int dirfd, const char *name,
 		close(sub);
 		return rc;
 	default:
-		if (strncmp(name, HU_OCI_WH_PREFIX, 4) == 0)
+		if (hu_oci_is_marker(name))
 			d->seen_oci = true;
 		return 0;
 	}
@@ -298,16 +298,15 @@ int hu_layer_probe_dir(const struct hu_layer *l, int fd, struct hu_error *e)
 int hu_layer_probe_name(const struct hu_layer *l, int dirfd,
 			const char *name, struct hu_error *e)
 {
-	char wh[NAME_MAX + 8];
+	char wh[NAME_MAX + 1];
 	struct stat st;
 
 	if (!l->deferred)
 		return 0;
-	if (strncmp(name, HU_OCI_WH_PREFIX, 4) == 0)
+	if (hu_oci_is_marker(name))
 		return hu_layer_settle(l, e);
-	if (strlen(name) + 4 > NAME_MAX)
+	if (!hu_oci_whiteout_name(wh, sizeof(wh), name))
 		return 0;
-	snprintf(wh, sizeof(wh), "%s%s", HU_OCI_WH_PREFIX, name);
 	if (fstatat(dirfd, wh, &st, AT_SYMLINK_NOFOLLOW) == 0)
 		return hu_layer_settle(l, e);
 	if (errno != ENOENT)

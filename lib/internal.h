@@ -6,14 +6,66 @@
 #include <dirent.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 
 #include "hunion.h"
 
 #define HU_UNION_WHITEOUT_TARGET "(union-whiteout)"
+
+/*
+ * OCI marker names, known by name alone (marker.c): ".wh.NAME" whites NAME
+ * out, ".wh..wh..opq" makes its directory opaque, and any other
+ * ".wh..wh.*" is AUFS metadata, kept but never shown.
+ */
 #define HU_OCI_WH_PREFIX ".wh."
+#define HU_OCI_WH_PREFIX_LEN (sizeof(HU_OCI_WH_PREFIX) - 1)
+#define HU_OCI_META_PREFIX ".wh..wh."
+#define HU_OCI_META_PREFIX_LEN (sizeof(HU_OCI_META_PREFIX) - 1)
 #define HU_OCI_OPAQUE ".wh..wh..opq"
+
+/* Is @name any OCI marker (whiteout, opaque or metadata): ".wh.*"? */
+static inline bool hu_oci_is_marker(const char *name)
+{
+	return strncmp(name, HU_OCI_WH_PREFIX, HU_OCI_WH_PREFIX_LEN) == 0;
+}
+
+/* Is @name the opaque marker ".wh..wh..opq"? */
+static inline bool hu_oci_is_opaque(const char *name)
+{
+	return strcmp(name, HU_OCI_OPAQUE) == 0;
+}
+
+/* The name whiteout @name hides: what follows ".wh." (maybe "", "." or
+ * "..": see hu_oci_hides_nothing); NULL when @name is no whiteout (not
+ * ".wh.*", or ".wh..wh.*"). */
+static inline const char *hu_oci_hidden(const char *name)
+{
+	if (!hu_oci_is_marker(name) ||
+	    strncmp(name, HU_OCI_META_PREFIX, HU_OCI_META_PREFIX_LEN) == 0)
+		return NULL;
+	return name + HU_OCI_WH_PREFIX_LEN;
+}
+
+/* The same for the @len bytes at @name, which need no NUL: NONE, WHITEOUT,
+ * OPAQUE_FILE or META. */
+enum hu_marker hu_oci_name_kind(const char *name, size_t len);
+
+/* Does a whiteout hiding @hidden (from hu_oci_hidden) hide no name of its
+ * directory: "", "." or ".."?  Such a whiteout is invalid. */
+bool hu_oci_hides_nothing(const char *hidden);
+
+/* Write the whiteout name ".wh.@name" to @buf of @size bytes (cut short
+ * if it does not fit); false when it did not fit.  With a buffer of
+ * NAME_MAX + 1 bytes, false says no such whiteout can exist. */
+bool hu_oci_whiteout_name(char *buf, size_t size, const char *name);
+
+/* "@dir/.wh.@name" and "@dir/.wh..wh..opq" (without "@dir/" when @dir is
+ * ""), malloc'd; NULL when out of memory. */
+char *hu_oci_whiteout_path(const char *dir, const char *name);
+char *hu_oci_opaque_path(const char *dir);
+
 /* A conversion in place makes each new whiteout under such a name and
  * renames it into place: in a half-converted layer these names are never
  * entries (view.c), and a re-run removes them (convert_inplace.c). */

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
@@ -131,23 +132,66 @@ static int classify_overlay(const struct hu_layer *l, int dirfd,
 	return 0;
 }
 
+/* ---- OCI marker names --------------------------------------------------- */
+
+enum hu_marker hu_oci_name_kind(const char *name, size_t len)
+{
+	if (len < HU_OCI_WH_PREFIX_LEN ||
+	    memcmp(name, HU_OCI_WH_PREFIX, HU_OCI_WH_PREFIX_LEN) != 0)
+		return HU_MARK_NONE;
+	if (len == strlen(HU_OCI_OPAQUE) && !memcmp(name, HU_OCI_OPAQUE, len))
+		return HU_MARK_OPAQUE_FILE;
+	if (len >= HU_OCI_META_PREFIX_LEN &&
+	    memcmp(name, HU_OCI_META_PREFIX, HU_OCI_META_PREFIX_LEN) == 0)
+		return HU_MARK_META;
+	return HU_MARK_WHITEOUT;
+}
+
+bool hu_oci_hides_nothing(const char *hidden)
+{
+	return !*hidden || strcmp(hidden, ".") == 0 || strcmp(hidden, "..") == 0;
+}
+
+bool hu_oci_whiteout_name(char *buf, size_t size, const char *name)
+{
+	return (size_t)snprintf(buf, size, HU_OCI_WH_PREFIX "%s", name) < size;
+}
+
+static char *oci_path(const char *dir, const char *marker, const char *name)
+{
+	size_t dl = strlen(dir);
+	size_t len = dl + 1 + strlen(marker) + strlen(name) + 1;
+	char *path = malloc(len);
+
+	if (path)
+		snprintf(path, len, "%s%s%s%s", dir, dl ? "/" : "", marker,
+			 name);
+	return path;
+}
+
+char *hu_oci_whiteout_path(const char *dir, const char *name)
+{
+	return oci_path(dir, HU_OCI_WH_PREFIX, name);
+}
+
+char *hu_oci_opaque_path(const char *dir)
+{
+	return oci_path(dir, HU_OCI_OPAQUE, "");
+}
+
 static int classify_oci(const char *name, enum hu_marker *kind,
 			const char **target, struct hu_error *e)
 {
-	const char *t;
+	const char *t = hu_oci_hidden(name);
 
-	if (strncmp(name, HU_OCI_WH_PREFIX, 4) != 0)
-		return 0;
-	if (strcmp(name, HU_OCI_OPAQUE) == 0) {
-		*kind = HU_MARK_OPAQUE_FILE;
-		return 0;
-	}
-	if (strncmp(name, ".wh..wh.", 8) == 0) {
-		*kind = HU_MARK_META;
+	if (!t) {
+		if (hu_oci_is_opaque(name))
+			*kind = HU_MARK_OPAQUE_FILE;
+		else if (hu_oci_is_marker(name))
+			*kind = HU_MARK_META;
 		return 0;
 	}
-	t = name + 4;
-	if (!*t || strcmp(t, ".") == 0 || strcmp(t, "..") == 0)
+	if (hu_oci_hides_nothing(t))
 		return hu_error_set(e, 0, name,
 				    "invalid OCI whiteout name (hides '%s')",
 				    t);
@@ -277,7 +321,7 @@ int hu_marker_dir_opaque(const struct hu_layer *l, int fd,
 int hu_marker_add_whiteout(const struct hu_layer *l, enum hu_format f,
 			   int dirfd, const char *name, struct hu_error *e)
 {
-	char attr[64], whname[NAME_MAX + 8];
+	char attr[64], whname[NAME_MAX + 1];
 	int fd;
 
 	switch (f) {
@@ -304,10 +348,9 @@ int hu_marker_add_whiteout(const struct hu_layer *l, enum hu_format f,
 					    "cannot create whiteout device");
 		return 0;
 	case HU_FMT_OCI:
-		if (strlen(name) + 4 > NAME_MAX)
+		if (!hu_oci_whiteout_name(whname, sizeof(whname), name))
 			return hu_error_set(e, ENAMETOOLONG, name,
 					    "name too long for an OCI whiteout");
-		snprintf(whname, sizeof(whname), ".wh.%s", name);
 		fd = hu_wr_create(dirfd, whname, 0644);
 		if (fd < 0)
 			return hu_error_set(e, errno, whname,

@@ -233,9 +233,8 @@ static int hidden_here(struct dwalk *w, size_t k)
 	if (errno != ENOENT)
 		return node_fail(w->t, w->f[k - 1].node, errno, "cannot stat "
 				 "the opaque marker");
-	if (strlen(name) > NAME_MAX - strlen(HU_OCI_WH_PREFIX))
+	if (!hu_oci_whiteout_name(wh, sizeof(wh), name))
 		return 0;	/* no such whiteout can be made */
-	snprintf(wh, sizeof(wh), HU_OCI_WH_PREFIX "%s", name);
 	if (fstatat(pfd, wh, &st, AT_SYMLINK_NOFOLLOW) == 0)
 		return 1;
 	if (errno != ENOENT)
@@ -384,8 +383,7 @@ static int drop_if_idle(struct dwalk *w)
 		return node_fail(t, f->node, errno, "cannot list directory");
 	markers = names.n > 0;
 	for (size_t i = 0; i < names.n && !entries; i++)
-		entries = strncmp(names.v[i].name, HU_OCI_WH_PREFIX,
-				  strlen(HU_OCI_WH_PREFIX)) != 0;
+		entries = !hu_oci_is_marker(names.v[i].name);
 	hu_names_free(&names);
 	if (entries)
 		return 0;

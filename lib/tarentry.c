@@ -309,9 +309,7 @@ static int make_symlink(struct tl *t, int dfd, const char *leaf)
  * are. */
 static bool is_marker_name(const char *leaf)
 {
-	return strncmp(leaf, HU_OCI_WH_PREFIX, 4) == 0 &&
-	       (strncmp(leaf, ".wh..wh.", 8) != 0 ||
-		strcmp(leaf, HU_OCI_OPAQUE) == 0);
+	return hu_oci_hidden(leaf) || hu_oci_is_opaque(leaf);
 }
 
 /*

@@ -16,24 +16,18 @@
 
 /* ---- names --------------------------------------------------------------- */
 
-/* A name that would read as an OCI whiteout (not .wh..wh.* metadata). */
-static bool is_whiteout_name(const char *s, size_t len)
-{
-	return len >= 4 && memcmp(s, HU_OCI_WH_PREFIX, 4) == 0 &&
-	       !(len >= 8 && memcmp(s, ".wh..wh.", 8) == 0);
-}
-
 /* A whiteout or the opaque marker: made a file, never a directory. */
 static bool is_marker_name(const char *s, size_t len)
 {
-	return is_whiteout_name(s, len) ||
-	       (len == strlen(HU_OCI_OPAQUE) && !memcmp(s, HU_OCI_OPAQUE, len));
+	enum hu_marker kind = hu_oci_name_kind(s, len);
+
+	return kind == HU_MARK_WHITEOUT || kind == HU_MARK_OPAQUE_FILE;
 }
 
 char *hu_tar_path_norm(const char *in, bool *is_root, const char **why)
 {
 	size_t len = strlen(in), n = 0;
-	const char *s = in, *last = NULL;
+	const char *s = in, *last = NULL, *hidden;
 	size_t last_len = 0;
 	char *out;
 
@@ -77,9 +71,8 @@ char *hu_tar_path_norm(const char *in, bool *is_root, const char **why)
 		return out;
 	}
 	/* The final name: whiteouts must hide a name of this directory. */
-	if (is_whiteout_name(last, last_len) &&
-	    (last_len == 4 || strcmp(last + 4, ".") == 0 ||
-	     strcmp(last + 4, "..") == 0)) {
+	hidden = hu_oci_hidden(last);
+	if (hidden && hu_oci_hides_nothing(hidden)) {
 		*why = "invalid whiteout name: it hides no name";
 		goto refuse;
 	}

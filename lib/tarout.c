@@ -385,7 +385,7 @@ static int check_name(const char *path, struct hu_error *e)
 	const char *base = strrchr(path, '/');
 
 	base = base ? base + 1 : path;
-	if (strncmp(base, HU_OCI_WH_PREFIX, sizeof(HU_OCI_WH_PREFIX) - 1))
+	if (!hu_oci_is_marker(base))
 		return 0;
 	return hu_error_set(e, 0, path, "cannot be archived: in a tarball "
 			    "layer a name beginning with \"%s\" is a "
@@ -477,18 +477,15 @@ int hu_tarout_hardlink(struct hu_tarout *t, const char *path,
 	return 0;
 }
 
-/* An OCI marker: a regular empty file, mode 0, owner 0:0, mtime 0. */
-static int marker(struct hu_tarout *t, const char *dir, const char *name,
-		  struct hu_error *e)
+/* An OCI marker @path (taken over): a regular empty file, mode 0, owner
+ * 0:0, mtime 0. */
+static int marker(struct hu_tarout *t, char *path, struct hu_error *e)
 {
-	size_t dl = strlen(dir), nl = strlen(name);
-	char *path = malloc(dl + 1 + sizeof(HU_OCI_WH_PREFIX) + nl);
 	struct stat st = { .st_mode = S_IFREG };
 	int rc = 0;
 
 	if (!path)
 		return hu_error_set(e, ENOMEM, NULL, "out of memory");
-	sprintf(path, "%s%s%s%s", dir, dl ? "/" : "", HU_OCI_WH_PREFIX, name);
 	entry_start(t, path, &st);
 	archive_entry_set_mtime(t->ent, 0, 0);
 	archive_entry_set_size(t->ent, 0);
@@ -503,13 +500,12 @@ static int marker(struct hu_tarout *t, const char *dir, const char *name,
 int hu_tarout_whiteout(struct hu_tarout *t, const char *dir, const char *name,
 		       struct hu_error *e)
 {
-	return marker(t, dir, name, e);
+	return marker(t, hu_oci_whiteout_path(dir, name), e);
 }
 
 int hu_tarout_opaque(struct hu_tarout *t, const char *dir, struct hu_error *e)
 {
-	/* ".wh." + ".wh..opq" */
-	return marker(t, dir, &HU_OCI_OPAQUE[sizeof(HU_OCI_WH_PREFIX) - 1], e);
+	return marker(t, hu_oci_opaque_path(dir), e);
 }
 
 int hu_tarout_close(struct hu_tarout *t, struct hu_digests *d,

@@ -252,12 +252,11 @@ static char **split_path(char *p, size_t *n)
 /* Does OCI directory @fd hold ".wh.@name"? */
 static bool oci_whiteout(int fd, const char *name)
 {
-	char wh[NAME_MAX + 8];
+	char wh[NAME_MAX + 1];
 	struct stat st;
 
-	if (strlen(name) + 4 > NAME_MAX)
+	if (!hu_oci_whiteout_name(wh, sizeof(wh), name))
 		return false;
-	snprintf(wh, sizeof(wh), ".wh.%s", name);
 	return fstatat(fd, wh, &st, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
@@ -654,7 +653,7 @@ static int probe_names(const struct hu_vdir *d, size_t i, struct hu_error *e)
 	const struct hu_names *names = &d->lists[i];
 
 	for (size_t k = 0; k < names->n && l->deferred; k++)
-		if (strncmp(names->v[k].name, HU_OCI_WH_PREFIX, 4) == 0)
+		if (hu_oci_is_marker(names->v[k].name))
 			return hu_layer_settle(l, e);
 	return 0;
 }
@@ -695,7 +694,7 @@ static int collect(struct hu_vdir *d, struct vrec **out, size_t *nout,
 				continue;
 
 			if (hu_layer_is(l, HU_FMT_OCI) &&
-			    !strncmp(name, HU_OCI_WH_PREFIX, 4)) {
+			    hu_oci_is_marker(name)) {
 				/* OCI markers are known by name alone */
 				struct hu_layer oci = *l;
 				struct stat by_name = { 0 };
@@ -867,7 +866,7 @@ int hu_vdir_lookup(struct hu_vdir *d, const char *name, struct hu_ventry *ent,
 		if (hu_conv_temp_name(l, name))
 			continue;
 		if (hu_layer_is(l, HU_FMT_OCI)) {
-			if (strncmp(name, HU_OCI_WH_PREFIX, 4) == 0)
+			if (hu_oci_is_marker(name))
 				continue;	/* a marker, never a name */
 			oci_wh = oci_whiteout(fd, name);
 		}

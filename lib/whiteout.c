@@ -261,11 +261,6 @@ static int is_whiteout(const struct hu_layer *w, int dirfd, const char *name,
 	return kind == HU_MARK_WHITEOUT;
 }
 
-static bool oci_name(const char *leaf, char *buf, size_t len)
-{
-	return (size_t)snprintf(buf, len, HU_OCI_WH_PREFIX "%s", leaf) < len;
-}
-
 static int wh_add(const struct hu_layer *l, enum hu_format f,
 		  const char *path, struct hu_error *e)
 {
@@ -283,12 +278,12 @@ static int wh_add(const struct hu_layer *l, enum hu_format f,
 		goto out;
 	}
 	if (f == HU_FMT_OCI) {
-		if (!strncmp(t.leaf, HU_OCI_WH_PREFIX, 4)) {
+		if (hu_oci_is_marker(t.leaf)) {
 			target_fail(e, l, &t, 0, "a name starting with .wh. "
 				    "cannot be whited out in the oci format");
 			goto out;
 		}
-		if (oci_name(t.leaf, wh, sizeof(wh)) &&
+		if (hu_oci_whiteout_name(wh, sizeof(wh), t.leaf) &&
 		    fstatat(t.dirfd, wh, &st, AT_SYMLINK_NOFOLLOW) == 0) {
 			rc = 1;
 			goto out;
@@ -329,8 +324,8 @@ static int wh_remove(const struct hu_layer *l, const char *path,
 		goto out;
 	name = t.leaf;
 	if (l->format == HU_FMT_OCI) {
-		if (!*t.leaf || !strncmp(t.leaf, HU_OCI_WH_PREFIX, 4) ||
-		    !oci_name(t.leaf, wh, sizeof(wh))) {
+		if (!*t.leaf || hu_oci_is_marker(t.leaf) ||
+		    !hu_oci_whiteout_name(wh, sizeof(wh), t.leaf)) {
 			target_fail(e, l, &t, 0, "not a whiteout");
 			goto out;
 		}

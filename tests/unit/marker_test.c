@@ -2,12 +2,14 @@
 /* Markers: classification, creation and the metacopy data lookup. */
 #include <criterion/criterion.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../../lib/internal.h"
 #include "testutil.h"
 
 static void teardown(void)
@@ -169,4 +171,120 @@ Test(marker, metacopy_without_lower_data_is_an_error)
 	cr_expect(!tu_exists("out"));
 	hu_stack_close(&s);
 	hu_error_clear(&e);
+}
+
+/* ---- OCI marker names, by name alone ------------------------------------ */
+
+static enum hu_marker name_kind(const char *name)
+{
+	return hu_oci_name_kind(name, strlen(name));
+}
+
+Test(marker, oci_names_by_name_alone)
+{
+	static const struct {
+		const char *name, *hidden;
+		enum hu_marker kind;
+		bool marker, opaque, nothing;
+	} c[] = {
+		{ ".wh.", "", HU_MARK_WHITEOUT, true, false, true },
+		{ ".wh..", ".", HU_MARK_WHITEOUT, true, false, true },
+		{ ".wh...", "..", HU_MARK_WHITEOUT, true, false, true },
+		{ ".wh..wh..opq", NULL, HU_MARK_OPAQUE_FILE, true, true, false },
+		{ ".wh..wh.other", NULL, HU_MARK_META, true, false, false },
+		{ ".wh..wh.", NULL, HU_MARK_META, true, false, false },
+		{ ".wh..wh..opqx", NULL, HU_MARK_META, true, false, false },
+		{ ".wh.a", "a", HU_MARK_WHITEOUT, true, false, false },
+		{ ".wh..opq", ".opq", HU_MARK_WHITEOUT, true, false, false },
+		{ ".wh.\xff\xfe", "\xff\xfe", HU_MARK_WHITEOUT, true, false, false },
+		{ "a.wh.", NULL, HU_MARK_NONE, false, false, false },
+		{ ".wh", NULL, HU_MARK_NONE, false, false, false },
+		{ ".WH.a", NULL, HU_MARK_NONE, false, false, false },
+		{ "\xff.wh.", NULL, HU_MARK_NONE, false, false, false },
+		{ "", NULL, HU_MARK_NONE, false, false, false },
+	};
+
+	for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+		const char *h = hu_oci_hidden(c[i].name);
+
+		cr_expect_eq(hu_oci_is_marker(c[i].name), c[i].marker, "%s",
+			     c[i].name);
+		cr_expect_eq(hu_oci_is_opaque(c[i].name), c[i].opaque, "%s",
+			     c[i].name);
+		cr_expect_eq(name_kind(c[i].name), c[i].kind, "%s",
+			     c[i].name);
+		if (!c[i].hidden) {
+			cr_expect_null(h, "%s", c[i].name);
+			continue;
+		}
+		cr_assert_not_null(h, "%s", c[i].name);
+		cr_expect_str_eq(h, c[i].hidden);
+		cr_expect_eq(h, c[i].name + strlen(HU_OCI_WH_PREFIX));
+		cr_expect_eq(hu_oci_hides_nothing(h), c[i].nothing, "%s",
+			     c[i].name);
+	}
+}
+
+Test(marker, oci_name_kind_reads_only_len_bytes)
+{
+	/* a name inside a path: no NUL after it */
+	const char *p = ".wh..wh..opq/.wh.x/.wh";
+
+	cr_expect_eq(hu_oci_name_kind(p, 12), HU_MARK_OPAQUE_FILE);
+	cr_expect_eq(hu_oci_name_kind(p, 11), HU_MARK_META);
+	cr_expect_eq(hu_oci_name_kind(p, 8), HU_MARK_META);
+	cr_expect_eq(hu_oci_name_kind(p, 7), HU_MARK_WHITEOUT);
+	cr_expect_eq(hu_oci_name_kind(p, 4), HU_MARK_WHITEOUT);
+	cr_expect_eq(hu_oci_name_kind(p, 3), HU_MARK_NONE);
+	cr_expect_eq(hu_oci_name_kind(p + 13, 5), HU_MARK_WHITEOUT);
+	cr_expect_eq(hu_oci_name_kind(p + 19, 3), HU_MARK_NONE);
+	cr_expect_eq(hu_oci_name_kind(p, 0), HU_MARK_NONE);
+}
+
+Test(marker, oci_whiteout_name_fits_or_says_so)
+{
+	char buf[NAME_MAX + 1], small[6], name[NAME_MAX + 1];
+
+	cr_expect(hu_oci_whiteout_name(buf, sizeof(buf), "a"));
+	cr_expect_str_eq(buf, ".wh.a");
+	cr_expect(hu_oci_whiteout_name(buf, sizeof(buf), "\xff\xfe"));
+	cr_expect_str_eq(buf, ".wh.\xff\xfe");
+	cr_expect(hu_oci_whiteout_name(small, sizeof(small), "a"));
+	cr_expect(!hu_oci_whiteout_name(small, sizeof(small), "ab"));
+	cr_expect_str_eq(small, ".wh.a");	/* cut short, terminated */
+
+	/* the longest name that has a whiteout, and one byte more */
+	memset(name, 'n', NAME_MAX - 4);
+	name[NAME_MAX - 4] = '\0';
+	cr_expect(hu_oci_whiteout_name(buf, sizeof(buf), name));
+	cr_expect_eq(strlen(buf), NAME_MAX);
+	cr_expect_eq(hu_oci_name_kind(buf, strlen(buf)), HU_MARK_WHITEOUT);
+	cr_expect_str_eq(hu_oci_hidden(buf), name);
+	name[NAME_MAX - 4] = 'n';
+	name[NAME_MAX - 3] = '\0';
+	cr_expect(!hu_oci_whiteout_name(buf, sizeof(buf), name));
+}
+
+Test(marker, oci_marker_paths)
+{
+	static const struct {
+		const char *dir, *name, *wh, *opq;
+	} c[] = {
+		{ "", "a", ".wh.a", ".wh..wh..opq" },
+		{ "d", "a", "d/.wh.a", "d/.wh..wh..opq" },
+		{ "d/e", ".wh.", "d/e/.wh..wh.", "d/e/.wh..wh..opq" },
+		{ "\xff", "\xfe", "\xff/.wh.\xfe", "\xff/.wh..wh..opq" },
+	};
+
+	for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+		char *wh = hu_oci_whiteout_path(c[i].dir, c[i].name);
+		char *opq = hu_oci_opaque_path(c[i].dir);
+
+		cr_assert_not_null(wh);
+		cr_assert_not_null(opq);
+		cr_expect_str_eq(wh, c[i].wh);
+		cr_expect_str_eq(opq, c[i].opq);
+		free(wh);
+		free(opq);
+	}
 }
