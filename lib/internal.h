@@ -182,6 +182,10 @@ void hu_names_free(struct hu_names *l);
 
 /* openat() of a directory, never following a symlink. */
 int hu_open_dir_at(int dirfd, const char *name);
+/* Is open @fd still the entry @name of @dirfd (same device and inode,
+ * @name not followed)?  For a file we locked, which its owner may have
+ * removed or replaced meanwhile. */
+bool hu_fd_is_at(int dirfd, const char *name, int fd);
 
 /* Read xattr @name of entry @name in @dirfd without following it.  Returns
  * the value length, or -1 with errno (ENODATA when absent). */

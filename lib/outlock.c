@@ -56,17 +56,6 @@ static int open_lock(int dirfd, const char *name)
 	return -1;
 }
 
-/* Is @fd still the file at @name?  A holder before us may have removed
- * it while we waited: then we hold the lock of nothing. */
-static bool still_there(int dirfd, const char *name, int fd)
-{
-	struct stat a, b;
-
-	return fstat(fd, &a) == 0 && S_ISREG(a.st_mode) &&
-	       fstatat(dirfd, name, &b, AT_SYMLINK_NOFOLLOW) == 0 &&
-	       a.st_dev == b.st_dev && a.st_ino == b.st_ino;
-}
-
 /* Remove the temporaries of @base a killed run left: regular files
  * (flatten's) and trees (merge's), nothing else.  Best effort: what
  * cannot be removed stays for the next run. */
@@ -131,7 +120,9 @@ int hu_outlock_take(struct hu_outlock *k, int dirfd, const char *base,
 			return hu_error_set(e, errno, out, "cannot make its "
 					    "lock file %s", k->name);
 		rc = wait_lock(k->fd, e);
-		if (rc < 0 || (rc > 0 && still_there(dirfd, k->name, k->fd)))
+		/* A holder before us may have removed the lock file while
+		 * we waited: then we would hold the lock of nothing. */
+		if (rc < 0 || (rc > 0 && hu_fd_is_at(dirfd, k->name, k->fd)))
 			break;
 		close(k->fd);
 		k->fd = -1;
@@ -156,7 +147,7 @@ void hu_outlock_drop(struct hu_outlock *k, int dirfd)
 {
 	/* k->fd means something only with k->name (a zeroed struct) */
 	/* Unlinked while held: whoever waits on this file then finds it
-	 * gone (still_there) and makes a new one. */
+	 * gone (hu_fd_is_at) and makes a new one. */
 	if (k->name && k->fd >= 0) {
 		(void)hu_wr_unlinkat(dirfd, k->name, 0);
 		close(k->fd);

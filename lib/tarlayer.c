@@ -136,16 +136,6 @@ static bool is_layer_dir_name(const char *name)
 	return true;
 }
 
-/* Is directory @fd still @name in @bfd? */
-static bool same_dir(int bfd, const char *name, int fd)
-{
-	struct stat a, b;
-
-	return fstat(fd, &a) == 0 &&
-	       fstatat(bfd, name, &b, AT_SYMLINK_NOFOLLOW) == 0 &&
-	       a.st_dev == b.st_dev && a.st_ino == b.st_ino;
-}
-
 /* Remove our unpack directories in @bfd whose owner is dead. */
 static void sweep_stale(int bfd)
 {
@@ -167,7 +157,7 @@ static void sweep_stale(int bfd)
 		if (fd < 0)
 			continue;
 		/* Held: alive.  Not ours to judge if flock fails. */
-		if (flock(fd, LOCK_EX | LOCK_NB) == 0 && same_dir(bfd, n, fd))
+		if (flock(fd, LOCK_EX | LOCK_NB) == 0 && hu_fd_is_at(bfd, n, fd))
 			(void)hu_rmtree(bfd, n);
 		close(fd);
 	}
@@ -197,7 +187,7 @@ static int make_locked(int bfd, const char *name)
 		close(fd);
 		return errno = EEXIST, -1;
 	}
-	if (!same_dir(bfd, name, fd)) {
+	if (!hu_fd_is_at(bfd, name, fd)) {
 		close(fd);
 		return errno = EEXIST, -1;
 	}

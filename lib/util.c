@@ -155,6 +155,15 @@ int hu_open_dir_at(int dirfd, const char *name)
 		      O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 }
 
+bool hu_fd_is_at(int dirfd, const char *name, int fd)
+{
+	struct stat a, b;
+
+	return fstat(fd, &a) == 0 &&
+	       fstatat(dirfd, name, &b, AT_SYMLINK_NOFOLLOW) == 0 &&
+	       a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
 const char *hu_fdpath(char *buf, int dirfd, const char *name)
 {
 	if (name && *name)
