@@ -56,7 +56,7 @@ $(B)/hunion: $(LIB_OBJ) $(CMD_OBJ)
 $(B)/libhunion.a: $(LIB_OBJ)
 	rm -f $@ && ar rcs $@ $^
 
-$(B)/%.o: %.c lib/*.h cmd/*.h
+$(B)/%.o: %.c lib/*.h lib/*.def cmd/*.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
 

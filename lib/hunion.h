@@ -53,6 +53,72 @@ void hu_report_warn(const struct hu_report *r, int err, const char *dir,
 		    const char *name, const char *fmt, ...)
 	__attribute__((format(printf, 5, 6)));
 
+/* ---- problems: the inconsistencies a layer can hold (problem.c) -------- */
+
+/* One per line of problem.def: HU_PB_WHITEOUT_ORPHAN... */
+enum hu_problem_id {
+#define HU_PROBLEM(name, id, sev, repair, msg, action) HU_PB_##name,
+#include "problem.def"
+#undef HU_PROBLEM
+	HU_PB_COUNT
+};
+
+enum hu_severity {
+	HU_SEV_IGNORE = 0,	/* only through --severity: not reported */
+	HU_SEV_INFO,
+	HU_SEV_WARNING,
+	HU_SEV_ERROR,
+};
+
+enum hu_repair {
+	HU_REPAIR_NONE = 0,	/* cannot be repaired here */
+	HU_REPAIR_SAFE,		/* cannot lose user data */
+	HU_REPAIR_DESTRUCTIVE,	/* can change what the view shows */
+};
+
+struct hu_problem_info {
+	const char *id;		/* "whiteoutOrphan": stable, camelCase */
+	enum hu_severity severity;
+	enum hu_repair repair;
+	const char *message;	/* what is wrong */
+	const char *action;	/* what the repair did ("" when NONE) */
+};
+
+const struct hu_problem_info *hu_problem_info(enum hu_problem_id id);
+/* The problem of ID @id ("whiteoutOrphan"); -1 when there is none. */
+int hu_problem_parse(const char *id, enum hu_problem_id *out);
+/* "ignore", "info", "warning", "error"; -1 when unknown. */
+const char *hu_severity_name(enum hu_severity s);
+int hu_severity_parse(const char *s, enum hu_severity *out);
+
+/* One problem met: in layer @layer (its path as the user gave it, or
+ * NULL for the stack as a whole) at @path, relative to the layer root
+ * ("" for the root); @detail (may be NULL) the offending value. */
+struct hu_problem {
+	enum hu_problem_id id;
+	const char *layer;
+	const char *path;
+	const char *detail;
+};
+
+/* What a reader does when it meets a problem (hu_stack_opts.problems). */
+enum hu_problem_policy {
+	HU_PB_FAIL = 0,		/* stop: the call fails, the problem's
+				 * message in the error */
+	HU_PB_WARN,		/* a warning through the report; go on */
+	HU_PB_COLLECT,		/* call @found; go on as the kernel would
+				 * (where it can: an fd that does not exist
+				 * still fails) */
+};
+
+struct hu_problem_sink {
+	enum hu_problem_policy policy;
+	/* COLLECT: return 0 to go on, -1 (with @e filled) to stop. */
+	int (*found)(void *ctx, const struct hu_problem *p,
+		     struct hu_error *e);
+	void *ctx;
+};
+
 /* ---- layers and stacks (layer.c, detect.c) ----------------------------- */
 
 enum hu_format {
@@ -94,6 +160,7 @@ struct hu_layer {
 struct hu_stack {
 	size_t n;
 	struct hu_layer *layers;	/* bottom first; layers[n-1] is the top */
+	const struct hu_problem_sink *problems;	/* from hu_stack_opts */
 };
 
 struct hu_stack_opts {
@@ -107,6 +174,11 @@ struct hu_stack_opts {
 	const struct hu_report *report;	/* warnings while opening (a
 					 * tarball's duplicate entries);
 					 * may be NULL */
+	/* Where the layers' inconsistencies go (detection, the view); may
+	 * be NULL: then what always stopped a reader stops it (a mixed
+	 * layer, a metacopy file without data) and the rest is read as
+	 * the kernel reads it (an invalid redirect is none). */
+	const struct hu_problem_sink *problems;
 };
 
 /* Open and check @n layers, bottom first.  Refuses missing or non-directory
@@ -294,6 +366,98 @@ struct hu_merge_stats {
 int hu_merge_tree(const struct hu_stack *s, const char *out,
 		  const struct hu_merge_opts *o, struct hu_merge_stats *st,
 		  struct hu_error *e);
+
+/* ---- mounted overlays (mountinfo.c) ------------------------------------ */
+
+/* Where a directory is in use by a mounted overlay (or union) fs. */
+struct hu_mount_use {
+	char *mountpoint;	/* as /proc/self/mountinfo shows it */
+	char *fstype;		/* "overlay", "union", "fuse.fuse-overlayfs" */
+	char *role;		/* "upperdir", "lowerdir", "workdir", "datadir" */
+};
+
+/*
+ * Is any layer of @s (or directory @extra_fd, e.g. a workdir; -1: none)
+ * a layer of a mounted overlay?  Told by device and inode, never by
+ * comparing path strings: the mount options' paths are resolved and
+ * their (st_dev, st_ino) compared, so a relative or bind-mounted path
+ * is caught; a path that cannot be resolved (another mount namespace)
+ * is passed over.  1 with *@use filled (the first use found), 0 when
+ * none, -1 on error.
+ */
+int hu_stack_mounted(const struct hu_stack *s, int extra_fd,
+		     struct hu_mount_use *use, struct hu_error *e);
+void hu_mount_use_free(struct hu_mount_use *u);
+
+/* ---- fsck: find and repair a layer's problems (fsck*.c) ---------------- */
+
+enum hu_fsck_mode {
+	HU_FSCK_CHECK = 0,	/* -n: change nothing */
+	HU_FSCK_PREEN,		/* -p: the SAFE repairs only */
+	HU_FSCK_YES,		/* -y: every repair */
+};
+
+/* What became of one problem found. */
+enum hu_fsck_action {
+	HU_FSCK_LEFT = 0,	/* not repaired: the mode, the severity or a
+				 * repair fsck does not have */
+	HU_FSCK_REPAIRED,
+	HU_FSCK_WOULD,		/* a dry run: would be repaired */
+	HU_FSCK_FAILED,		/* the repair failed (why), nothing half
+				 * done */
+};
+
+struct hu_fsck_finding {
+	enum hu_problem_id id;
+	enum hu_severity severity;	/* after --severity */
+	const char *layer;		/* the layer's path as given */
+	const char *path;		/* relative to the layer root, "" the
+					 * root */
+	const char *detail;		/* the offending value, or NULL */
+	enum hu_fsck_action action;
+	const struct hu_error *why;	/* FAILED: what the repair met */
+};
+
+struct hu_fsck_opts {
+	enum hu_fsck_mode mode;
+	bool dry_run;		/* repair nothing, report what would be */
+	bool all_layers;	/* check each layer against those beneath,
+				 * not the top one alone */
+	bool vacuum;		/* repair copyupIdentical (info) too */
+	bool repair_lowers;	/* with all_layers: lower layers may change */
+	const char *workdir;	/* an overlay workdir to check too, or NULL */
+	/* The severity of each problem: the table's unless overridden;
+	 * HU_SEV_IGNORE: not reported.  NULL: the table's. */
+	const enum hu_severity *severity;
+	/* Each problem found, after its repair was tried, in walk order.
+	 * Return -1 (with @e) to stop. */
+	int (*finding)(void *ctx, const struct hu_fsck_finding *f,
+		       struct hu_error *e);
+	void *ctx;
+	const struct hu_report *report;	/* warnings, progress */
+};
+
+struct hu_fsck_stats {
+	uint64_t entries;		/* entries checked */
+	uint64_t found[HU_SEV_ERROR + 1];	/* by severity */
+	uint64_t repaired;		/* or, dry, would be */
+	uint64_t left;			/* warnings and errors not repaired */
+	uint64_t failed;		/* repairs that failed */
+};
+
+/*
+ * Check the layers @paths (bottom first): the top one against those
+ * beneath, or with @o->all_layers each one.  The stack is opened here,
+ * so that what detection meets (a layer mixing formats) is a finding
+ * like any other.  Tarball layers are checked read only: a repair mode
+ * is refused for them, as it is while a layer is part of a mounted
+ * overlay (known by device and inode, never by path).  Returns 0 when
+ * the check ran to its end (whatever it found: see @st), -1 on an
+ * operational error (@e), including "interrupted".
+ */
+int hu_fsck(char *const paths[], size_t n, const struct hu_stack_opts *so,
+	    const struct hu_fsck_opts *o, struct hu_fsck_stats *st,
+	    struct hu_error *e);
 
 /* ---- whiteouts of one layer (whiteout.c, convert.c) ---------------------- */
 

@@ -72,6 +72,19 @@ char *hu_oci_opaque_path(const char *dir);
 #define HU_CONV_TEMP_PREFIX ".hunion-wh."
 bool hu_conv_temp_name(const struct hu_layer *l, const char *name);
 
+/*
+ * Report problem @id (problem.c) met in layer @layer (the path the user
+ * gave; NULL: the stack) at @path (relative to the layer root; NULL or
+ * "": the root), @detail the offending value or NULL.  @stops: what a
+ * reader without a sink does, stop (true) or read on as the kernel
+ * would (false).  Returns -1 (with @e naming the problem, errno @err)
+ * when the reader must stop, 0 when it goes on.
+ */
+int hu_problem_found(const struct hu_problem_sink *sink,
+		     const struct hu_report *report, enum hu_problem_id id,
+		     bool stops, const char *layer, const char *path,
+		     const char *detail, int err, struct hu_error *e);
+
 char *hu_path_join(const char *dir, const char *name);
 
 /* -1 with "interrupted" in @e once hu_interrupt() was called: the long

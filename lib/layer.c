@@ -242,6 +242,7 @@ int hu_stack_open(struct hu_stack *s, char *const paths[], size_t n,
 	struct pending p = { 0 };
 
 	memset(s, 0, sizeof(*s));
+	s->problems = o->problems;
 	if (n == 0)
 		return hu_error_set(e, EINVAL, NULL, "no layers given");
 	s->layers = calloc(n, sizeof(*s->layers));
@@ -254,7 +255,7 @@ int hu_stack_open(struct hu_stack *s, char *const paths[], size_t n,
 	}
 	p.layers = s->layers;
 	for (size_t i = 0; i < n; i++) {
-		struct hu_stack below = { i, s->layers };
+		struct hu_stack below = { i, s->layers, o->problems };
 
 		p.n = i;
 		if (layer_open(&s->layers[i], paths[i], &below, &p, o, e) < 0)
