@@ -446,6 +446,8 @@ struct hu_mount_plan {
 	char *data;		/* the option string (fuse: its -o) */
 	char *helper;		/* HU_MOUNT_FUSE: fuse-overlayfs's path */
 	char *workdir;		/* absolute; NULL when lower-only */
+	bool made_workdir;	/* by hu_mount_prepare: hu_mount_run removes
+				 * it when the mount fails */
 	bool redirect_dir, metacopy, userxattr;	/* what the layers need */
 };
 

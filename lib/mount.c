@@ -393,6 +393,7 @@ struct prep {
 	char **paths;		/* the layers' absolute paths */
 	char *workname;
 	int workparent, workfd;
+	bool made;		/* the workdir, by this run */
 };
 
 static void prep_free(struct prep *r, size_t n)
@@ -509,6 +510,7 @@ static int make_workdir(struct prep *r, const struct hu_mount_opts *o,
 	if (hu_wr_mkdirat(r->workparent, r->workname, 0700) < 0)
 		return hu_error_set(e, errno, r->d.workdir,
 				    "cannot create the workdir");
+	r->made = true;
 	r->workfd = openat(r->workparent, r->workname, O_RDONLY |
 			   O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (r->workfd < 0)
@@ -532,9 +534,9 @@ static int plan_paths(struct prep *r, const struct hu_stack *s,
 	return 0;
 }
 
-int hu_mount_prepare(struct hu_mount_plan *p, const struct hu_stack *s,
-		     const char *mountpoint, const struct hu_mount_opts *o,
-		     struct hu_error *e)
+static int prepare(struct hu_mount_plan *p, const struct hu_stack *s,
+		   const char *mountpoint, const struct hu_mount_opts *o,
+		   struct hu_error *e)
 {
 	struct prep r = { .workparent = -1, .workfd = -1,
 			  .d = { .s = s, .workfd = -1, .workparent = -1,
@@ -590,10 +592,29 @@ int hu_mount_prepare(struct hu_mount_plan *p, const struct hu_stack *s,
 	    hu_mount_check_upper_fs(&r.d, p->userxattr, o, e) < 0)
 		goto out;
 	rc = hu_mount_check_fsck(&r.d, o, e);
+	p->made_workdir = r.made;
 out:
+	/* refused: the workdir this run made goes again */
+	if (rc < 0 && r.made)
+		(void)hu_rmtree(r.workparent, r.workname);
 	prep_free(&r, s->n);
 	if (rc < 0)
 		hu_mount_plan_free(p);
+	return rc;
+}
+
+/* A dry run goes through the write wrapper's dry run: every change the
+ * preflight would make (the workdir, its leftovers) is skipped there. */
+int hu_mount_prepare(struct hu_mount_plan *p, const struct hu_stack *s,
+		     const char *mountpoint, const struct hu_mount_opts *o,
+		     struct hu_error *e)
+{
+	bool was = hu_wr_dry_run();
+	int rc;
+
+	hu_wr_set_dry_run(was || o->dry_run);
+	rc = prepare(p, s, mountpoint, o, e);
+	hu_wr_set_dry_run(was);
 	return rc;
 }
 

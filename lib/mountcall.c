@@ -277,7 +277,31 @@ static int mount_fuse(const struct hu_mount_plan *p, struct hu_error *e)
 			    said[0] ? ": " : "", said);
 }
 
+/* The workdir a failed mount's preflight made goes again (with what the
+ * kernel may have made in it). */
+static void remove_workdir(const struct hu_mount_plan *p)
+{
+	char *dir = strdup(p->workdir);
+	const char *name = strrchr(p->workdir, '/') + 1;
+	int fd;
+
+	if (!dir)
+		return;
+	dir[name - p->workdir] = '\0';
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd >= 0) {
+		(void)hu_rmtree(fd, name);
+		close(fd);
+	}
+	free(dir);
+}
+
 int hu_mount_run(const struct hu_mount_plan *p, struct hu_error *e)
 {
-	return p->fs == HU_MOUNT_FUSE ? mount_fuse(p, e) : mount_kernel(p, e);
+	int rc = p->fs == HU_MOUNT_FUSE ? mount_fuse(p, e) :
+		 mount_kernel(p, e);
+
+	if (rc < 0 && p->made_workdir)
+		remove_workdir(p);
+	return rc;
 }

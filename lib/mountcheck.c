@@ -69,7 +69,8 @@ static int add_node(struct node *n, size_t *count, int fd, const char *path,
 	return 0;
 }
 
-/* The mount point first, so that a message about it names it first. */
+/* The mount point first, the workdir last, so that a message names
+ * what the user chose before what hunion chose. */
 int hu_mount_check_nesting(const struct hu_mount_dirs *d, struct hu_error *e)
 {
 	size_t count = 0;
@@ -82,16 +83,16 @@ int hu_mount_check_nesting(const struct hu_mount_dirs *d, struct hu_error *e)
 	if (add_node(n, &count, d->mntfd, d->mountpoint, "mount point",
 		     e) < 0)
 		goto out;
-	if (workfd >= 0) {
-		if (add_node(n, &count, workfd, d->workdir, "workdir", e) < 0)
-			goto out;
-		n[count - 1].proxy = d->workfd < 0;
-	}
 	for (size_t i = 0; i < d->s->n; i++)
 		if (add_node(n, &count, d->s->layers[i].fd,
 			     d->s->layers[i].path, i < d->nlower ?
 			     "lower layer" : "upper layer", e) < 0)
 			goto out;
+	if (workfd >= 0) {
+		if (add_node(n, &count, workfd, d->workdir, "workdir", e) < 0)
+			goto out;
+		n[count - 1].proxy = d->workfd < 0;
+	}
 	for (size_t i = 0; i < count; i++) {
 		int hit = inside(n, count, i);
 

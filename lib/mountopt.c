@@ -213,9 +213,10 @@ int hu_mount_spec_parse(const char *opts, bool take_dirs,
 			   is_key(s, n, "upperdir") ||
 			   is_key(s, n, "workdir")) {
 			if (!take_dirs) {
-				hu_error_set(e, 0, NULL, "-o %.*s: the layers "
-					     "are operands, and the workdir "
-					     "--workdir", (int)(strchr(s, '=') - s), s);
+				hu_error_set(e, 0, NULL, "-o %.*s=: give the "
+					     "layers as operands (and the "
+					     "workdir with --workdir)",
+					     (int)(strchr(s, '=') - s), s);
 				goto fail;
 			}
 			if (is_key(s, n, "upperdir")) {
