@@ -115,33 +115,33 @@ out:
 
 /* ---- in use by a mount ------------------------------------------------ */
 
-static int in_use(const struct hu_stack *one, int extra_fd, bool any_role,
-		  bool force, const struct hu_mount_opts *o,
-		  struct hu_error *e)
+/* Is layer @one (with @extra_fd, the workdir, when it is the upper) in
+ * use by a mount that writes it?  @any_role: in any role at all. */
+static int in_use(const struct hu_stack *one, int extra_fd,
+		  const char *workdir, bool any_role, bool force,
+		  const struct hu_mount_opts *o, struct hu_error *e)
 {
 	struct hu_mount_use use = { 0 };
 	int rc = hu_stack_mounted(one, extra_fd, &use, e);
+	const char *path;
 	char what[512];
 
 	if (rc <= 0)
 		return rc;
 	rc = 0;
+	path = use.layer ? one->layers[0].path : workdir;
 	/* a lower shared by many overlays is what containers do; a
 	 * directory another mount writes is not a layer to read */
 	if (any_role || strcmp(use.role, "lowerdir") != 0) {
 		snprintf(what, sizeof(what), "%s of the %s mounted on %s",
 			 use.role, use.fstype, use.mountpoint);
-		if (force) {
-			hu_report_warn(o->report, 0, one->n ?
-				       one->layers[0].path : NULL, NULL,
-				       "in use as %s (--force: mounted "
-				       "anyway; the kernel calls this "
-				       "undefined)", what);
-		} else {
-			rc = hu_error_set(e, 0, one->n ? one->layers[0].path :
-					  NULL, "in use as %s: refused "
+		if (force)
+			hu_report_warn(o->report, 0, path, NULL, "in use as %s "
+				       "(--force: mounted anyway; the kernel "
+				       "calls this undefined)", what);
+		else
+			rc = hu_error_set(e, 0, path, "in use as %s: refused "
 					  "(--force mounts anyway)", what);
-		}
 	}
 	hu_mount_use_free(&use);
 	return rc;
@@ -154,7 +154,8 @@ int hu_mount_check_in_use(const struct hu_mount_dirs *d, bool force,
 		struct hu_stack one = { .n = 1, .layers = &d->s->layers[i] };
 		bool top = d->upper == &d->s->layers[i];
 
-		if (in_use(&one, top ? d->workfd : -1, top, force, o, e) < 0)
+		if (in_use(&one, top ? d->workfd : -1, d->workdir, top, force,
+			   o, e) < 0)
 			return -1;
 	}
 	return 0;
@@ -343,7 +344,7 @@ int hu_mount_check_fsck(const struct hu_mount_dirs *d,
 			const struct hu_mount_opts *o, struct hu_error *e)
 {
 	struct fsck_ctx c = { o };
-	struct hu_fsck_opts fo = { .mode = HU_FSCK_CHECK, .dry_run = true,
+	struct hu_fsck_opts fo = { .mode = HU_FSCK_CHECK,
 				   .all_layers = true, .finding = fsck_finding,
 				   .ctx = &c, .report = o->report };
 	struct hu_stack_opts so = o->stack_opts ? *o->stack_opts :
