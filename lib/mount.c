@@ -338,6 +338,15 @@ static int build_data(struct hu_mount_plan *p, char **paths, size_t nlower,
 		if (p->userxattr)
 			sb_add(&b, ",userxattr", NULL);
 	}
+	if (p->fs == HU_MOUNT_FUSE && p->flags) {
+		char flags[256];
+
+		hu_mount_flag_opts(p->flags, flags, sizeof(flags));
+		if (*flags) {
+			sb_add(&b, ",", NULL);
+			sb_add(&b, flags, NULL);
+		}
+	}
 	if (fs_options && *fs_options) {
 		sb_add(&b, ",", NULL);
 		sb_add(&b, fs_options, NULL);

@@ -10,6 +10,9 @@ size_t hu_mountopt_escaped_len(const char *path, const char *special);
 /* Write @path escaped into @out (room for hu_mountopt_escaped_len() + 1);
  * returns the end (the NUL). */
 char *hu_mountopt_escape(char *out, const char *path, const char *special);
+/* The names of mount flags @flags as options ("ro,nosuid"; "" for none),
+ * for fuse-overlayfs, which takes them in -o. */
+const char *hu_mount_flag_opts(unsigned long flags, char *buf, size_t len);
 /* "MS_RDONLY|MS_NOSUID", or "0", into @buf. */
 const char *hu_mount_flag_names(unsigned long flags, char *buf, size_t len);
 

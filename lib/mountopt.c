@@ -307,3 +307,18 @@ const char *hu_mount_flag_names(unsigned long flags, char *buf, size_t len)
 		snprintf(buf, len, "0");
 	return buf;
 }
+
+const char *hu_mount_flag_opts(unsigned long flags, char *buf, size_t len)
+{
+	size_t at = 0;
+
+	buf[0] = '\0';
+	for (size_t i = 0; i < sizeof(flag_opts) / sizeof(flag_opts[0]); i++) {
+		if (!flag_opts[i].set || (flags & flag_opts[i].set) !=
+		    flag_opts[i].set || at >= len)
+			continue;
+		at += snprintf(buf + at, len - at, "%s%s", at ? "," : "",
+			       flag_opts[i].name);
+	}
+	return buf;
+}
