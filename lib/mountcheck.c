@@ -18,6 +18,9 @@
 #include "internal.h"
 #include "mount.h"
 
+/* The scratch file of the upper's check, in the workdir. */
+#define PROBE ".hunion-probe"
+
 /* ---- nesting ---------------------------------------------------------- */
 
 struct node {
@@ -177,6 +180,22 @@ int hu_mount_clean_workdir(const struct hu_mount_dirs *d,
 	for (size_t i = 0; i < names.n; i++) {
 		const char *nm = names.v[i].name;
 
+		if (!strcmp(nm, PROBE)) {
+			/* ours, from a run killed during its check */
+			free(path);
+			path = hu_path_join(d->workdir, PROBE);
+			if (!path) {
+				hu_error_set(e, ENOMEM, NULL, "out of memory");
+				goto out;
+			}
+			hu_mount_note(o, o->dry_run ? "would remove leftover" :
+				      "removed leftover", path);
+			if (hu_wr_unlinkat(d->workfd, nm, 0) < 0) {
+				hu_error_set(e, errno, path, "cannot remove");
+				goto out;
+			}
+			continue;
+		}
 		if (strcmp(nm, "work") && strcmp(nm, "index")) {
 			hu_error_set(e, 0, d->workdir, "holds '%s', which "
 				     "overlayfs does not make there: a workdir "
@@ -278,7 +297,7 @@ int hu_mount_check_upper_fs(const struct hu_mount_dirs *d, bool userxattr,
 {
 	const char *attr = userxattr ? "user.overlay.hunion-probe" :
 			   "trusted.overlay.hunion-probe";
-	const char *scratch = ".hunion-probe";
+	const char *scratch = PROBE;
 	bool named = d->workfd >= 0 && !hu_wr_dry_run();
 	int fd, dt, rc = -1;
 
