@@ -141,13 +141,33 @@ static int take_dir(char **dst, const char *opt, size_t n, const char *key,
 	return 0;
 }
 
+/* The next ':'-separated path of @p (escapes kept), NUL-terminated in
+ * place; *@last when it ends the value. */
+static char *next_path(char *p, char **rest, bool *last)
+{
+	char *q = p;
+
+	while (*q && *q != ':') {
+		if (*q == '\\' && q[1])
+			q++;
+		q++;
+	}
+	*last = *q == '\0';
+	*q = '\0';
+	*rest = q + 1;
+	return p;
+}
+
 /* Split lowerdir value @v (top first, escaped) into @sp->layers, bottom
- * first. */
+ * first: the array is filled from its end, and on failure freed here
+ * (hu_mount_spec_free stops at the first empty slot). */
 static int take_lowers(struct hu_mount_spec *sp, const char *v, size_t n,
 		       struct hu_error *e)
 {
-	char *s = strndup(v, n), *p;
+	char *s = strndup(v, n), *p, *rest;
 	size_t count = 1, i;
+	bool last = false;
+	int rc = -1;
 
 	if (!s)
 		return hu_error_set(e, ENOMEM, NULL, "out of memory");
@@ -162,39 +182,32 @@ static int take_lowers(struct hu_mount_spec *sp, const char *v, size_t n,
 		free(s);
 		return hu_error_set(e, ENOMEM, NULL, "out of memory");
 	}
-	/* top first in the option: fill from the end */
-	i = count;
-	for (p = s;;) {
-		char *q = p;
-
-		while (*q && *q != ':') {
-			if (*q == '\\' && q[1])
-				q++;
-			q++;
-		}
-		bool last = *q == '\0';
-
-		*q = '\0';
+	for (i = count, p = s; !last; p = rest) {
+		next_path(p, &rest, &last);
 		if (!*p) {
-			free(s);
-			return hu_error_set(e, 0, NULL,
-				"lowerdir= holds an empty path ('::' is "
-				"overlayfs's data-only layers, which hunion "
-				"does not mount)");
+			hu_error_set(e, 0, NULL, "lowerdir= holds an empty path "
+				     "('::' is overlayfs's data-only layers, "
+				     "which hunion does not mount)");
+			goto out;
 		}
 		sp->layers[--i] = strdup(p);
 		if (!sp->layers[i]) {
-			free(s);
-			return hu_error_set(e, ENOMEM, NULL, "out of memory");
+			hu_error_set(e, ENOMEM, NULL, "out of memory");
+			goto out;
 		}
 		unescape(sp->layers[i]);
-		if (last)
-			break;
-		p = q + 1;
 	}
 	sp->n = count;
+	rc = 0;
+out:
+	if (rc < 0) {
+		for (size_t j = i; j < count; j++)
+			free(sp->layers[j]);
+		free(sp->layers);
+		sp->layers = NULL;
+	}
 	free(s);
-	return 0;
+	return rc;
 }
 
 int hu_mount_spec_parse(const char *opts, bool take_dirs,
