@@ -91,7 +91,8 @@ static int do_mount(struct mount_args *a, char **layers, size_t n,
 	a->mo.stack_opts = &a->lo.stack;
 	a->mo.notes = &notes;
 	a->mo.report = &report;
-	if (hu_stack_open(&s, layers, n, &a->lo.stack, &e) < 0) {
+	if (hu_mount_check_fuse(a->mo.fs, &e) < 0 ||
+	    hu_stack_open(&s, layers, n, &a->lo.stack, &e) < 0) {
 		print_error(&e);
 		hu_error_clear(&e);
 		return trouble;

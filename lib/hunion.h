@@ -476,6 +476,9 @@ struct hu_mount_plan {
 int hu_mount_prepare(struct hu_mount_plan *p, const struct hu_stack *s,
 		     const char *mountpoint, const struct hu_mount_opts *o,
 		     struct hu_error *e);
+/* Is fuse-overlayfs there, when @fs (AUTO for a non-root user) needs it?
+ * For a refusal before the layers are read. */
+int hu_mount_check_fuse(enum hu_mount_fs fs, struct hu_error *e);
 /* The exact call, for -n and -v: 'mount("SRC", "TARGET", "overlay",
  * FLAGS, "DATA")', or fuse-overlayfs's command line (shell-quoted). */
 char *hu_mount_plan_text(const struct hu_mount_plan *p);

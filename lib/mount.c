@@ -394,6 +394,18 @@ static int find_fuse(struct hu_mount_plan *p, bool asked,
 			    "mounts it");
 }
 
+int hu_mount_check_fuse(enum hu_mount_fs fs, struct hu_error *e)
+{
+	struct hu_mount_plan p = { 0 };
+
+	if (fs != HU_MOUNT_FUSE && (fs != HU_MOUNT_AUTO || geteuid() == 0))
+		return 0;
+	if (find_fuse(&p, fs == HU_MOUNT_FUSE, e) < 0)
+		return -1;
+	free(p.helper);
+	return 0;
+}
+
 /* ---- the plan --------------------------------------------------------- */
 
 struct prep {
