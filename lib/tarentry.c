@@ -313,6 +313,25 @@ static bool is_marker_name(const char *leaf)
 }
 
 /*
+ * A hard link to a path not made yet: refused, unless the caller's
+ * problem sink goes on (fsck): then it is reported there and left out,
+ * as GNU tar leaves it out (with an error), and the unpack goes on.
+ */
+static int link_forward(struct tl *t, const char *path, const char *esc)
+{
+	const struct hu_problem_sink *sink =
+		t->below ? t->below->problems : NULL;
+
+	if (!sink || sink->policy == HU_PB_FAIL)
+		return tl_fail(t, 0, "hard link to a path not yet seen: %s",
+			       esc);
+	if (hu_problem_found(sink, t->r, HU_PB_TAR_LINK_FORWARD, true,
+			     t->l->path, path, esc, 0, t->e) < 0)
+		return -1;
+	return 1;
+}
+
+/*
  * A hard link's target: a path an earlier entry made, not a directory.
  * Returns 1 when the link is to the entry itself (nothing to do).
  */
@@ -333,8 +352,7 @@ static int check_link_target(struct tl *t, const char *hl, const char *path,
 	id = ti_path(&t->ix, *norm, false);
 	nd = id != TI_NONE ? &t->ix.nodes[id] : NULL;
 	if (!nd || !(nd->flags & TI_EXPLICIT) || (nd->flags & TI_GONE))
-		return tl_fail(t, 0, "hard link to a path not yet seen: %s",
-			       esc);
+		return link_forward(t, path, esc);
 	if (nd->flags & TI_DIR)
 		return tl_fail(t, 0, "hard link to a directory: %s", esc);
 	if (strcmp(*norm, path) == 0) {
