@@ -324,7 +324,14 @@ static int check_duplicate(struct ft *t, uint32_t id, const char *path,
 	if (!(nd->flags & FT_ENTRY)) {
 		if (is_dir)
 			*was = now;
-		return 0;
+		/* A directory the tarball made for earlier entries, then
+		 * another type: they go where the later wins, stay where
+		 * the first does. */
+		if (!(nd->flags & FT_PARENT) || is_dir || marker)
+			return 0;
+		snprintf(detail, sizeof(detail), "the directory of earlier "
+			 "entries, then a %s", type_name(t->ae));
+		return report(t, HU_PB_TAR_DUPLICATE, path, detail);
 	}
 	if (marker)
 		return 0;
@@ -528,6 +535,7 @@ static int check_entries(struct ft *t)
 			       ft_archive_fail(t) : 0;
 		if (r < ARCHIVE_WARN)
 			return ft_archive_fail(t);
+		fsck_entry_checked(t->r);
 		if (check_entry(t) < 0)
 			return -1;
 		if (tar_src_entry_skip(t->src, t->a) < ARCHIVE_WARN)
