@@ -313,7 +313,7 @@ static int dir_meta(struct ft *t, uint32_t id, struct ft_meta **out)
  * (read by their names): those are not reported.
  */
 static int check_duplicate(struct ft *t, uint32_t id, const char *path,
-			   bool is_dir, bool marker, const char *before)
+			   bool is_dir, bool marker)
 {
 	struct ti_node *nd = &t->ix.nodes[id];
 	struct ft_meta now = entry_meta(t->ae), *was = NULL;
@@ -335,13 +335,19 @@ static int check_duplicate(struct ft *t, uint32_t id, const char *path,
 	}
 	if (marker)
 		return 0;
-	if (is_dir && (nd->flags & FT_DIR) && was->mode == now.mode &&
-	    was->uid == now.uid && was->gid == now.gid &&
-	    was->mtime == now.mtime && was->mtime_nsec == now.mtime_nsec)
-		return 0;
+	if (is_dir && (nd->flags & FT_DIR)) {
+		if (was->mode == now.mode && was->uid == now.uid &&
+		    was->gid == now.gid && was->mtime == now.mtime &&
+		    was->mtime_nsec == now.mtime_nsec)
+			return 0;
+		*was = now;
+		return report(t, HU_PB_TAR_DUPLICATE, path, "a directory "
+			      "again, with another mode, owner or time");
+	}
 	if (is_dir)
 		*was = now;
-	snprintf(detail, sizeof(detail), "a %s, then a %s", before,
+	snprintf(detail, sizeof(detail), nd->flags & FT_DIR ?
+		 "a directory, then a %s" : "again, as a %s",
 		 type_name(t->ae));
 	return report(t, HU_PB_TAR_DUPLICATE, path, detail);
 }
@@ -351,15 +357,17 @@ static int check_duplicate(struct ft *t, uint32_t id, const char *path,
 static int check_link(struct ft *t, const char *path, const char *hl)
 {
 	const char *why, *odd;
-	char *target, detail[64];
+	char *target, *detail;
 	uint32_t id;
 	bool is_root;
 	int rc = 0;
 
 	odd = hu_tar_path_unusual(hl, false);
 	if (odd) {
-		snprintf(detail, sizeof(detail), "hard link target: %s", odd);
+		if (asprintf(&detail, "hard link to %s: %s", hl, odd) < 0)
+			return nomem(t);
 		rc = report(t, HU_PB_TAR_PATH_NOT_NORMAL, path, detail);
+		free(detail);
 		if (rc < 0)
 			return -1;
 	}
@@ -443,7 +451,6 @@ static int check_named(struct ft *t, const char *path, uint32_t parent)
 	bool is_dir = !marker && !hl &&
 		      archive_entry_filetype(t->ae) == AE_IFDIR;
 	uint32_t id = ti_child(&t->ix, parent, leaf, strlen(leaf), true);
-	const char *before;
 	struct ti_node *nd;
 	char *dir;
 	bool again;
@@ -453,8 +460,7 @@ static int check_named(struct ft *t, const char *path, uint32_t parent)
 		return nomem(t);
 	nd = &t->ix.nodes[id];
 	again = nd->flags & FT_ENTRY;
-	before = nd->flags & FT_DIR ? "directory" : "non-directory";
-	if (check_duplicate(t, id, path, is_dir, marker, before) < 0)
+	if (check_duplicate(t, id, path, is_dir, marker) < 0)
 		return -1;
 	if (hl && !marker && check_link(t, path, hl) < 0)
 		return -1;
@@ -480,7 +486,7 @@ static int check_named(struct ft *t, const char *path, uint32_t parent)
  * type there), restated or not. */
 static int check_root(struct ft *t)
 {
-	if (check_duplicate(t, TI_ROOT, "", true, false, "directory") < 0)
+	if (check_duplicate(t, TI_ROOT, "", true, false) < 0)
 		return -1;
 	t->ix.nodes[TI_ROOT].flags |= FT_ENTRY | FT_DIR;
 	return 0;
@@ -489,7 +495,7 @@ static int check_root(struct ft *t)
 static int check_entry(struct ft *t)
 {
 	const char *why, *odd, *hl;
-	char *path, detail[64];
+	char *path, *detail;
 	uint32_t parent;
 	bool is_root, is_dir;
 	int rc;
@@ -505,8 +511,10 @@ static int check_entry(struct ft *t)
 	odd = hu_tar_path_unusual(t->raw, is_dir);
 	rc = 0;
 	if (odd) {
-		snprintf(detail, sizeof(detail), "%s", odd);
-		rc = report(t, HU_PB_TAR_PATH_NOT_NORMAL, path, detail);
+		detail = NULL;
+		rc = asprintf(&detail, "%s: %s", t->raw, odd) < 0 ? nomem(t) :
+		     report(t, HU_PB_TAR_PATH_NOT_NORMAL, path, detail);
+		free(detail);
 	}
 	if (rc == 0 && is_root) {
 		rc = check_root(t);

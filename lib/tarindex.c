@@ -98,7 +98,7 @@ const char *hu_tar_path_unusual(const char *in, bool is_dir)
 		size_t cl = (size_t)(end - s);
 
 		if (cl == 0)
-			return "empty name ('//')";
+			return "empty name";
 		if (cl == 1 && s[0] == '.')
 			return "'.' name";
 		if (cl == 2 && s[0] == '.' && s[1] == '.')
