@@ -214,10 +214,16 @@ static int whiteout_and_entry(struct ft *t, uint32_t id, const char *entry)
 	return rc;
 }
 
-/* @path's directory and its node: every name on the way made present
- * (the tarball makes those directories); a whiteout of the tarball of
- * one of them is reported.  TI_NONE when out of memory. */
-static uint32_t parent_node(struct ft *t, const char *path, int *rc)
+/*
+ * @path's directory and its node: every name on the way made present
+ * (the tarball makes those directories), and a whiteout of the tarball
+ * of one of them reported, unless the entry is a marker (@marker): a
+ * directory holding only whiteouts is no entry (.wh.foo beside
+ * foo/.wh.bar, as some tools write rm -rf foo/bar).  TI_NONE when out of
+ * memory.
+ */
+static uint32_t parent_node(struct ft *t, const char *path, bool marker,
+			    int *rc)
 {
 	uint32_t id = TI_ROOT;
 	const char *s = path;
@@ -235,6 +241,10 @@ static uint32_t parent_node(struct ft *t, const char *path, int *rc)
 			return TI_NONE;
 		}
 		nd = &t->ix.nodes[id];
+		if (marker) {
+			s = end + 1;
+			continue;
+		}
 		nd->flags |= FT_PARENT;
 		if (nd->flags & FT_WHITED) {
 			char *dir = strndup(path, (size_t)(end - path));
@@ -519,7 +529,11 @@ static int check_entry(struct ft *t)
 	if (rc == 0 && is_root) {
 		rc = check_root(t);
 	} else if (rc == 0) {
-		parent = parent_node(t, path, &rc);
+		const char *slash = strrchr(path, '/');
+		const char *leaf = slash ? slash + 1 : path;
+
+		parent = parent_node(t, path, hu_oci_hidden(leaf) ||
+				     hu_oci_is_opaque(leaf), &rc);
 		if (parent != TI_NONE)
 			rc = check_named(t, path, parent);
 	}
