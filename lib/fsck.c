@@ -436,7 +436,8 @@ int hu_fsck(char *const paths[], size_t n, const struct hu_stack_opts *so,
 	struct hu_stack_opts sopts = *so;
 	struct hu_stack s;
 	struct fsck_run r = { 0 };
-	bool writes = o->mode != HU_FSCK_CHECK && !o->dry_run;
+	/* a dry run refuses what the real run would refuse */
+	bool writes = o->mode != HU_FSCK_CHECK;
 	int workfd = -1, rc = -1;
 
 	memset(st, 0, sizeof(*st));
