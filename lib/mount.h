@@ -29,6 +29,18 @@ struct hu_mount_dirs {
 	const char *mountpoint;
 };
 
+/* mountfs.c: the filesystem for stack @s (p->fs, p->fstype; refusals
+ * naming the layer and what to do), its needs (p->redirect_dir, metacopy,
+ * userxattr), fuse-overlayfs's path (p->helper). */
+int hu_mount_choose(struct hu_mount_plan *p, const struct hu_stack *s,
+		    const struct hu_mount_opts *o, struct hu_error *e);
+/* The option string into p->data: lowerdir= of @paths[0, @nlower) top
+ * first, upperdir= @upper (NULL: none), workdir= p->workdir, what the
+ * layers need, @fs_options last. */
+int hu_mount_build_data(struct hu_mount_plan *p, char **paths,
+			size_t nlower, const char *upper,
+			const char *fs_options, struct hu_error *e);
+
 /* The preflight of mountcheck.c: each returns 0 or -1 with @e. */
 int hu_mount_check_nesting(const struct hu_mount_dirs *d, struct hu_error *e);
 int hu_mount_check_in_use(const struct hu_mount_dirs *d, bool force,
