@@ -252,7 +252,8 @@ static int prepare(struct hu_mount_plan *p, const struct hu_stack *s,
 	     hu_mount_clean_workdir(&r.d, o, e) < 0))
 		goto out;
 	if (r.d.upper &&
-	    hu_mount_check_upper_fs(&r.d, p->userxattr, o, e) < 0)
+	    hu_mount_check_upper_fs(&r.d, p->userxattr || (p->fs ==
+				    HU_MOUNT_FUSE && geteuid() != 0), o, e) < 0)
 		goto out;
 	rc = hu_mount_check_fsck(&r.d, o, e);
 	p->made_workdir = r.made;

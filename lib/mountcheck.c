@@ -288,7 +288,9 @@ static int has_d_type(int fd, const char *path, struct hu_error *e)
 	return rc;
 }
 
-/* Tried for real on a scratch file: a named one in the workdir (through
+/* @userxattr: the markers go under user.* (the userxattr option, or
+ * fuse-overlayfs run by a non-root user, who cannot write trusted.*).
+ * Tried for real on a scratch file: a named one in the workdir (through
  * the write wrapper), removed at once, whose d_type the workdir's listing
  * then shows.  In a dry run, an unnamed O_TMPFILE in the upper, which
  * changes nothing anyone sees, and the upper's own listing for d_type. */

@@ -373,8 +373,12 @@ int hu_mount_choose(struct hu_mount_plan *p, const struct hu_stack *s,
 {
 	struct features f = { 0 };
 
-	if (choose_fs(p, s, o, e) < 0 || choose_namespace(p, s, e) < 0 ||
-	    scan_features(s, &f, e) < 0 || check_features(p, &f, e) < 0)
+	if (choose_fs(p, s, o, e) < 0 || choose_namespace(p, s, e) < 0)
+		return -1;
+	/* --userxattr read the layers so: the mount reads them so too */
+	if (o->stack_opts && o->stack_opts->userxattr)
+		p->userxattr = true;
+	if (scan_features(s, &f, e) < 0 || check_features(p, &f, e) < 0)
 		return -1;
 	return p->fs == HU_MOUNT_FUSE ?
 	       find_fuse(p, o->fs == HU_MOUNT_FUSE, e) : 0;
