@@ -39,6 +39,7 @@ struct wanted {
 	bool extra;
 	dev_t extra_dev;
 	ino_t extra_ino;
+	const char **hit;	/* the layer's path found, NULL: the extra */
 };
 
 /* One mount of an overlay-like filesystem, its fields decoded. */
@@ -103,21 +104,28 @@ static bool is_wanted(const struct wanted *w, const char *path)
 
 	if (!*path || stat(path, &st) < 0)
 		return false;
-	if (w->extra && same_inode(&st, w->extra_dev, w->extra_ino))
+	if (w->extra && same_inode(&st, w->extra_dev, w->extra_ino)) {
+		*w->hit = NULL;
 		return true;
+	}
 	for (size_t i = 0; w->s && i < w->s->n; i++)
-		if (same_inode(&st, w->s->layers[i].dev, w->s->layers[i].ino))
+		if (same_inode(&st, w->s->layers[i].dev, w->s->layers[i].ino)) {
+			*w->hit = w->s->layers[i].path;
 			return true;
+		}
 	return false;
 }
 
-static int use_fill(struct hu_mount_use *use, const struct mount *m,
+static int use_fill(const struct wanted *w, struct hu_mount_use *use,
+		    const struct mount *m,
 		    const char *role, struct hu_error *e)
 {
 	use->mountpoint = strdup(m->mountpoint);
 	use->fstype = strdup(m->fstype);
 	use->role = strdup(role);
-	if (!use->mountpoint || !use->fstype || !use->role) {
+	use->layer = *w->hit ? strdup(*w->hit) : NULL;
+	if (!use->mountpoint || !use->fstype || !use->role ||
+	    (*w->hit && !use->layer)) {
 		hu_mount_use_free(use);
 		return hu_error_set(e, ENOMEM, MOUNTINFO, "out of memory");
 	}
@@ -189,7 +197,7 @@ static int option_check(const struct wanted *w, const struct mount *m,
 		unescape_octal(value);
 		found = keys[i].list ? lowerdir_wanted(w, value) :
 				       single_wanted(w, value);
-		return found ? use_fill(use, m, keys[i].role, e) : 0;
+		return found ? use_fill(w, use, m, keys[i].role, e) : 0;
 	}
 	return 0;
 }
@@ -235,7 +243,8 @@ int hu_mountinfo_scan(FILE *f, const char *what, const struct hu_stack *s,
 		      int extra_fd, struct hu_mount_use *use,
 		      struct hu_error *e)
 {
-	struct wanted w = { .s = s };
+	const char *hit = NULL;
+	struct wanted w = { .s = s, .hit = &hit };
 	char *line = NULL;
 	size_t cap = 0;
 	int rc = 0;
@@ -280,5 +289,6 @@ void hu_mount_use_free(struct hu_mount_use *u)
 	free(u->mountpoint);
 	free(u->fstype);
 	free(u->role);
+	free(u->layer);
 	*u = (struct hu_mount_use){ 0 };
 }
