@@ -98,6 +98,14 @@ static char *mounted_as(const char *extra, int n, const char *const rel[])
 	} else {
 		cr_expect_str_eq(use.mountpoint, tu_path("mnt"));
 		cr_expect_str_eq(use.fstype, "overlay");
+		/* the layer named is the stack's, by the path it was given */
+		if (strcmp(use.role, "workdir") == 0 && extra)
+			cr_expect_null(use.layer);
+		else
+			cr_expect(use.layer && (strcmp(use.layer,
+						       paths[n - 1]) == 0 ||
+						strcmp(use.role, "lowerdir") == 0),
+				  "layer %s", use.layer ? use.layer : "NULL");
 		role = strdup(use.role);
 	}
 	hu_mount_use_free(&use);
@@ -156,6 +164,17 @@ Test(mountinfo, finds_the_workdir_by_its_fd)
 	tu_mkdir("other");
 	tu_expect_str(MOUNTED_AS(NULL, "other"), "none");
 	tu_expect_str(MOUNTED_AS("work", "other"), "workdir");
+}
+
+Test(mountinfo, names_the_top_layer_then_the_extra_then_a_lower)
+{
+	mount_overlay();
+	/* lowerdir= comes first in the options: still the upper is named,
+	 * the layer fsck writes */
+	tu_expect_str(MOUNTED_AS("work", "lower", "upp er"), "upperdir");
+	tu_mkdir("other");
+	tu_expect_str(MOUNTED_AS("work", "lower", "other"), "workdir");
+	tu_expect_str(MOUNTED_AS(NULL, "lower", "other"), "lowerdir");
 }
 
 Test(mountinfo, finds_a_layer_the_mount_names_relatively_from_our_cwd)
