@@ -202,6 +202,8 @@ static int check_incompat(struct fsck_run *r, int workfd,
 		const char *n = names.v[i].name;
 		struct hu_error why = { 0 };
 
+		if ((rc = hu_interrupt_check(e)) < 0)
+			break;
 		rc = fsck_found(r, HU_PB_WORK_INCOMPAT, dir, n,
 				strcmp(n, "volatile") == 0 ?
 				"left by a volatile mount: after a crash the "
@@ -256,7 +258,8 @@ static int check_work(struct fsck_run *r, int wfd, struct hu_error *e)
 		return -1;
 	}
 	for (size_t i = 0; rc == 0 && i < names.n; i++)
-		rc = check_work_entry(r, fd, names.v[i].name, e);
+		if ((rc = hu_interrupt_check(e)) == 0)
+			rc = check_work_entry(r, fd, names.v[i].name, e);
 	hu_names_free(&names);
 	close(fd);
 	return rc;
@@ -387,7 +390,8 @@ static int check_index(struct fsck_run *r, int wfd, struct hu_error *e)
 		return -1;
 	}
 	for (size_t i = 0; rc == 0 && i < names.n; i++)
-		rc = check_index_entry(r, fd, names.v[i].name, e);
+		if ((rc = hu_interrupt_check(e)) == 0)
+			rc = check_index_entry(r, fd, names.v[i].name, e);
 	hu_names_free(&names);
 	close(fd);
 	return rc;
@@ -458,10 +462,13 @@ static int check_placement(struct fsck_run *r, int wfd, const char *workdir,
 
 	if (fstat(wfd, &st) < 0)
 		return hu_error_set(e, errno, workdir, "cannot stat");
-	if (is_at_or_above(wfd, upper->dev, upper->ino, &nested, e) < 0 ||
-	    (!nested &&
-	     is_at_or_above(upper->fd, st.st_dev, st.st_ino, &below, e) < 0)) {
+	if (is_at_or_above(wfd, upper->dev, upper->ino, &nested, e) < 0) {
 		hu_error_prefix(e, workdir);
+		return -1;
+	}
+	if (!nested &&
+	    is_at_or_above(upper->fd, st.st_dev, st.st_ino, &below, e) < 0) {
+		hu_error_prefix(e, upper->path);
 		return -1;
 	}
 	if (nested || below) {
@@ -502,10 +509,15 @@ int fsck_workdir(struct fsck_run *r, const char *workdir, struct hu_error *e)
 				    "the workdir is not a directory" :
 				    "cannot open the workdir");
 	rc = check_placement(r, wfd, workdir, &nested, e);
-	if (rc == 0 && !nested && (rc = check_work(r, wfd, e)) < 0)
-		hu_error_prefix(e, workdir);
-	if (rc == 0 && !nested && (rc = check_index(r, wfd, e)) < 0)
-		hu_error_prefix(e, workdir);
+	if (rc == 0 && !nested) {
+		rc = check_work(r, wfd, e);
+		if (rc == 0)
+			rc = check_index(r, wfd, e);
+		/* paths inside the workdir: the user's path before them
+		 * (an interrupt has none) */
+		if (rc < 0 && e->path)
+			hu_error_prefix(e, workdir);
+	}
 	close(wfd);
 	return rc;
 }
