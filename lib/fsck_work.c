@@ -12,16 +12,8 @@
  *                       refuses every mount ("volatile", left by a
  *                       volatile mount, until someone decides the upper
  *                       survived).
- *   W/index/            index=on: one entry per copied-up inode, named by
- *                       the hex of the origin's file handle (struct
- *                       ovl_fb), a hard link of the upper inode (or a
- *                       directory, or a whiteout).  A name that is no
- *                       such handle, or a non-directory without the
- *                       origin xattr, refuses the mount; stale and
- *                       orphan entries the kernel removes itself, and
- *                       "#<hex>" temporaries too (it is the scratch
- *                       directory then): those are not problems, unless
- *                       one cannot be emptied, which stays for ever.
+ *   W/index/            index=on: one entry per copied-up inode
+ *                       (fsck_index.c).
  *
  * And where W lies: on the upper's mount, neither inside the other
  * (ovl_workdir_ok), told by device and inode, walking up with "..".
@@ -42,22 +34,12 @@
 #include <unistd.h>
 
 #include "fsck.h"
+#include "fsck_work.h"
 #include "internal.h"
 
-#define WORK_DIR "work"
-#define INDEX_DIR "index"
 #define INCOMPAT_DIR "incompat"
 
-/* struct ovl_fb (fs/overlayfs/overlayfs.h): version, magic, len, flags,
- * type, a 16-byte uuid, then the filesystem's fid. */
-#define OVL_FB_HEADER 21
-#define OVL_FB_MAGIC 0xfb
-#define OVL_FB_VERSION 0
-#define OVL_FB_FLAG_BIG_ENDIAN 0x1
-#define OVL_FB_FLAG_ANY_ENDIAN 0x2
-#define OVL_FB_FLAGS_ALL 0x7
-
-static bool is_ovl_whiteout(const struct stat *st)
+bool fsck_work_is_whiteout(const struct stat *st)
 {
 	return S_ISCHR(st->st_mode) && st->st_rdev == makedev(0, 0);
 }
@@ -77,13 +59,13 @@ static bool is_temp_name(const char *name)
  * unmount: the next mount removes it. */
 static bool is_kernel_whiteout(const char *name, const struct stat *st)
 {
-	return is_temp_name(name) && is_ovl_whiteout(st);
+	return is_temp_name(name) && fsck_work_is_whiteout(st);
 }
 
 /* Can the kernel's cleanup (ovl_workdir_cleanup from level 1) remove
  * directory @name of @dirfd?  Only when no directory in it holds
  * anything. */
-static bool kernel_can_empty(int dirfd, const char *name)
+bool fsck_work_can_empty(int dirfd, const char *name)
 {
 	struct hu_names names;
 	bool ok = true;
@@ -99,10 +81,12 @@ static bool kernel_can_empty(int dirfd, const char *name)
 		struct hu_names sub;
 		int sfd;
 
-		if (fstatat(fd, names.v[i].name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+		const char *n = names.v[i].name;
+
+		if (fstatat(fd, n, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
 		    !S_ISDIR(st.st_mode))
 			continue;
-		sfd = hu_open_dir_at(fd, names.v[i].name);
+		sfd = hu_open_dir_at(fd, n);
 		if (sfd < 0)
 			continue;
 		if (hu_names_read_fresh(sfd, &sub, NULL, NULL) == 0) {
@@ -136,9 +120,9 @@ static int remove_entry(int dirfd, const char *dir, const char *name,
 
 /* Report problem @id at @dir/@name and, when fsck_found() says so,
  * remove the entry. */
-static int found_remove(struct fsck_run *r, enum hu_problem_id id,
-			int dirfd, const char *dir, const char *name,
-			const char *detail, struct hu_error *e)
+int fsck_work_found_remove(struct fsck_run *r, enum hu_problem_id id,
+			   int dirfd, const char *dir, const char *name,
+			   const char *detail, struct hu_error *e)
 {
 	struct hu_error why = { 0 };
 	int rc = fsck_found(r, id, dir, name, detail, e);
@@ -222,6 +206,7 @@ static int check_incompat(struct fsck_run *r, int workfd,
 static int check_work_entry(struct fsck_run *r, int workfd, const char *name,
 			    struct hu_error *e)
 {
+	const char *detail = NULL;
 	struct stat st;
 
 	if (fstatat(workfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
@@ -234,11 +219,11 @@ static int check_work_entry(struct fsck_run *r, int workfd, const char *name,
 		return check_incompat(r, workfd, e);
 	if (is_kernel_whiteout(name, &st))
 		return 0;
-	return found_remove(r, HU_PB_WORK_LEFTOVER, workfd, WORK_DIR, name,
-			    S_ISDIR(st.st_mode) &&
-			    !kernel_can_empty(workfd, name) ?
-			    "the kernel cannot remove it: every mount is "
-			    "read-only" : NULL, e);
+	if (S_ISDIR(st.st_mode) && !fsck_work_can_empty(workfd, name))
+		detail = "the kernel cannot remove it: every mount is "
+			 "read-only";
+	return fsck_work_found_remove(r, HU_PB_WORK_LEFTOVER, workfd,
+				      WORK_DIR, name, detail, e);
 }
 
 static int check_work(struct fsck_run *r, int wfd, struct hu_error *e)
@@ -260,138 +245,6 @@ static int check_work(struct fsck_run *r, int wfd, struct hu_error *e)
 	for (size_t i = 0; rc == 0 && i < names.n; i++)
 		if ((rc = hu_interrupt_check(e)) == 0)
 			rc = check_work_entry(r, fd, names.v[i].name, e);
-	hu_names_free(&names);
-	close(fd);
-	return rc;
-}
-
-/* ---- index/ ---------------------------------------------------------- */
-
-static int hex_digit(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
-/*
- * Is @name an index name the kernel takes (ovl_verify_index,
- * ovl_check_fb_len)?  NULL when it is, else why not.  As the kernel:
- * an even number of hex digits (either case), the handle's own length
- * at most the bytes they make; a newer version, unknown flags or the
- * other byte order are "origin unknown", which the check refuses too.
- */
-static const char *index_name_invalid(const char *name)
-{
-	size_t len = strlen(name) / 2;
-	unsigned char fb[OVL_FB_HEADER];
-
-	if (len < OVL_FB_HEADER)
-		return "too short for a file handle";
-	if (strlen(name) % 2)
-		return "an odd number of hex digits";
-	for (size_t i = 0; i < len; i++) {
-		int hi = hex_digit(name[2 * i]), lo = hex_digit(name[2 * i + 1]);
-
-		if (hi < 0 || lo < 0)
-			return "not hexadecimal";
-		if (i < OVL_FB_HEADER)
-			fb[i] = (unsigned char)(hi << 4 | lo);
-	}
-	if (fb[1] != OVL_FB_MAGIC || fb[2] > len)
-		return "not an overlay file handle";
-	if (fb[0] > OVL_FB_VERSION || (fb[3] & ~OVL_FB_FLAGS_ALL))
-		return "a file handle of a newer version";
-	if (!(fb[3] & OVL_FB_FLAG_ANY_ENDIAN) &&
-	    (fb[3] & OVL_FB_FLAG_BIG_ENDIAN) !=
-	    (__BYTE_ORDER__ == __ORDER_BIG_ENDIAN__ ?
-	     OVL_FB_FLAG_BIG_ENDIAN : 0))
-		return "a file handle of the other byte order";
-	return NULL;
-}
-
-/* Why the kernel refuses index entry @name, or NULL when it takes it
- * (or removes it itself). */
-static const char *index_entry_refused(const struct hu_layer *upper, int fd,
-				       const char *name, const struct stat *st)
-{
-	char origin[64];
-	unsigned char fb[256];
-	ssize_t n;
-	const char *why;
-
-	if ((why = index_name_invalid(name)))
-		return why;
-	/* Whiteouts mark stale handles; directories are checked only with
-	 * nfs_export, and then only removed. */
-	if (is_ovl_whiteout(st) || S_ISDIR(st->st_mode))
-		return NULL;
-	hu_marker_xattr(HU_FMT_OVERLAY, upper->userxattr, "origin", origin,
-			sizeof(origin));
-	n = hu_lgetxattr_at(fd, name, origin, fb, sizeof(fb));
-	if (n < 0 && errno == ERANGE)
-		return NULL;	/* too long to be ours to judge */
-	if (n <= 0)
-		return "no origin xattr";
-	if (n < OVL_FB_HEADER || fb[1] != OVL_FB_MAGIC || fb[2] > n)
-		return "origin xattr is not a file handle";
-	/* A valid origin that is not this name's: stale, the kernel
-	 * removes the entry itself. */
-	return NULL;
-}
-
-/* One entry of index/: the kernel's temporaries it removes itself
- * (leftovers when it cannot), index entries, garbage. */
-static int check_index_entry(struct fsck_run *r, int fd, const char *name,
-			     struct hu_error *e)
-{
-	const char *why;
-	struct stat st;
-
-	if (fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-		if (errno == ENOENT)
-			return 0;
-		return hu_error_setat(e, errno, INDEX_DIR, name,
-				      "cannot stat");
-	}
-	if (name[0] == '#')	/* ovl_is_temp_index(): never refused */
-		return S_ISDIR(st.st_mode) && !kernel_can_empty(fd, name) ?
-		       found_remove(r, HU_PB_WORK_LEFTOVER, fd, INDEX_DIR,
-				    name, "the kernel cannot remove it", e) :
-		       0;
-	if (!(why = index_entry_refused(fsck_layer(r), fd, name, &st)))
-		return 0;
-	return found_remove(r, HU_PB_WORK_INDEX_GARBAGE, fd, INDEX_DIR, name,
-			    why, e);
-}
-
-static int check_index(struct fsck_run *r, int wfd, struct hu_error *e)
-{
-	struct hu_names names;
-	struct stat st;
-	int fd, rc = 0;
-
-	if (fstatat(wfd, INDEX_DIR, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-		if (errno == ENOENT)
-			return 0;
-		return hu_error_set(e, errno, INDEX_DIR, "cannot stat");
-	}
-	if (!S_ISDIR(st.st_mode))	/* index=on reads it: refused */
-		return found_remove(r, HU_PB_WORK_INDEX_GARBAGE, wfd, "",
-				    INDEX_DIR, "not a directory", e);
-	if ((fd = hu_open_dir_at(wfd, INDEX_DIR)) < 0)
-		return hu_error_set(e, errno, INDEX_DIR, "cannot open");
-	if (hu_names_read_fresh(fd, &names, INDEX_DIR, e) < 0) {
-		close(fd);
-		return -1;
-	}
-	for (size_t i = 0; rc == 0 && i < names.n; i++)
-		if ((rc = hu_interrupt_check(e)) == 0)
-			rc = check_index_entry(r, fd, names.v[i].name, e);
 	hu_names_free(&names);
 	close(fd);
 	return rc;
@@ -488,7 +341,8 @@ static int check_placement(struct fsck_run *r, int wfd, const char *workdir,
 	umnt = mount_id(upper->fd);
 	if (st.st_dev != upper->dev || (wmnt && umnt && wmnt != umnt)) {
 		const char *detail = st.st_dev != upper->dev ?
-			"another filesystem" : "another mount of its filesystem";
+			"another filesystem" :
+			"another mount of its filesystem";
 
 		if (fsck_found(r, HU_PB_WORK_OTHER_FS, "", NULL, detail, e) < 0)
 			return -1;
@@ -512,7 +366,7 @@ int fsck_workdir(struct fsck_run *r, const char *workdir, struct hu_error *e)
 	if (rc == 0 && !nested) {
 		rc = check_work(r, wfd, e);
 		if (rc == 0)
-			rc = check_index(r, wfd, e);
+			rc = fsck_index(r, wfd, e);
 		/* paths inside the workdir: the user's path before them
 		 * (an interrupt has none) */
 		if (rc < 0 && e->path)
