@@ -42,9 +42,3 @@ int fsck_vacuum_entry(struct fsck_run *r, struct fsck_dir *d,
 	return 0;
 }
 
-int fsck_tarball(struct fsck_run *r, const struct hu_layer *l,
-		 struct hu_error *e)
-{
-	return 0;
-}
-
