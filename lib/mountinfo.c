@@ -9,10 +9,11 @@
  * options, as the mounter wrote them: relative, through a bind mount or a
  * symlink, or not at all (fuse-overlayfs keeps them to itself).  So paths
  * are never compared as strings: each one is stat'ed and its (st_dev,
- * st_ino) compared with the layers'.  One that cannot be stat'ed (another
- * mount namespace, gone, relative to a cwd we do not know) is passed
- * over; a relative one is tried from our cwd, where a match refuses, the
- * safe side.
+ * st_ino) compared with the layers'.  One that cannot be resolved is
+ * passed over: gone, in another mount namespace, or relative.  A relative
+ * path is relative to the mounter's working directory, which we do not
+ * know; tried from ours, "upper" of anybody's mount would be caught as
+ * the "upper" beside us, and every fsck there refused.
  *
  * The kernel's spelling (fs/overlayfs/params.c, ovl_show_options()): the
  * whole options field is escaped by seq_show_option() (",= \t\n\\" as
@@ -112,7 +113,7 @@ static void path_check(struct wanted *w, const char *path)
 	struct stat st;
 	size_t n = w->s ? w->s->n : 0;
 
-	if (!*path || stat(path, &st) < 0)
+	if (path[0] != '/' || stat(path, &st) < 0)
 		return;
 	for (size_t i = n; i-- > 0;) {
 		int rank = i + 1 == n ? 0 : (int)(n - i);
