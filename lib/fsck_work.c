@@ -352,11 +352,15 @@ static int check_placement(struct fsck_run *r, int wfd, const char *workdir,
 
 int fsck_workdir(struct fsck_run *r, const char *workdir, struct hu_error *e)
 {
-	/* The workdir as the user named it: followed, like the layers. */
-	int wfd = open(workdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	bool nested = false;
-	int rc;
+	int wfd, rc;
 
+	if (fsck_layer(r)->unpacked)
+		return hu_error_set(e, 0, workdir, "a workdir goes with an "
+				    "overlay's upper directory, not with a "
+				    "tarball layer");
+	/* The workdir as the user named it: followed, like the layers. */
+	wfd = open(workdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (wfd < 0)
 		return hu_error_set(e, errno, workdir,
 				    errno == ENOTDIR ?
