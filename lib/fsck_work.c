@@ -77,11 +77,10 @@ bool fsck_work_can_empty(int dirfd, const char *name)
 		return true;	/* what we cannot read, we do not judge */
 	}
 	for (size_t i = 0; ok && i < names.n; i++) {
-		struct stat st;
-		struct hu_names sub;
-		int sfd;
-
 		const char *n = names.v[i].name;
+		struct hu_names sub;
+		struct stat st;
+		int sfd;
 
 		if (fstatat(fd, n, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
 		    !S_ISDIR(st.st_mode))
