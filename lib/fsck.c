@@ -35,6 +35,8 @@ struct fsck_run {
 	const struct hu_fsck_opts *o;
 	struct hu_fsck_stats *st;
 	bool may_write;			/* this layer may be repaired */
+	bool in_workdir;		/* fsck_workdir() runs: findings name
+					 * the workdir as their layer */
 	struct hu_vdir *below_root;
 	struct fsck_level *lv;		/* the directories of the walk */
 	size_t depth, cap;
@@ -102,7 +104,8 @@ int fsck_found(struct fsck_run *r, enum hu_problem_id id, const char *dir,
 {
 	enum hu_severity sev = severity_of(r->o, id);
 	struct hu_fsck_finding f = {
-		.id = id, .severity = sev, .layer = fsck_layer(r)->path,
+		.id = id, .severity = sev,
+		.layer = r->in_workdir ? r->o->workdir : fsck_layer(r)->path,
 		.detail = detail, .action = HU_FSCK_LEFT,
 	};
 	char *path;
@@ -473,9 +476,13 @@ int hu_fsck(char *const paths[], size_t n, const struct hu_stack_opts *so,
 			      (top || o->repair_lowers);
 		if (check_layer(&r, e) < 0)
 			goto out;
-		if (top && o->workdir &&
-		    fsck_workdir(&r, o->workdir, e) < 0)
-			goto out;
+		if (top && o->workdir) {
+			r.in_workdir = true;
+			rc = fsck_workdir(&r, o->workdir, e);
+			r.in_workdir = false;
+			if (rc < 0)
+				goto out;
+		}
 	}
 	rc = 0;
 out:

@@ -385,8 +385,9 @@ struct hu_mount_use {
  * comparing path strings: the mount options' paths are resolved and
  * their (st_dev, st_ino) compared, so a relative or bind-mounted path
  * is caught; a path that cannot be resolved (another mount namespace)
- * is passed over.  1 with *@use filled (the first use found), 0 when
- * none, -1 on error.
+ * is passed over.  1 with *@use filled, 0 when none, -1 on error.  Of
+ * several uses, *@use is the most telling: the top layer's (what fsck
+ * writes), then @extra_fd's, then a lower layer's.
  */
 int hu_stack_mounted(const struct hu_stack *s, int extra_fd,
 		     struct hu_mount_use *use, struct hu_error *e);
