@@ -98,6 +98,23 @@ static int open_mountpoint(struct prep *r, struct hu_mount_plan *p,
 	return p->target ? 0 : -1;
 }
 
+/* Are @fd and @upper on one mount (not only one filesystem: a bind mount
+ * is another mount), as overlayfs needs the workdir and the upper? */
+static int same_mount(int fd, int upper, const char *workdir,
+		      struct hu_error *e)
+{
+	struct statx a, b;
+
+	if (statx(fd, "", AT_EMPTY_PATH, STATX_MNT_ID, &a) < 0 ||
+	    statx(upper, "", AT_EMPTY_PATH, STATX_MNT_ID, &b) < 0)
+		return hu_error_set(e, errno, workdir, "cannot stat");
+	if (!(a.stx_mask & b.stx_mask & STATX_MNT_ID) ||
+	    a.stx_mnt_id == b.stx_mnt_id)
+		return 0;
+	return hu_error_set(e, 0, workdir, "not on the upper layer's mount, "
+			    "where overlayfs needs its workdir");
+}
+
 /* The workdir: given (created when missing), or .UPPER.hunion-work
  * beside the upper.  Either way on the upper's mount (checked later). */
 static int find_workdir(struct prep *r, struct hu_mount_plan *p,
@@ -163,7 +180,8 @@ static int find_workdir(struct prep *r, struct hu_mount_plan *p,
 	r->d.workparent = r->workparent;
 	r->d.workname = r->workname;
 	r->d.workfd = r->workfd;
-	return 0;
+	return same_mount(r->workfd >= 0 ? r->workfd : r->workparent, up->fd,
+			  r->d.workdir, e);
 }
 
 static int make_workdir(struct prep *r, const struct hu_mount_opts *o,

@@ -393,8 +393,9 @@ int hu_mount_check_fsck(const struct hu_mount_dirs *d,
 		return 0;
 	}
 	return hu_error_set(e, 0, NULL, "fsck found %llu error%s in the "
-			    "layers (listed above): not mounted (see "
-			    "hunion fsck; --force mounts anyway)",
+			    "layers or the workdir (listed above): not "
+			    "mounted (see hunion fsck; --force mounts "
+			    "anyway)",
 			    (unsigned long long)st.found[HU_SEV_ERROR],
 			    st.found[HU_SEV_ERROR] == 1 ? "" : "s");
 }
