@@ -92,7 +92,10 @@ char *hu_path_join(const char *dir, const char *name);
 int hu_interrupt_check(struct hu_error *e);
 
 /* Find @l's format and xattr namespace from the markers it holds (detect.c).
- * Refuses a layer with both union and overlay markers. */
+ * Refuses a layer with both union and overlay markers, unless its problem
+ * sink (hu_layer.problems) lets it go on: then the layer is read in the
+ * format of most of its markers, and each marker of the other is
+ * reported (formatMixed). */
 int hu_layer_detect(struct hu_layer *l, struct hu_error *e);
 
 /*

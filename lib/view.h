@@ -9,8 +9,15 @@
  * name; a non-directory wins over everything below it; directories merge
  * until one is opaque or something that is not a directory is met.
  * Overlay redirects move the lookup below a directory elsewhere, and
- * metacopy files take their data from further down.  The code is split as
- * the kernel's is:
+ * metacopy files take their data from further down.
+ *
+ * What the view meets that no tool writes goes to the layer's problem sink
+ * (hu_layer.problems, view_problem()): an invalid redirect (none, as
+ * without a sink), an OCI whiteout that hides nothing (neither shown nor
+ * hiding anything once reported; without a sink the listing fails), a
+ * metacopy file without data (its data cannot be opened either way).
+ *
+ * The code is split as the kernel's is:
  *
  *   view_lookup.c  names down the layers: opaque directories, redirects,
  *                  the directories of the view (namei.c)
@@ -27,6 +34,8 @@ struct vlayer {
 	size_t layer;		/* index into the stack */
 	int fd;
 	bool own;		/* close fd with the vdir */
+	char *path;		/* relative to the layer's root, for problem
+				 * reports; NULL: the same as the view's */
 };
 
 /* A file's data opened ahead by hu_vdir_prefetch, for hu_vdir_open_data
@@ -65,6 +74,7 @@ struct lookup {
 	char *path;	/* components joined by '/' */
 	bool abs;	/* from each layer's root, not the parent's dirs */
 	bool stop;	/* nothing further down counts */
+	bool redirected;	/* @path is no longer the name looked up */
 };
 
 /* ---- view_lookup.c ----------------------------------------------------- */
@@ -77,6 +87,13 @@ int view_layer_fail(const struct hu_stack *s, size_t layer, const char *rel,
 		    struct hu_error *e);
 /* The layer directory of @d in layer @layer, or NULL. */
 struct vlayer *view_vlayer_of(const struct hu_vdir *d, size_t layer);
+/* The path of layer directory @v of @d relative to its layer's root. */
+const char *view_layer_path(const struct hu_vdir *d, const struct vlayer *v);
+/* Report problem @id at @dir/@name (@name may be NULL) of layer @layer,
+ * relative to its root, to the layer's sink: hu_problem_found(). */
+int view_problem(const struct hu_stack *s, size_t layer, enum hu_problem_id id,
+		 bool stops, const char *dir, const char *name,
+		 const char *detail, int err, struct hu_error *e);
 /* The overlay.redirect of directory or file @fd, malloc'd, or NULL. */
 int view_read_redirect(const struct hu_layer *l, int fd, char **out,
 		       struct hu_error *e);
@@ -86,12 +103,14 @@ bool view_redirect_valid(const char *r);
  * @lk; -1 when memory runs out. */
 int view_apply_redirect(struct lookup *lk, const char *r, char **comps,
 			size_t n, size_t k);
-/* Look @lk up in layer @j from directory @base: *@found the open fd of
- * the final entry (a directory when @want_dir), or -1 when this layer
- * does not have it, *@st its stat. */
+/* Look @lk up in layer @j from directory @base, whose path relative to
+ * the layer's root is @base_path (NULL: report no problem met, as for
+ * data opened ahead): *@found the open fd of the final entry (a directory
+ * when @want_dir), or -1 when this layer does not have it, *@st its
+ * stat. */
 int view_lookup_layer(const struct hu_stack *s, size_t j, int base,
-		      struct lookup *lk, bool want_dir, int *found,
-		      struct stat *st, struct hu_error *e);
+		      const char *base_path, struct lookup *lk, bool want_dir,
+		      int *found, struct stat *st, struct hu_error *e);
 /* The records view_list.c's collect() would make of @name in @d, topmost
  * first, into @recs (room for 2 * d->nd): the entry, then an OCI
  * whiteout of it in the same layer. */

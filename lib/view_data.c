@@ -22,14 +22,6 @@ void view_prefetch_drop(struct hu_vdir *d)
 	d->npre = 0;
 }
 
-/* The layer directory of @d in @layer, or -1. */
-static int vdir_layer_fd(const struct hu_vdir *d, size_t layer)
-{
-	const struct vlayer *v = view_vlayer_of(d, layer);
-
-	return v ? v->fd : -1;
-}
-
 static int is_metacopy(const struct hu_layer *l, int fd, bool *mc,
 		       struct hu_error *e)
 {
@@ -50,11 +42,32 @@ static int is_metacopy(const struct hu_layer *l, int fd, bool *mc,
 }
 
 /*
+ * Metacopy file @ent has no data to open (@err, @msg as it always said):
+ * report it, unless @quiet, and fail either way.  With a FAIL sink the
+ * error names the problem.
+ */
+static int no_data(struct hu_vdir *d, const struct hu_ventry *ent,
+		   bool quiet, int err, const char *msg, const char *detail,
+		   struct hu_error *e)
+{
+	const struct vlayer *v = view_vlayer_of(d, ent->layer);
+
+	if (!quiet && d->s->layers[ent->layer].problems &&
+	    view_problem(d->s, ent->layer, HU_PB_METACOPY_NO_DATA, true,
+			 v ? view_layer_path(d, v) : d->path, ent->name,
+			 detail, err, e) < 0)
+		return view_fail(d, ent->layer, e);
+	hu_error_set(e, err, ent->name, "%s", msg);
+	return view_fail(d, ent->layer, e);
+}
+
+/*
  * The data of a metacopy file: look its name (or its redirect) up in the
  * layers below, through further metacopy files, to a regular file.
+ * @quiet: report no problem (data opened ahead, to be opened again).
  */
 static int find_data(struct hu_vdir *d, const struct hu_ventry *ent, int fd,
-		     struct hu_error *e)
+		     bool quiet, struct hu_error *e)
 {
 	const struct hu_stack *s = d->s;
 	struct lookup lk = { .path = strdup(ent->name) };
@@ -64,11 +77,19 @@ static int find_data(struct hu_vdir *d, const struct hu_ventry *ent, int fd,
 	if (!lk.path)
 		return hu_error_set(e, ENOMEM, NULL, "out of memory");
 	for (;;) {
+		/* @fd is the file at lk.path in layer @from, from its root
+		 * or from @d's directory there */
+		const struct vlayer *v = view_vlayer_of(d, from);
+		const char *here = lk.abs || !v ? "" : view_layer_path(d, v);
 		int base, found = -1;
 		bool mc;
 		struct stat st;
 
 		if (view_read_redirect(&s->layers[from], fd, &r, e) < 0)
+			break;
+		if (r && !view_redirect_valid(r) && !quiet &&
+		    view_problem(s, from, HU_PB_REDIRECT_INVALID, false, here,
+				 lk.path, r, EINVAL, e) < 0)
 			break;
 		if (r && view_redirect_valid(r)) {
 			char *comps[1] = { lk.path };
@@ -89,11 +110,19 @@ static int find_data(struct hu_vdir *d, const struct hu_ventry *ent, int fd,
 		fd = -1;
 		lk.stop = false;	/* a metacopy file does not stop it */
 		for (size_t j = from; j-- > 0 && found < 0 && !lk.stop;) {
-			base = lk.abs ? s->layers[j].fd : vdir_layer_fd(d, j);
-			if (base < 0)
+			const struct vlayer *vj = view_vlayer_of(d, j);
+			const char *base_path = quiet ? NULL : "";
+
+			if (lk.abs)
+				base = s->layers[j].fd;
+			else if (vj)
+				base = vj->fd;
+			else
 				continue;
-			if (view_lookup_layer(s, j, base, &lk, false, &found,
-					      &st, e) < 0) {
+			if (!quiet && !lk.abs)
+				base_path = view_layer_path(d, vj);
+			if (view_lookup_layer(s, j, base, base_path, &lk,
+					      false, &found, &st, e) < 0) {
 				view_layer_fail(s, j, lk.abs ? NULL : d->path,
 						e);
 				free(lk.path);
@@ -103,9 +132,9 @@ static int find_data(struct hu_vdir *d, const struct hu_ventry *ent, int fd,
 		}
 		if (found < 0) {
 			free(lk.path);
-			hu_error_set(e, ENOENT, ent->name,
-				     "metacopy file without lower data");
-			return view_fail(d, ent->layer, e);
+			return no_data(d, ent, quiet, ENOENT,
+				       "metacopy file without lower data",
+				       NULL, e);
 		}
 		fd = found;
 		if (!S_ISREG(st.st_mode))
@@ -122,7 +151,9 @@ static int find_data(struct hu_vdir *d, const struct hu_ventry *ent, int fd,
 	free(lk.path);
 	free(r);
 	if (!e->msg[0])
-		hu_error_set(e, EIO, ent->name, "metacopy data is not a file");
+		return no_data(d, ent, quiet, EIO,
+			       "metacopy data is not a file",
+			       "what lies below is not a regular file", e);
 	return view_fail(d, ent->layer, e);
 }
 
@@ -159,7 +190,7 @@ int hu_vdir_settle_for_data(struct hu_vdir *d, struct hu_error *e)
 }
 
 static int open_data(struct hu_vdir *d, const struct hu_ventry *ent,
-		     bool *own, struct hu_error *e)
+		     bool *own, bool quiet, struct hu_error *e)
 {
 	const struct hu_layer *l = &d->s->layers[ent->layer];
 	int fd = openat(ent->dirfd, ent->name,
@@ -183,7 +214,7 @@ static int open_data(struct hu_vdir *d, const struct hu_ventry *ent,
 		*own = !mc || ent->layer == 0;
 	if (!mc || ent->layer == 0)
 		return fd;
-	return find_data(d, ent, fd, e);
+	return find_data(d, ent, fd, quiet, e);
 }
 
 int hu_vdir_open_data(struct hu_vdir *d, const struct hu_ventry *ent,
@@ -201,7 +232,7 @@ int hu_vdir_open_data(struct hu_vdir *d, const struct hu_ventry *ent,
 			return fd;
 		}
 	}
-	return open_data(d, ent, own, e);
+	return open_data(d, ent, own, false, e);
 }
 
 /*
@@ -230,7 +261,7 @@ size_t hu_vdir_prefetch(struct hu_vdir *d, size_t from)
 			break;
 		if (!S_ISREG(ent->st.st_mode) || ent->st.st_size == 0)
 			continue;
-		fd = open_data(d, ent, &own, &ignored);
+		fd = open_data(d, ent, &own, true, &ignored);
 		if (fd < 0) {
 			hu_error_clear(&ignored);
 			continue;

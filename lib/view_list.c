@@ -93,6 +93,51 @@ static int probe_names(const struct hu_vdir *d, size_t i, struct hu_error *e)
 	return 0;
 }
 
+/* Is @name of layer directory @i of @d an OCI whiteout that hides nothing
+ * (".wh.", ".wh..", ".wh...")?  With a sink it is reported, and neither
+ * shown nor hiding anything: 1 (skip it), or -1 when the sink stops.
+ * Without one, 0: classifying it fails, as it always did. */
+static int oci_hides_nothing(struct hu_vdir *d, size_t i, const char *name,
+			     struct hu_error *e)
+{
+	const struct vlayer *v = &d->d[i];
+	const char *hidden = hu_oci_hidden(name);
+
+	if (!hidden || !hu_oci_hides_nothing(hidden) ||
+	    !d->s->layers[v->layer].problems)
+		return 0;
+	if (view_problem(d->s, v->layer, HU_PB_OCI_WHITEOUT_INVALID, true,
+			 view_layer_path(d, v), name, NULL, 0, e) < 0)
+		return -1;
+	return 1;
+}
+
+/* OCI marker @r->name of layer directory @i of @d, known by its name
+ * alone: 1 with @r the whiteout record it makes, 0 when it makes none
+ * (an opaque file, AUFS metadata, a whiteout hiding nothing reported). */
+static int oci_record(struct hu_vdir *d, size_t i, struct vrec *r,
+		      struct hu_error *e)
+{
+	struct hu_layer oci = d->s->layers[d->d[i].layer];
+	struct stat by_name = { 0 };
+	enum hu_marker kind;
+	const char *target;
+	int rc = oci_hides_nothing(d, i, r->name, e);
+
+	if (rc > 0)
+		return 0;
+	oci.format = HU_FMT_OCI;
+	oci.conv_to = HU_FMT_AUTO;
+	if (rc < 0 || hu_marker_classify(&oci, d->d[i].fd, r->name, &by_name,
+					 false, &kind, &target, e) < 0)
+		return view_fail(d, d->d[i].layer, e);
+	if (kind == HU_MARK_OPAQUE_FILE || kind == HU_MARK_META)
+		return 0;
+	r->key = target;
+	r->whiteout = kind == HU_MARK_WHITEOUT;
+	return 1;
+}
+
 /* Every name of every layer directory of @d, as records. */
 static int collect(struct hu_vdir *d, struct vrec **out, size_t *nout,
 		   struct hu_error *e)
@@ -130,26 +175,14 @@ static int collect(struct hu_vdir *d, struct vrec **out, size_t *nout,
 
 			if (hu_layer_is(l, HU_FMT_OCI) &&
 			    hu_oci_is_marker(name)) {
-				/* OCI markers are known by name alone */
-				struct hu_layer oci = *l;
-				struct stat by_name = { 0 };
-				enum hu_marker kind;
-				const char *target;
+				int rc = oci_record(d, i, &r, e);
 
-				oci.format = HU_FMT_OCI;
-				oci.conv_to = HU_FMT_AUTO;
-				if (hu_marker_classify(&oci, d->d[i].fd, name,
-						       &by_name, false, &kind,
-						       &target, e) < 0) {
+				if (rc < 0) {
 					free(recs);
-					return view_fail(d, l - d->s->layers,
-							 e);
+					return -1;
 				}
-				if (kind == HU_MARK_OPAQUE_FILE ||
-				    kind == HU_MARK_META)
+				if (rc == 0)
 					continue;
-				r.key = target;
-				r.whiteout = kind == HU_MARK_WHITEOUT;
 			}
 			recs[n++] = r;
 		}

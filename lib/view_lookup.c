@@ -33,14 +33,41 @@ int view_layer_fail(const struct hu_stack *s, size_t layer, const char *rel,
 	return -1;
 }
 
-static int vdir_push(struct hu_vdir *d, size_t layer, int fd, bool own)
+const char *view_layer_path(const struct hu_vdir *d, const struct vlayer *v)
+{
+	return v->path ? v->path : d->path;
+}
+
+int view_problem(const struct hu_stack *s, size_t layer, enum hu_problem_id id,
+		 bool stops, const char *dir, const char *name,
+		 const char *detail, int err, struct hu_error *e)
+{
+	const struct hu_layer *l = &s->layers[layer];
+	char *path = name ? hu_path_join(dir, name) : NULL;
+	int rc;
+
+	if (name && !path)
+		return hu_error_set(e, ENOMEM, NULL, "out of memory");
+	rc = hu_problem_found(l->problems, l->report, id, stops, l->path,
+			      path ? path : dir, detail, err, e);
+	free(path);
+	return rc;
+}
+
+/* Add layer directory @fd to @d, with its @path (taken over, may be NULL:
+ * see struct vlayer); -1 (@path freed) when memory runs out. */
+static int vdir_push(struct hu_vdir *d, size_t layer, int fd, bool own,
+		     char *path)
 {
 	struct vlayer *v = realloc(d->d, (d->nd + 1) * sizeof(*v));
 
-	if (!v)
+	if (!v) {
+		free(path);
 		return -1;
+	}
 	d->d = v;
-	d->d[d->nd++] = (struct vlayer){ .layer = layer, .fd = fd, .own = own };
+	d->d[d->nd++] = (struct vlayer){ .layer = layer, .fd = fd, .own = own,
+					 .path = path };
 	return 0;
 }
 
@@ -178,6 +205,7 @@ int view_apply_redirect(struct lookup *lk, const char *r, char **comps,
 	}
 	free(lk->path);
 	lk->path = p;
+	lk->redirected = true;
 	return 0;
 }
 
@@ -211,14 +239,39 @@ static bool oci_whiteout(int fd, const char *name)
 	return fstatat(fd, wh, &st, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
+/* Redirect @r of directory @comps[0..@k] under @base_path in layer @j is
+ * invalid: report it (NULL @base_path: not), and read on without it. */
+static int redirect_invalid(const struct hu_stack *s, size_t j,
+			    const char *base_path, char **comps, size_t k,
+			    const char *r, struct hu_error *e)
+{
+	char *path = NULL;
+	int rc;
+
+	if (!base_path || !s->layers[j].problems)
+		return 0;	/* no sink: ignored, as it always was */
+	for (size_t i = 0; i <= k; i++) {
+		char *p = hu_path_join(i ? path : base_path, comps[i]);
+
+		free(path);
+		path = p;
+		if (!p)
+			return hu_error_set(e, ENOMEM, NULL, "out of memory");
+	}
+	rc = view_problem(s, j, HU_PB_REDIRECT_INVALID, false, path, NULL, r,
+			  EINVAL, e);
+	free(path);
+	return rc;
+}
+
 /*
  * Look @lk up in layer @j from directory @base.  On success *@found is an
  * open fd of the final entry (or -1 when this layer does not have it) and
  * *@st its stat.
  */
 int view_lookup_layer(const struct hu_stack *s, size_t j, int base,
-		      struct lookup *lk, bool want_dir, int *found,
-		      struct stat *st, struct hu_error *e)
+		      const char *base_path, struct lookup *lk, bool want_dir,
+		      int *found, struct stat *st, struct hu_error *e)
 {
 	const struct hu_layer *l = &s->layers[j];
 	char *copy = strdup(lk->path), **comps = NULL;
@@ -286,6 +339,11 @@ int view_lookup_layer(const struct hu_stack *s, size_t j, int base,
 		}
 		if (view_read_redirect(l, fd, &r, e) < 0)
 			goto out;
+		if (r && !view_redirect_valid(r) &&
+		    redirect_invalid(s, j, base_path, comps, k, r, e) < 0) {
+			free(r);
+			goto out;
+		}
 		if (r && view_redirect_valid(r) &&
 		    view_apply_redirect(lk, r, comps, n, k) < 0) {
 			free(r);
@@ -322,6 +380,26 @@ struct vlayer *view_vlayer_of(const struct hu_vdir *d, size_t layer)
 	return NULL;
 }
 
+/* The path, relative to its layer's root, of the directory @lk finds
+ * from @base_path (@pv's, or the root's), into *@out: NULL when it is
+ * @child's path, as it is unless a redirect moved the lookup. */
+static int lookup_path(const struct hu_vdir *child, const struct vlayer *pv,
+		       const struct lookup *lk, const char *base_path,
+		       char **out)
+{
+	*out = NULL;
+	if (!lk->abs && !lk->redirected && !pv->path)
+		return 0;
+	*out = hu_path_join(base_path, lk->path);
+	if (!*out)
+		return -1;
+	if (strcmp(*out, child->path) == 0) {
+		free(*out);
+		*out = NULL;
+	}
+	return 0;
+}
+
 /*
  * Follow @lk down from layer @from (exclusive): in the parent's layer
  * directories while the path is relative, from each layer's root once a
@@ -334,21 +412,34 @@ static int lookup_below(struct hu_vdir *parent, struct hu_vdir *child,
 
 	for (size_t j = from; j-- > 0 && !lk->stop;) {
 		const struct vlayer *pv = view_vlayer_of(parent, j);
+		const char *base_path;
 		struct stat st;
+		char *path;
 		int base, fd;
 
-		if (lk->abs)
+		if (lk->abs) {
 			base = s->layers[j].fd;
-		else if (pv)
+			base_path = "";
+		} else if (pv) {
 			base = pv->fd;
-		else
+			base_path = view_layer_path(parent, pv);
+		} else {
 			continue;
-		if (view_lookup_layer(s, j, base, lk, true, &fd, &st, e) < 0)
+		}
+		/* before the lookup, which may redirect @lk further */
+		if (lookup_path(child, pv, lk, base_path, &path) < 0)
+			return hu_error_set(e, ENOMEM, NULL, "out of memory");
+		if (view_lookup_layer(s, j, base, base_path, lk, true, &fd,
+				      &st, e) < 0) {
+			free(path);
 			return view_layer_fail(s, j,
 					       lk->abs ? NULL : parent->path, e);
-		if (fd < 0)
+		}
+		if (fd < 0) {
+			free(path);
 			continue;
-		if (vdir_push(child, j, fd, true) < 0) {
+		}
+		if (vdir_push(child, j, fd, true, path) < 0) {
 			close(fd);
 			return hu_error_set(e, ENOMEM, NULL, "out of memory");
 		}
@@ -384,7 +475,7 @@ int hu_vdir_open_root(const struct hu_stack *s, struct hu_vdir **out,
 	for (size_t j = s->n; j-- > 0;) {
 		bool stop;
 
-		if (vdir_push(d, j, s->layers[j].fd, false) < 0) {
+		if (vdir_push(d, j, s->layers[j].fd, false, NULL) < 0) {
 			hu_vdir_close(d);
 			return hu_error_set(e, ENOMEM, NULL, "out of memory");
 		}
@@ -403,9 +494,11 @@ int hu_vdir_open_root(const struct hu_stack *s, struct hu_vdir **out,
 }
 
 /* Where the layers below @ent look: its name, or where its redirect
- * points.  *@stop when nothing below counts. */
+ * points.  *@stop when nothing below counts.  @here: @ent's path in its
+ * layer. */
 static int child_lookup(struct hu_vdir *parent, const struct hu_ventry *ent,
-			int fd, struct lookup *lk, struct hu_error *e)
+			int fd, const char *here, struct lookup *lk,
+			struct hu_error *e)
 {
 	const struct hu_layer *l = &parent->s->layers[ent->layer];
 	char *comps[1], *r = NULL;
@@ -425,6 +518,12 @@ static int child_lookup(struct hu_vdir *parent, const struct hu_ventry *ent,
 		if (view_read_redirect(l, fd, &r, e) < 0)
 			return -1;
 	}
+	if (r && !view_redirect_valid(r) &&
+	    view_problem(parent->s, ent->layer, HU_PB_REDIRECT_INVALID, false,
+			 here, NULL, r, EINVAL, e) < 0) {
+		free(r);
+		return -1;
+	}
 	lk->path = strdup(ent->name);
 	comps[0] = lk->path;
 	rc = lk->path ? 0 : -1;
@@ -434,25 +533,46 @@ static int child_lookup(struct hu_vdir *parent, const struct hu_ventry *ent,
 	return rc < 0 ? hu_error_set(e, ENOMEM, NULL, "out of memory") : 0;
 }
 
+/* @ent's path in its layer, for @d: NULL when it is @d's path. */
+static int entry_path(const struct hu_vdir *parent, const struct hu_ventry *ent,
+		      char **out)
+{
+	const struct vlayer *pv = view_vlayer_of(parent, ent->layer);
+
+	*out = NULL;
+	if (!pv || !pv->path)
+		return 0;
+	*out = hu_path_join(pv->path, ent->name);
+	return *out ? 0 : -1;
+}
+
 int hu_vdir_open_child(struct hu_vdir *parent, const struct hu_ventry *ent,
 		       struct hu_vdir **out, struct hu_error *e)
 {
 	struct hu_vdir *d = vdir_new(parent->s, parent, ent->name);
 	struct lookup lk = { 0 };
+	char *path;
 	int fd;
 
 	*out = NULL;
 	if (!d)
 		return hu_error_set(e, ENOMEM, NULL, "out of memory");
+	if (entry_path(parent, ent, &path) < 0) {
+		hu_error_set(e, ENOMEM, NULL, "out of memory");
+		goto fail_here;
+	}
 	fd = hu_open_dir_at(ent->dirfd, ent->name);
-	if (fd < 0 || vdir_push(d, ent->layer, fd, true) < 0) {
+	if (fd < 0 || vdir_push(d, ent->layer, fd, true, path) < 0) {
 		hu_error_set(e, fd < 0 ? errno : ENOMEM, NULL,
 			     "cannot open directory");
 		if (fd >= 0)
 			close(fd);
+		else
+			free(path);
 		goto fail_here;
 	}
-	if (child_lookup(parent, ent, fd, &lk, e) < 0)
+	if (child_lookup(parent, ent, fd, view_layer_path(d, &d->d[0]), &lk,
+			 e) < 0)
 		goto fail_here;
 	if (!lk.stop && lookup_below(parent, d, ent->layer, &lk, e) < 0)
 		goto fail;
@@ -484,6 +604,7 @@ void hu_vdir_close(struct hu_vdir *d)
 		return;
 	view_prefetch_drop(d);
 	for (size_t i = 0; i < d->nd; i++) {
+		free(d->d[i].path);
 		if (d->d[i].own)
 			close(d->d[i].fd);
 		if (d->lists)
