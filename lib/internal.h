@@ -68,7 +68,7 @@ char *hu_oci_opaque_path(const char *dir);
 
 /* A conversion in place makes each new whiteout under such a name and
  * renames it into place: in a half-converted layer these names are never
- * entries (view.c), and a re-run removes them (convert_inplace.c). */
+ * entries (view_list.c), and a re-run removes them (convert_inplace.c). */
 #define HU_CONV_TEMP_PREFIX ".hunion-wh."
 bool hu_conv_temp_name(const struct hu_layer *l, const char *name);
 
@@ -84,6 +84,10 @@ int hu_problem_found(const struct hu_problem_sink *sink,
 		     const struct hu_report *report, enum hu_problem_id id,
 		     bool stops, const char *layer, const char *path,
 		     const char *detail, int err, struct hu_error *e);
+
+/* Is overlay redirect @r one the kernel follows: "/a/b" with no empty,
+ * "." or ".." component, or one name in the same parent?  (view_lookup.c) */
+bool hu_redirect_valid(const char *r);
 
 char *hu_path_join(const char *dir, const char *name);
 

@@ -97,8 +97,6 @@ int view_problem(const struct hu_stack *s, size_t layer, enum hu_problem_id id,
 /* The overlay.redirect of directory or file @fd, malloc'd, or NULL. */
 int view_read_redirect(const struct hu_layer *l, int fd, char **out,
 		       struct hu_error *e);
-/* Is @r a redirect the kernel accepts? */
-bool view_redirect_valid(const char *r);
 /* Apply redirect @r met at component @k of @comps (@n components) to
  * @lk; -1 when memory runs out. */
 int view_apply_redirect(struct lookup *lk, const char *r, char **comps,

@@ -87,11 +87,11 @@ static int find_data(struct hu_vdir *d, const struct hu_ventry *ent, int fd,
 
 		if (view_read_redirect(&s->layers[from], fd, &r, e) < 0)
 			break;
-		if (r && !view_redirect_valid(r) && !quiet &&
+		if (r && !hu_redirect_valid(r) && !quiet &&
 		    view_problem(s, from, HU_PB_REDIRECT_INVALID, false, here,
 				 lk.path, r, EINVAL, e) < 0)
 			break;
-		if (r && view_redirect_valid(r)) {
+		if (r && hu_redirect_valid(r)) {
 			char *comps[1] = { lk.path };
 			int rc;
 

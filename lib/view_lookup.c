@@ -153,7 +153,7 @@ int view_read_redirect(const struct hu_layer *l, int fd, char **out,
 /* A redirect the kernel accepts: "/a/b" with no empty component, or one
  * name.  "." and ".." would walk out of place: refused, as the kernel's
  * lookup refuses them. */
-bool view_redirect_valid(const char *r)
+bool hu_redirect_valid(const char *r)
 {
 	if (!*r)
 		return false;
@@ -339,12 +339,12 @@ int view_lookup_layer(const struct hu_stack *s, size_t j, int base,
 		}
 		if (view_read_redirect(l, fd, &r, e) < 0)
 			goto out;
-		if (r && !view_redirect_valid(r) &&
+		if (r && !hu_redirect_valid(r) &&
 		    redirect_invalid(s, j, base_path, comps, k, r, e) < 0) {
 			free(r);
 			goto out;
 		}
-		if (r && view_redirect_valid(r) &&
+		if (r && hu_redirect_valid(r) &&
 		    view_apply_redirect(lk, r, comps, n, k) < 0) {
 			free(r);
 			hu_error_set(e, ENOMEM, NULL, "out of memory");
@@ -518,7 +518,7 @@ static int child_lookup(struct hu_vdir *parent, const struct hu_ventry *ent,
 		if (view_read_redirect(l, fd, &r, e) < 0)
 			return -1;
 	}
-	if (r && !view_redirect_valid(r) &&
+	if (r && !hu_redirect_valid(r) &&
 	    view_problem(parent->s, ent->layer, HU_PB_REDIRECT_INVALID, false,
 			 here, NULL, r, EINVAL, e) < 0) {
 		free(r);
@@ -527,7 +527,7 @@ static int child_lookup(struct hu_vdir *parent, const struct hu_ventry *ent,
 	lk->path = strdup(ent->name);
 	comps[0] = lk->path;
 	rc = lk->path ? 0 : -1;
-	if (rc == 0 && r && view_redirect_valid(r))
+	if (rc == 0 && r && hu_redirect_valid(r))
 		rc = view_apply_redirect(lk, r, comps, 1, 0);
 	free(r);
 	return rc < 0 ? hu_error_set(e, ENOMEM, NULL, "out of memory") : 0;
