@@ -190,7 +190,8 @@ struct hu_stack_opts {
 	 * the calling thread, so the sink is called from one thread while
 	 * the stack is opened; the view calls it from the thread that
 	 * meets the problem (with hu_walk_ops.list_ahead: the lister's, or
-	 * the walker's for a file's data).  A problem is reported each
+	 * the walker's for a file's data, so such a walk's sink must take
+	 * calls from two threads at once).  A problem is reported each
 	 * time a reader meets it: a directory listed twice, or a lookup
 	 * passing the same directory again, reports it again. */
 	const struct hu_problem_sink *problems;
