@@ -350,7 +350,34 @@ struct sink_ctx {
 	size_t n, first_checked;
 	const struct hu_fsck_opts *o;
 	struct hu_fsck_stats *st;
+	/* what was reported: a reader meets a problem each time it passes
+	 * (a bad redirect, on the directory and on a lookup through it) */
+	char **seen;
+	size_t nseen;
 };
+
+/* Has @p been reported?  If not, remember it: 1 seen, 0 new, -1 ENOMEM. */
+static int sink_seen(struct sink_ctx *c, const struct hu_problem *p)
+{
+	char *key, **v;
+
+	if (asprintf(&key, "%d/%s/%s", (int)p->id, p->layer ? p->layer : "",
+		     p->path) < 0)
+		return -1;
+	for (size_t i = 0; i < c->nseen; i++)
+		if (strcmp(c->seen[i], key) == 0) {
+			free(key);
+			return 1;
+		}
+	v = realloc(c->seen, (c->nseen + 1) * sizeof(*v));
+	if (!v) {
+		free(key);
+		return -1;
+	}
+	c->seen = v;
+	c->seen[c->nseen++] = key;
+	return 0;
+}
 
 static int sink_found(void *ctx, const struct hu_problem *p,
 		      struct hu_error *e)
@@ -367,6 +394,12 @@ static int sink_found(void *ctx, const struct hu_problem *p,
 			return 0;
 	if (sev == HU_SEV_IGNORE)
 		return 0;
+	switch (sink_seen(c, p)) {
+	case 1:
+		return 0;
+	case -1:
+		return hu_error_set(e, ENOMEM, NULL, "out of memory");
+	}
 	c->st->found[sev]++;
 	if (sev >= HU_SEV_WARNING)
 		c->st->left++;
@@ -434,7 +467,7 @@ int hu_fsck(char *const paths[], size_t n, const struct hu_stack_opts *so,
 	    struct hu_error *e)
 {
 	struct sink_ctx sc = { NULL, paths, n, o->all_layers ? 0 : n - 1,
-			       o, st };
+			       o, st, NULL, 0 };
 	struct hu_problem_sink sink = { HU_PB_COLLECT, sink_found, &sc };
 	struct hu_stack_opts sopts = *so;
 	struct hu_stack s;
@@ -491,6 +524,9 @@ out:
 	if (workfd >= 0)
 		close(workfd);
 	hu_stack_close(&s);
+	for (size_t i = 0; i < sc.nseen; i++)
+		free(sc.seen[i]);
+	free(sc.seen);
 	hu_wr_set_dry_run(false);
 	return rc;
 }
