@@ -59,6 +59,11 @@ const struct hu_fsck_opts *fsck_opts(const struct fsck_run *r)
 	return r->o;
 }
 
+bool fsck_layer_is_top(const struct fsck_run *r)
+{
+	return r->k + 1 == r->s->n;
+}
+
 static enum hu_severity severity_of(const struct hu_fsck_opts *o,
 				    enum hu_problem_id id)
 {

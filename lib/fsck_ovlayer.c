@@ -30,9 +30,7 @@
 
 bool ovl_checked_is_upper(struct fsck_run *r)
 {
-	/* XXX settled with the engine: the top operand */
-	(void)r;
-	return true;
+	return fsck_layer_is_top(r);
 }
 
 static const char *shown_path(const char *p)
@@ -82,7 +80,7 @@ static int report_shared(struct fsck_run *r, struct ovl_redirect *rec,
 	char detail[600];
 	int rc, fd;
 
-	snprintf(detail, sizeof(detail), "/%s, the origin of %s", rec->origin,
+	snprintf(detail, sizeof(detail), "/%s, as %s does", rec->origin,
 		 rec->shared_with);
 	rc = fsck_found(r, HU_PB_REDIRECT_SHARED, rec->path, NULL, detail, e);
 	if (rc != 1)
@@ -504,8 +502,8 @@ static int check_one_origin(struct fsck_run *r, const struct ovl_redirect *rec,
 	if (rc < 0 || !yes)
 		goto out;
 	snprintf(detail, sizeof(detail), w.how == MERGING ?
-		 "/%s, where a directory merges with it too" :
-		 "/%s, still shown there", rec->origin);
+		 "/%s: a directory there merges with it too" :
+		 "/%s: nothing covers it", rec->origin);
 	rc = fsck_found(r, HU_PB_REDIRECT_UNCOVERED, rec->path, NULL, detail,
 			e);
 	if (rc == 1)
