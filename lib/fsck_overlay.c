@@ -192,6 +192,7 @@ void ovl_state_free(struct ovl_state *st)
 	for (size_t i = 0; i < st->nredirects; i++) {
 		free(st->redirects[i].path);
 		free(st->redirects[i].origin);
+		free(st->redirects[i].lower);
 	}
 	free(st->redirects);
 	free(st->belows);
@@ -407,9 +408,11 @@ static int record_redirect(struct ovl_state *st, struct fsck_dir *d,
 	rec.path = strdup(d->wd->path);
 	rec.origin = rd[0] == '/' ? strdup(rd + 1) :
 		     hu_path_join(d->wd->parent->path, rd);
-	if (!rec.path || !rec.origin) {
+	rec.lower = strdup(hu_vdir_path(d->below));
+	if (!rec.path || !rec.origin || !rec.lower) {
 		free(rec.path);
 		free(rec.origin);
+		free(rec.lower);
 		return hu_error_set(e, ENOMEM, NULL, "out of memory");
 	}
 	st->redirects[st->nredirects++] = rec;

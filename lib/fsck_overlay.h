@@ -17,6 +17,7 @@
 struct ovl_redirect {
 	char *path;		/* the directory, relative to the layer root */
 	char *origin;		/* the path of the view its redirect names */
+	char *lower;		/* the path beneath it merges with */
 	dev_t dev;		/* the first directory beneath it merges with: */
 	ino_t ino;		/* the kernel's key for the merged inode */
 	bool own_below;		/* its own name is a directory beneath (so

@@ -487,8 +487,51 @@ static int cover(struct fsck_run *r, struct origin_walk *w,
 	return rc;
 }
 
-static int check_one_origin(struct fsck_run *r, const struct ovl_redirect *rec,
-			    struct hu_error *e)
+/* Is @prefix @path or a directory above it (component-wise)?  The rest
+ * of @path after it in *@rest. */
+static bool path_under(const char *path, const char *prefix,
+		       const char **rest)
+{
+	size_t n = strlen(prefix);
+
+	if (strncmp(path, prefix, n) != 0 || (path[n] && path[n] != '/' && n))
+		return false;
+	*rest = path + n + (path[n] == '/');
+	return true;
+}
+
+/* The paths of the view that may reach @rec's directory beneath: the one
+ * its redirect names, that directory's own path, and the same below each
+ * other redirected directory whose directory beneath lies above it. */
+static int candidates(const struct ovl_state *st,
+		      const struct ovl_redirect *rec, char ***out, size_t *n)
+{
+	char **c = malloc((st->nredirects + 2) * sizeof(*c));
+	const char *rest;
+
+	*out = c;
+	*n = 0;
+	if (!c)
+		return -1;
+	c[(*n)++] = strdup(rec->origin);
+	c[(*n)++] = strdup(rec->lower);
+	for (size_t i = 0; i < st->nredirects; i++) {
+		const struct ovl_redirect *o = &st->redirects[i];
+
+		if (o != rec && !o->dropped &&
+		    path_under(rec->lower, o->lower, &rest) && *rest)
+			c[(*n)++] = hu_path_join(o->path, rest);
+	}
+	for (size_t i = 0; i < *n; i++)
+		if (!c[i])
+			return -1;
+	return 0;
+}
+
+/* Does view path @at reach @rec's directory beneath?  Then report it
+ * (once: *@told) and cover it. */
+static int check_at(struct fsck_run *r, const struct ovl_redirect *rec,
+		    const char *at, bool *told, struct hu_error *e)
 {
 	struct origin_walk w;
 	struct hu_error why = { 0 };
@@ -496,14 +539,15 @@ static int check_one_origin(struct fsck_run *r, const struct ovl_redirect *rec,
 	bool yes = false;
 	int rc;
 
-	rc = walk_origin(fsck_layer(r), rec->origin, &w, e);
+	rc = walk_origin(fsck_layer(r), at, &w, e);
 	if (rc == 0 && w.how != COVERED)
 		rc = reaches(r, w.lower, rec, &yes, e);
 	if (rc < 0 || !yes)
 		goto out;
+	*told = true;
 	snprintf(detail, sizeof(detail), w.how == MERGING ?
 		 "/%s: a directory there merges with it too" :
-		 "/%s: nothing covers it", rec->origin);
+		 "/%s: nothing covers it", at);
 	rc = fsck_found(r, HU_PB_REDIRECT_UNCOVERED, rec->path, NULL, detail,
 			e);
 	if (rc == 1)
@@ -513,6 +557,31 @@ out:
 	return rc < 0 ? -1 : 0;
 }
 
+static int check_one_origin(struct fsck_run *r, const struct ovl_state *st,
+			    const struct ovl_redirect *rec,
+			    struct hu_error *e)
+{
+	char **c;
+	size_t n;
+	bool told = false;
+	int rc = candidates(st, rec, &c, &n);
+
+	if (rc < 0)
+		hu_error_set(e, ENOMEM, NULL, "out of memory");
+	for (size_t i = 0; i < n && rc == 0 && !told; i++) {
+		bool seen = !strcmp(c[i], rec->path);
+
+		for (size_t j = 0; j < i && !seen; j++)
+			seen = !strcmp(c[i], c[j]);
+		if (!seen)
+			rc = check_at(r, rec, c[i], &told, e);
+	}
+	for (size_t i = 0; i < n; i++)
+		free(c[i]);
+	free(c);
+	return rc;
+}
+
 static int check_uncovered(struct fsck_run *r, struct ovl_state *st,
 			   struct hu_error *e)
 {
@@ -520,10 +589,9 @@ static int check_uncovered(struct fsck_run *r, struct ovl_state *st,
 		const struct ovl_redirect *rec = &st->redirects[i];
 
 		/* of a shared origin, the first tells */
-		if (rec->dropped || rec->shared_with ||
-		    !strcmp(rec->path, rec->origin))
+		if (rec->dropped || rec->shared_with)
 			continue;
-		if (check_one_origin(r, rec, e) < 0) {
+		if (check_one_origin(r, st, rec, e) < 0) {
 			hu_error_prefix(e, fsck_layer(r)->path);
 			return -1;
 		}
