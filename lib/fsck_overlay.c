@@ -183,6 +183,23 @@ int ovl_drop_redirect(const struct hu_layer *l, int fd, const char *name,
 	return hu_error_set(why, err, name, "cannot remove %s", rd);
 }
 
+void ovl_times_save(int fd, struct ovl_times *t)
+{
+	struct stat st;
+
+	t->ok = fstat(fd, &st) == 0;
+	if (t->ok) {
+		t->ts[0] = st.st_atim;
+		t->ts[1] = st.st_mtim;
+	}
+}
+
+void ovl_times_restore(int fd, const struct ovl_times *t)
+{
+	if (t->ok)
+		(void)hu_wr_futimens(fd, t->ts);
+}
+
 /* ---- the state of the layer checked ------------------------------------- */
 
 static struct ovl_state state;
@@ -694,6 +711,15 @@ static int replace_by_device(struct fsck_dir *d, const char *name,
 	return hu_error_set(why, err, name, "cannot replace the file");
 }
 
+/* Remove entry @name of @d, which hides nothing. */
+static int remove_entry(struct fsck_dir *d, const char *name,
+			struct hu_error *why)
+{
+	if (hu_wr_unlinkat(d->wd->fd, name, 0) == 0)
+		return 0;
+	return hu_error_set(why, errno, name, "cannot remove");
+}
+
 static int check_xwhiteout(struct fsck_run *r, struct fsck_dir *d,
 			   const struct wh_ent *ent, struct hu_error *e)
 {
@@ -703,6 +729,7 @@ static int check_xwhiteout(struct fsck_run *r, struct fsck_dir *d,
 	bool xdir = d->wd->opaque == HU_OPAQUE_XWHITEOUTS;
 	struct hu_error why = { 0 };
 	struct hu_ventry below;
+	struct ovl_times times;
 	const char *detail;
 	char attr[64];
 	int rc, hides = 0;
@@ -719,9 +746,9 @@ static int check_xwhiteout(struct fsck_run *r, struct fsck_dir *d,
 		rc = found(r, d, HU_PB_WHITEOUT_ORPHAN, ent->name, NULL, e);
 		if (rc != 1)
 			return rc < 0 ? -1 : 0;
-		rc = hu_wr_unlinkat(d->wd->fd, ent->name, 0);
-		if (rc < 0)
-			hu_error_set(&why, errno, ent->name, "cannot remove");
+		ovl_times_save(d->wd->fd, &times);
+		rc = remove_entry(d, ent->name, &why);
+		ovl_times_restore(d->wd->fd, &times);
 		return done(r, rc, &why, e);
 	}
 	detail = upper ? "in the upper layer" :
@@ -733,10 +760,9 @@ static int check_xwhiteout(struct fsck_run *r, struct fsck_dir *d,
 		return rc < 0 ? -1 : 0;
 	/* Each repair leaves the view as it is (the view, like the
 	 * kernel's lookup, takes the whiteout) and makes readdir agree. */
+	ovl_times_save(d->wd->fd, &times);
 	if (!hides) {
-		rc = hu_wr_unlinkat(d->wd->fd, ent->name, 0);
-		if (rc < 0)
-			hu_error_set(&why, errno, ent->name, "cannot remove");
+		rc = remove_entry(d, ent->name, &why);
 	} else if (upper) {
 		rc = replace_by_device(d, ent->name, &why);
 	} else {
@@ -747,6 +773,7 @@ static int check_xwhiteout(struct fsck_run *r, struct fsck_dir *d,
 		else
 			d->wd->opaque = HU_OPAQUE_XWHITEOUTS;
 	}
+	ovl_times_restore(d->wd->fd, &times);
 	return done(r, rc, &why, e);
 }
 

@@ -87,6 +87,16 @@ void ovl_below_close(struct ovl_below_path *bp);
 int ovl_drop_redirect(const struct hu_layer *l, int fd, const char *name,
 		      bool opaque, struct hu_error *why);
 
+/* The times of a directory a repair makes or removes entries in, put
+ * back after it, done or failed: the view shows them, and the kernel's
+ * copy-up keeps them too. */
+struct ovl_times {
+	struct timespec ts[2];
+	bool ok;
+};
+void ovl_times_save(int fd, struct ovl_times *t);
+void ovl_times_restore(int fd, const struct ovl_times *t);
+
 /* The key of view directory @v: its topmost layer directory. */
 int ovl_vdir_key(struct hu_vdir *v, dev_t *dev, ino_t *ino,
 		 struct hu_error *e);

@@ -456,12 +456,10 @@ static int cover(struct fsck_run *r, struct origin_walk *w,
 {
 	const struct hu_layer *l = fsck_layer(r);
 	const char *last = w->comps[w->n - 1];
-	struct stat parent;
+	struct ovl_times times;
 	char attr[64];
 	int rc;
 
-	if (fstat(w->pfd, &parent) < 0)
-		return hu_error_set(why, errno, NULL, "cannot stat directory");
 	if (w->how == MERGING) {
 		/* as the kernel's mkdir over its whiteout would have made
 		 * it: opaque */
@@ -470,6 +468,7 @@ static int cover(struct fsck_run *r, struct origin_walk *w,
 		return rc < 0 ? hu_error_set(why, errno, last, "cannot set %s",
 					     attr) : 0;
 	}
+	ovl_times_save(w->pfd, &times);
 	if (w->at + 1 == w->n)
 		rc = hu_wr_mknodat(w->pfd, last, S_IFCHR | 0, makedev(0, 0)) <
 			0 ? hu_error_set(why, errno, last,
@@ -478,12 +477,7 @@ static int cover(struct fsck_run *r, struct origin_walk *w,
 		rc = 0;		/* nothing made to go on with */
 	else
 		rc = cover_absent(r, w, why);
-	if (rc == 0) {
-		/* the kernel's copy-up keeps the parent's times too */
-		struct timespec ts[2] = { parent.st_atim, parent.st_mtim };
-
-		(void)hu_wr_futimens(w->pfd, ts);
-	}
+	ovl_times_restore(w->pfd, &times);
 	return rc;
 }
 
