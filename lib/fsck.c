@@ -292,17 +292,23 @@ static void dir_abort(void *ctx, struct wh_dir *wd)
 	level_pop(ctx);
 }
 
+void fsck_entry_checked(struct fsck_run *r)
+{
+	const struct hu_report *rep = r->o->report;
+
+	r->st->entries++;
+	if (rep && rep->progress && (r->st->entries & 1023) == 0)
+		rep->progress(rep->ctx, r->st->entries);
+}
+
 static int entry(void *ctx, struct wh_dir *wd, const struct wh_ent *ent,
 		 struct hu_error *e)
 {
 	struct fsck_run *r = ctx;
 	struct fsck_level *lv = level(r);
 	struct fsck_dir d = { wd, lv->below, lv->merges };
-	const struct hu_report *rep = r->o->report;
 
-	r->st->entries++;
-	if (rep && rep->progress && (r->st->entries & 1023) == 0)
-		rep->progress(rep->ctx, r->st->entries);
+	fsck_entry_checked(r);
 	if (fsck_marker_entry(r, &d, ent, e) < 0 ||
 	    fsck_overlay_entry(r, &d, ent, e) < 0 ||
 	    fsck_vacuum_entry(r, &d, ent, e) < 0 ||
@@ -401,8 +407,9 @@ static int check_writable(const struct hu_stack *s, size_t from,
 			continue;
 		if (l->unpacked)
 			return hu_error_set(e, 0, l->path, "a tarball layer "
-					    "is checked read only: -p and -y "
-					    "do not apply");
+					    "is checked read only (-n): -p "
+					    "and -y do not apply; nothing was "
+					    "changed");
 		if (fstatvfs(l->fd, &vfs) == 0 && (vfs.f_flag & ST_RDONLY))
 			return hu_error_set(e, EROFS, l->path,
 					    "cannot repair");
@@ -438,7 +445,8 @@ int hu_fsck(char *const paths[], size_t n, const struct hu_stack_opts *so,
 	struct hu_stack_opts sopts = *so;
 	struct hu_stack s;
 	struct fsck_run r = { 0 };
-	bool writes = o->mode != HU_FSCK_CHECK && !o->dry_run;
+	/* a dry run refuses what the real run would refuse */
+	bool writes = o->mode != HU_FSCK_CHECK;
 	int workfd = -1, rc = -1;
 
 	memset(st, 0, sizeof(*st));

@@ -58,6 +58,11 @@ int fsck_found(struct fsck_run *r, enum hu_problem_id id, const char *dir,
 int fsck_done(struct fsck_run *r, int rc, struct hu_error *why,
 	      struct hu_error *e);
 
+/* One more entry checked, for the count and the progress report: the
+ * engine counts those of its walk; a check that reads entries the walk
+ * does not (a tarball's) counts its own. */
+void fsck_entry_checked(struct fsck_run *r);
+
 /* The checks.  Each returns 0, or -1 when the run must stop (@e). */
 int fsck_marker_dir(struct fsck_run *r, struct fsck_dir *d,
 		    struct hu_error *e);

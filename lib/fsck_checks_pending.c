@@ -29,10 +29,3 @@ int fsck_workdir(struct fsck_run *r, const char *workdir, struct hu_error *e)
 {
 	return 0;
 }
-
-int fsck_tarball(struct fsck_run *r, const struct hu_layer *l,
-		 struct hu_error *e)
-{
-	return 0;
-}
-
