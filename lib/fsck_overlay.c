@@ -317,6 +317,7 @@ static void scan_names(const struct hu_layer *l, const char *list,
 	}
 }
 
+/* 1 when entry @name is gone: another check's repair removed it. */
 static int read_names(const struct hu_layer *l, int dirfd, const char *name,
 		      struct ovl_names *n, struct hu_error *e)
 {
@@ -324,6 +325,8 @@ static int read_names(const struct hu_layer *l, int dirfd, const char *name,
 	static char list[65536];
 	ssize_t len = hu_listxattr_at(dirfd, name, list, sizeof(list));
 
+	if (len < 0 && name && errno == ENOENT)
+		return 1;
 	if (len < 0 && errno != ENOTSUP)
 		return hu_error_set(e, errno, name, "cannot list xattrs");
 	scan_names(l, list, len < 0 ? 0 : len, n);
@@ -788,8 +791,9 @@ int fsck_overlay_entry(struct fsck_run *r, struct fsck_dir *d,
 	if (!is_overlay(l))
 		return 0;
 	st = ovl_state(r, e);
-	if (read_names(l, d->wd->fd, ent->name, &n, e) < 0)
-		return wh_prefix(e, l->path, d->wd->path);
+	rc = read_names(l, d->wd->fd, ent->name, &n, e);
+	if (rc != 0)
+		return rc < 0 ? wh_prefix(e, l->path, d->wd->path) : 0;
 	if (count_names(st, &n, d->wd->path, ent->name, e) < 0)
 		return -1;
 	if (n.origin || n.redirect)
