@@ -202,7 +202,8 @@ void ovl_times_restore(int fd, const struct ovl_times *t)
 
 /* ---- the state of the layer checked ------------------------------------- */
 
-static struct ovl_state state;
+/* One run walks in one thread; a run in another thread has its own. */
+static __thread struct ovl_state state;
 
 void ovl_state_free(struct ovl_state *st)
 {
@@ -321,8 +322,8 @@ static void scan_names(const struct hu_layer *l, const char *list,
 static int read_names(const struct hu_layer *l, int dirfd, const char *name,
 		      struct ovl_names *n, struct hu_error *e)
 {
-	/* XATTR_LIST_MAX: every list fits; fsck walks in one thread */
-	static char list[65536];
+	/* XATTR_LIST_MAX: every list fits */
+	static __thread char list[65536];
 	ssize_t len = hu_listxattr_at(dirfd, name, list, sizeof(list));
 
 	if (len < 0 && name && errno == ENOENT)
@@ -492,7 +493,8 @@ int fsck_overlay_dir(struct fsck_run *r, struct fsck_dir *d,
 	st = ovl_state(r, e);
 	if (depth_reserve(st, k, e) < 0)
 		return -1;
-	st->belows[k] = d->below;
+	/* what a child without a redirect would merge with */
+	st->belows[k] = d->merges ? d->below : NULL;
 	if (read_names(l, d->wd->fd, NULL, &n, e) < 0)
 		return wh_prefix(e, l->path, d->wd->path);
 	/* The kernel marks upper directories only: elsewhere nothing is

@@ -37,7 +37,8 @@ struct ovl_state {
 	const struct hu_layer *layer;
 	struct ovl_redirect *redirects;
 	size_t nredirects, cap;
-	/* the view beneath each directory on the walk's path, by depth */
+	/* the view beneath each directory on the walk's path that merges
+	 * with it, by depth (NULL: it merges with nothing) */
 	struct hu_vdir **belows;
 	bool *impure;		/* by depth: the directory is marked, or
 				 * was just repaired or reported */
