@@ -35,6 +35,8 @@ struct fsck_run {
 	const struct hu_fsck_opts *o;
 	struct hu_fsck_stats *st;
 	bool may_write;			/* this layer may be repaired */
+	bool in_workdir;		/* fsck_workdir() runs: findings name
+					 * the workdir as their layer */
 	struct hu_vdir *below_root;
 	struct fsck_level *lv;		/* the directories of the walk */
 	size_t depth, cap;
@@ -107,7 +109,8 @@ int fsck_found(struct fsck_run *r, enum hu_problem_id id, const char *dir,
 {
 	enum hu_severity sev = severity_of(r->o, id);
 	struct hu_fsck_finding f = {
-		.id = id, .severity = sev, .layer = fsck_layer(r)->path,
+		.id = id, .severity = sev,
+		.layer = r->in_workdir ? r->o->workdir : fsck_layer(r)->path,
 		.detail = detail, .action = HU_FSCK_LEFT,
 	};
 	char *path;
@@ -356,7 +359,34 @@ struct sink_ctx {
 	size_t n, first_checked;
 	const struct hu_fsck_opts *o;
 	struct hu_fsck_stats *st;
+	/* what was reported: a reader meets a problem each time it passes
+	 * (a bad redirect, on the directory and on a lookup through it) */
+	char **seen;
+	size_t nseen;
 };
+
+/* Has @p been reported?  If not, remember it: 1 seen, 0 new, -1 ENOMEM. */
+static int sink_seen(struct sink_ctx *c, const struct hu_problem *p)
+{
+	char *key, **v;
+
+	if (asprintf(&key, "%d/%s/%s", (int)p->id, p->layer ? p->layer : "",
+		     p->path) < 0)
+		return -1;
+	for (size_t i = 0; i < c->nseen; i++)
+		if (strcmp(c->seen[i], key) == 0) {
+			free(key);
+			return 1;
+		}
+	v = realloc(c->seen, (c->nseen + 1) * sizeof(*v));
+	if (!v) {
+		free(key);
+		return -1;
+	}
+	c->seen = v;
+	c->seen[c->nseen++] = key;
+	return 0;
+}
 
 static int sink_found(void *ctx, const struct hu_problem *p,
 		      struct hu_error *e)
@@ -373,6 +403,12 @@ static int sink_found(void *ctx, const struct hu_problem *p,
 			return 0;
 	if (sev == HU_SEV_IGNORE)
 		return 0;
+	switch (sink_seen(c, p)) {
+	case 1:
+		return 0;
+	case -1:
+		return hu_error_set(e, ENOMEM, NULL, "out of memory");
+	}
 	c->st->found[sev]++;
 	if (sev >= HU_SEV_WARNING)
 		c->st->left++;
@@ -440,7 +476,7 @@ int hu_fsck(char *const paths[], size_t n, const struct hu_stack_opts *so,
 	    struct hu_error *e)
 {
 	struct sink_ctx sc = { NULL, paths, n, o->all_layers ? 0 : n - 1,
-			       o, st };
+			       o, st, NULL, 0 };
 	struct hu_problem_sink sink = { HU_PB_COLLECT, sink_found, &sc };
 	struct hu_stack_opts sopts = *so;
 	struct hu_stack s;
@@ -482,9 +518,13 @@ int hu_fsck(char *const paths[], size_t n, const struct hu_stack_opts *so,
 			      (top || o->repair_lowers);
 		if (check_layer(&r, e) < 0)
 			goto out;
-		if (top && o->workdir &&
-		    fsck_workdir(&r, o->workdir, e) < 0)
-			goto out;
+		if (top && o->workdir) {
+			r.in_workdir = true;
+			rc = fsck_workdir(&r, o->workdir, e);
+			r.in_workdir = false;
+			if (rc < 0)
+				goto out;
+		}
 	}
 	rc = 0;
 out:
@@ -493,6 +533,9 @@ out:
 	if (workfd >= 0)
 		close(workfd);
 	hu_stack_close(&s);
+	for (size_t i = 0; i < sc.nseen; i++)
+		free(sc.seen[i]);
+	free(sc.seen);
 	hu_wr_set_dry_run(false);
 	return rc;
 }

@@ -25,7 +25,3 @@ int fsck_vacuum_entry(struct fsck_run *r, struct fsck_dir *d,
 	return 0;
 }
 
-int fsck_workdir(struct fsck_run *r, const char *workdir, struct hu_error *e)
-{
-	return 0;
-}
