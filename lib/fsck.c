@@ -61,6 +61,11 @@ const struct hu_fsck_opts *fsck_opts(const struct fsck_run *r)
 	return r->o;
 }
 
+bool fsck_layer_is_top(const struct fsck_run *r)
+{
+	return r->k + 1 == r->s->n;
+}
+
 static enum hu_severity severity_of(const struct hu_fsck_opts *o,
 				    enum hu_problem_id id)
 {
@@ -217,16 +222,20 @@ static int below_of(struct fsck_run *r, const struct fsck_level *up,
 		    const struct wh_dir *wd, struct hu_vdir **out,
 		    struct hu_error *e)
 {
+	bool redirect = wd->redirect && hu_redirect_valid(wd->redirect);
+
 	*out = NULL;
 	if (!up)
 		return 0;	/* the root's is the view's root */
+	/* An absolute redirect is looked up from the root whatever the
+	 * parent merges with (namei.c: poe = roe), an opaque parent too. */
+	if (redirect && wd->redirect[0] == '/' &&
+	    wd->opaque != HU_OPAQUE_YES)
+		return below_path(r, wd->redirect, out, e);
 	if (!up->merges)
 		return 0;	/* nothing beneath reaches here */
-	if (wd->redirect && hu_redirect_valid(wd->redirect)) {
-		if (wd->redirect[0] == '/')
-			return below_path(r, wd->redirect, out, e);
+	if (redirect)
 		return below_child(up->below, wd->redirect, out, e);
-	}
 	return below_child(up->below, wd->name, out, e);
 }
 
