@@ -597,8 +597,9 @@ int fsck_marker_entry(struct fsck_run *r, struct fsck_dir *d,
 	if (hu_layer_half(l))
 		return 0;
 	rc = check_leftover(r, d, ent, e);
-	if (rc == 0)
-		rc = check_oci_invalid(r, d, ent, e);
+	if (rc != 0)
+		return rc;
+	rc = check_oci_invalid(r, d, ent, e);
 	if (rc != 0)
 		return rc < 0 ? -1 : 0;
 	if (l->format == HU_FMT_NONE)

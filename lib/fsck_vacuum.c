@@ -125,6 +125,7 @@ int fsck_vacuum_entry(struct fsck_run *r, struct fsck_dir *d,
 	if (rc != 1)
 		return rc;
 	/* One unlink; then the directory the view shows keeps its times. */
+	rc = 0;
 	ts[0] = d->wd->st.st_atim;
 	ts[1] = d->wd->st.st_mtim;
 	if (hu_wr_unlinkat(d->wd->fd, ent->name, 0) < 0)
