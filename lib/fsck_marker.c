@@ -40,14 +40,17 @@ static int restore_times(const struct fsck_dir *d)
 	return hu_wr_futimens(d->wd->fd, ts);
 }
 
-/* Report the outcome of a repair: @rc 0 done; else failed with @why, and
- * the directory's times back where the failure left them changed. */
+/* The outcome of a repair in @d: @rc 0 done, -1 failed with @why.  The
+ * directory gets its times back either way (a failed repair may have made
+ * and removed a temporary).  That is no part of the repair, which is
+ * complete when it fails: a warning. */
 static int done(struct fsck_run *r, const struct fsck_dir *d, int rc,
 		struct hu_error *why, struct hu_error *e)
 {
-	if (rc == 0 && restore_times(d) < 0)
-		rc = hu_error_setat(why, errno, d->wd->path, "",
-				    "cannot restore the directory's times");
+	if (restore_times(d) < 0)
+		hu_report_warn(fsck_opts(r)->report, errno, fsck_layer(r)->path,
+			       d->wd->path,
+			       "cannot restore the directory's times");
 	return fsck_done(r, rc, why, e);
 }
 
@@ -307,8 +310,15 @@ static int put_whiteout(const struct hu_layer *l, const struct fsck_dir *d,
 		if (hu_marker_add_whiteout(l, l->format, d->wd->fd, tmp,
 					   why) == 0)
 			break;
-		if (why->err != EEXIST || ++tries == 100)
-			return wh_prefix(why, "", d->wd->path);
+		if (why->err != EEXIST || ++tries == 100) {
+			/* named by the entry: the temporary is gone */
+			char msg[sizeof(why->msg)];
+
+			memcpy(msg, why->msg, sizeof(msg));
+			return hu_error_setat(why, why->err, d->wd->path, name,
+					      "cannot make its new whiteout "
+					      "(%s)", msg);
+		}
 	}
 	if (hu_wr_utimensat(d->wd->fd, tmp, ts, AT_SYMLINK_NOFOLLOW) < 0 ||
 	    hu_wr_renameat2(d->wd->fd, tmp, d->wd->fd, name, flags) < 0) {

@@ -132,7 +132,9 @@ int fsck_vacuum_entry(struct fsck_run *r, struct fsck_dir *d,
 		rc = hu_error_setat(&why, errno, d->wd->path, ent->name,
 				    "cannot remove");
 	else if (hu_wr_futimens(d->wd->fd, ts) < 0)
-		rc = hu_error_setat(&why, errno, d->wd->path, "",
-				    "cannot restore the directory's times");
+		/* the copy-up is gone: the repair is complete */
+		hu_report_warn(fsck_opts(r)->report, errno, l->path,
+			       d->wd->path,
+			       "cannot restore the directory's times");
 	return fsck_done(r, rc, &why, e);
 }
