@@ -313,7 +313,7 @@ static int check_layer(struct fsck_run *r, struct hu_error *e)
 {
 	static const struct wh_walk_ops ops = {
 		.dir_pre = dir_pre, .entry = entry, .dir_post = dir_post,
-		.dir_abort = dir_abort,
+		.dir_abort = dir_abort, .oci_invalid_as_entries = true,
 	};
 	const struct hu_layer *l = fsck_layer(r);
 	int rc;

@@ -35,8 +35,11 @@ static int candidate(const struct hu_layer *l, const struct fsck_dir *d,
 	char *redirect = NULL;
 	bool metacopy = false;
 
+	/* An OCI .wh.* name the walk hands over (one that hides nothing)
+	 * is no copy-up either. */
 	if (ent->kind != HU_MARK_NONE || ent->twin ||
-	    (!S_ISREG(ent->type) && !S_ISLNK(ent->type)))
+	    (!S_ISREG(ent->type) && !S_ISLNK(ent->type)) ||
+	    (hu_layer_is(l, HU_FMT_OCI) && hu_oci_is_marker(ent->name)))
 		return 0;
 	/* Afresh: a check before this one may have repaired the entry. */
 	if (fstatat(d->wd->fd, ent->name, st, AT_SYMLINK_NOFOLLOW) < 0)
