@@ -401,6 +401,28 @@ static int rewrite_oci_name(const struct hu_layer *l, const struct fsck_dir *d,
 	return remove_entry(d, name, why);
 }
 
+/* Make directory @fd opaque in @l's format.  An OCI .wh..wh..opq takes
+ * the directory's times, and the directory keeps them. */
+static int opaque_on(const struct hu_layer *l, int fd, struct hu_error *why)
+{
+	struct timespec ts[2];
+	struct stat st;
+
+	if (fstat(fd, &st) < 0)
+		return hu_error_set(why, errno, NULL, "cannot stat");
+	if (wh_opaque_fd(l, fd, true, why) < 0)
+		return -1;
+	if (l->format != HU_FMT_OCI)
+		return 0;
+	ts[0] = st.st_atim;
+	ts[1] = st.st_mtim;
+	if (hu_wr_utimensat(fd, HU_OCI_OPAQUE, ts, AT_SYMLINK_NOFOLLOW) < 0 ||
+	    hu_wr_futimens(fd, ts) < 0)
+		return hu_error_set(why, errno, HU_OCI_OPAQUE,
+				    "cannot set times");
+	return 0;
+}
+
 /* Foreign xattr @a of @name (NULL: @d itself): an opaque mark becomes
  * @l's, the rest (which @l's format cannot say) goes. */
 static int rewrite_xattr(const struct hu_layer *l, const struct fsck_dir *d,
@@ -410,7 +432,7 @@ static int rewrite_xattr(const struct hu_layer *l, const struct fsck_dir *d,
 	const char *what = strrchr(a, '.') + 1;
 	bool dir = S_ISDIR(k->st.st_mode);
 	char v[2];
-	int fd;
+	int fd, rc;
 
 	if (dir && !strcmp(what, "opaque") &&
 	    hu_lgetxattr_at(d->wd->fd, name, a, v, 1) == 1 && v[0] == 'y') {
@@ -418,13 +440,13 @@ static int rewrite_xattr(const struct hu_layer *l, const struct fsck_dir *d,
 			fd = d->wd->fd;
 		else if ((fd = hu_open_dir_at(d->wd->fd, name)) < 0)
 			return fail(why, d, name, "cannot open directory");
-		if (wh_opaque_fd(l, fd, true, why) < 0) {
-			if (name)
-				close(fd);
-			return wh_prefix(why, "", d->wd->path);
-		}
+		rc = opaque_on(l, fd, why);
 		if (name)
 			close(fd);
+		if (rc < 0) {
+			hu_error_prefix(why, name);
+			return wh_prefix(why, "", d->wd->path);
+		}
 	}
 	if (hu_wr_removexattr_at(d->wd->fd, name, a) < 0 && errno != ENODATA)
 		return hu_error_setat(why, errno, d->wd->path, name ? name : "",
