@@ -116,8 +116,13 @@ int fsck_vacuum_entry(struct fsck_run *r, struct fsck_dir *d,
 	rc = hu_vdir_lookup(d->below, ent->name, &below, e);
 	if (rc <= 0)
 		return rc;
-	if ((below.st.st_mode & S_IFMT) != (st.st_mode & S_IFMT) ||
-	    below.st.st_nlink > 1)
+	/* The inode first: most changed files differ there, and the data
+	 * and xattrs of those are never read. */
+	if (below.st.st_mode != st.st_mode || below.st.st_nlink > 1 ||
+	    below.st.st_uid != st.st_uid || below.st.st_gid != st.st_gid ||
+	    below.st.st_size != st.st_size ||
+	    below.st.st_mtim.tv_sec != st.st_mtim.tv_sec ||
+	    below.st.st_mtim.tv_nsec != st.st_mtim.tv_nsec)
 		return 0;
 	if (identical(r, d, ent, &st, &below, &same, e) < 0)
 		return -1;
