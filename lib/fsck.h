@@ -56,6 +56,16 @@ int fsck_found(struct fsck_run *r, enum hu_problem_id id, const char *dir,
 int fsck_done(struct fsck_run *r, int rc, struct hu_error *why,
 	      struct hu_error *e);
 
+/* A repair that adds or removes entries of @d changes the times of the
+ * directory the view shows: fsck_keep_times() before the change records
+ * them on @d (-1 with @why), fsck_restore_times() after it (done or
+ * failed) puts them back and drops the record.  A run killed between the
+ * two leaves the record, which the next run finds (hunionLeftover) and
+ * restores from. */
+int fsck_keep_times(struct fsck_run *r, struct fsck_dir *d,
+		    struct hu_error *why);
+void fsck_restore_times(struct fsck_run *r, struct fsck_dir *d);
+
 /* The checks.  Each returns 0, or -1 when the run must stop (@e);
  * fsck_marker_entry() 1 when @ent is no entry of the layer's own (what
  * an interrupted run left, removed or not): no other check looks at it

@@ -31,26 +31,72 @@
 
 /* ---- small helpers ------------------------------------------------------ */
 
-/* The times @d had when the walk read it: entries come and go, the
- * directory the view shows stays as it was. */
-static int restore_times(const struct fsck_dir *d)
+/*
+ * The times of a directory the view shows are the topmost layer's
+ * directory's: a repair that adds or removes entries of @d keeps them.
+ * Before the change they are recorded on @d (convrec.c's times record,
+ * private), so that a run killed before it puts them back leaves them
+ * for the next (check_times_record); after it they come back and the
+ * record goes.
+ */
+int fsck_keep_times(struct fsck_run *r, struct fsck_dir *d,
+		    struct hu_error *why)
 {
-	struct timespec ts[2] = { d->wd->st.st_atim, d->wd->st.st_mtim };
+	const struct hu_layer *l = fsck_layer(r);
 
-	return hu_wr_futimens(d->wd->fd, ts);
+	if (d->wd->changed)
+		return 0;
+	if (hu_conv_times_set(l, l, d->wd->fd, &d->wd->st, why) < 0) {
+		char msg[sizeof(why->msg)];
+
+		memcpy(msg, why->msg, sizeof(msg));
+		return hu_error_setat(why, why->err, d->wd->path, "",
+				      "cannot record the directory's times "
+				      "(%s)", msg);
+	}
+	d->wd->changed = true;
+	return 0;
+}
+
+void fsck_restore_times(struct fsck_run *r, struct fsck_dir *d)
+{
+	const struct hu_layer *l = fsck_layer(r);
+	struct timespec ts[2] = { d->wd->st.st_atim, d->wd->st.st_mtim };
+	struct hu_error why = { 0 };
+
+	if (!d->wd->changed)
+		return;
+	/* The record stays when the times cannot come back: the next run
+	 * tries again. */
+	if (hu_wr_futimens(d->wd->fd, ts) < 0) {
+		hu_report_warn(fsck_opts(r)->report, errno, l->path,
+			       d->wd->path,
+			       "cannot restore the directory's times");
+		return;
+	}
+	if (hu_conv_times_clear(l, l, d->wd->fd, &why) < 0) {
+		hu_report_warn(fsck_opts(r)->report, why.err, l->path,
+			       d->wd->path, "%s", why.msg);
+		hu_error_clear(&why);
+		return;
+	}
+	d->wd->changed = false;
+}
+
+static int keep(struct fsck_run *r, const struct fsck_dir *d,
+		struct hu_error *why)
+{
+	return fsck_keep_times(r, (struct fsck_dir *)d, why);
 }
 
 /* The outcome of a repair in @d: @rc 0 done, -1 failed with @why.  The
  * directory gets its times back either way (a failed repair may have made
- * and removed a temporary).  That is no part of the repair, which is
- * complete when it fails: a warning. */
+ * and removed a temporary); that is no part of the repair, which is
+ * complete (or undone) by now: a warning when it fails. */
 static int done(struct fsck_run *r, const struct fsck_dir *d, int rc,
 		struct hu_error *why, struct hu_error *e)
 {
-	if (restore_times(d) < 0)
-		hu_report_warn(fsck_opts(r)->report, errno, fsck_layer(r)->path,
-			       d->wd->path,
-			       "cannot restore the directory's times");
+	fsck_restore_times(r, (struct fsck_dir *)d);
 	return fsck_done(r, rc, why, e);
 }
 
@@ -228,7 +274,10 @@ static int check_leftover(struct fsck_run *r, const struct fsck_dir *d,
 	if (rc == 1) {
 		/* Holding the lock: no run starts on this output meanwhile;
 		 * a lock file goes while it is the one held (outlock.c). */
-		rc = done(r, d, remove_entry(d, name, &why), &why, e);
+		rc = keep(r, d, &why);
+		if (rc == 0)
+			rc = remove_entry(d, name, &why);
+		rc = done(r, d, rc, &why, e);
 	}
 	if (lockfd >= 0)
 		close(lockfd);
@@ -477,9 +526,11 @@ static int check_foreign(struct fsck_run *r, const struct fsck_dir *d,
 		rc = found(r, d, HU_PB_FORMAT_MIXED, name, detail, e);
 		if (rc != 1)
 			return rc < 0 ? -1 : 1;
-		if (hu_oci_is_marker(name) && !foreign_whiteout(l, k))
+		rc = keep(r, d, &why);
+		if (rc == 0 && hu_oci_is_marker(name) &&
+		    !foreign_whiteout(l, k))
 			rc = rewrite_oci_name(l, d, name, &why);
-		else
+		else if (rc == 0)
 			rc = put_whiteout(l, d, name, name, 0, &why);
 		return done(r, d, rc, &why, e) < 0 ? -1 : 1;
 	}
@@ -488,9 +539,12 @@ static int check_foreign(struct fsck_run *r, const struct fsck_dir *d,
 		if (!foreign_xattr(l, a))
 			continue;
 		rc = found(r, d, HU_PB_FORMAT_MIXED, name, a, e);
-		if (rc == 1)
-			rc = done(r, d, rewrite_xattr(l, d, name, k, a, &why),
-				  &why, e);
+		if (rc == 1) {
+			rc = keep(r, d, &why);
+			if (rc == 0)
+				rc = rewrite_xattr(l, d, name, k, a, &why);
+			rc = done(r, d, rc, &why, e);
+		}
 		if (rc < 0)
 			return -1;
 	}
@@ -593,10 +647,10 @@ static int check_whiteout_below(struct fsck_run *r, struct fsck_dir *d,
 	if (rc != 1)
 		return rc;
 	/* It hides nothing: the view is the same without it. */
-	if (hu_wr_unlinkat(d->wd->fd, ent->name, 0) < 0)
-		return done(r, d, fail(&why, d, ent->name, "cannot remove"),
-			    &why, e);
-	return done(r, d, 0, &why, e);
+	rc = keep(r, d, &why);
+	if (rc == 0 && hu_wr_unlinkat(d->wd->fd, ent->name, 0) < 0)
+		rc = fail(&why, d, ent->name, "cannot remove");
+	return done(r, d, rc, &why, e);
 }
 
 static int check_oci_invalid(struct fsck_run *r, const struct fsck_dir *d,
@@ -610,8 +664,12 @@ static int check_oci_invalid(struct fsck_run *r, const struct fsck_dir *d,
 	    !hu_oci_hides_nothing(hidden))
 		return 0;
 	rc = found(r, d, HU_PB_OCI_WHITEOUT_INVALID, ent->name, NULL, e);
-	if (rc == 1)
-		rc = done(r, d, remove_entry(d, ent->name, &why), &why, e);
+	if (rc == 1) {
+		rc = keep(r, d, &why);
+		if (rc == 0)
+			rc = remove_entry(d, ent->name, &why);
+		rc = done(r, d, rc, &why, e);
+	}
 	return rc < 0 ? -1 : 1;
 }
 
@@ -700,10 +758,38 @@ static int check_opaque_redundant(struct fsck_run *r, struct fsck_dir *d,
 	rc = found(r, d, HU_PB_OPAQUE_REDUNDANT, NULL, NULL, e);
 	if (rc != 1)
 		return rc;
-	rc = wh_opaque_fd(l, d->wd->fd, false, &why);
-	if (rc < 0)
-		wh_prefix(&why, "", d->wd->path);
+	rc = keep(r, d, &why);
+	if (rc == 0 && wh_opaque_fd(l, d->wd->fd, false, &why) < 0)
+		rc = wh_prefix(&why, "", d->wd->path);
 	return done(r, d, rc, &why, e);
+}
+
+/* The times record of a repair (fsck_keep_times) that a killed run left
+ * on @d: the times it holds are @d's own, and come back. */
+static int check_times_record(struct fsck_run *r, struct fsck_dir *d,
+			      struct hu_error *e)
+{
+	const struct hu_layer *l = fsck_layer(r);
+	struct hu_error why = { 0 };
+	struct timespec ts[2];
+	bool had;
+	int rc;
+
+	if (hu_conv_times_read(d->wd->fd, ts, &had, e) < 0)
+		return wh_prefix(e, l->path, d->wd->path);
+	if (!had)
+		return 0;
+	d->wd->st.st_atim = ts[0];
+	d->wd->st.st_mtim = ts[1];
+	rc = found(r, d, HU_PB_HUNION_LEFTOVER, NULL,
+		   "the directory's times, recorded by a repair", e);
+	if (rc != 1)
+		return rc;
+	if (hu_wr_futimens(d->wd->fd, ts) < 0)
+		rc = fail(&why, d, "", "cannot restore the directory's times");
+	else
+		rc = hu_conv_times_clear(l, l, d->wd->fd, &why);
+	return fsck_done(r, rc, &why, e);
 }
 
 int fsck_marker_dir(struct fsck_run *r, struct fsck_dir *d,
@@ -715,6 +801,8 @@ int fsck_marker_dir(struct fsck_run *r, struct fsck_dir *d,
 
 	if (hu_layer_half(l))
 		return *d->wd->path ? 0 : check_converting(r, d, e);
+	if (check_times_record(r, d, e) < 0)
+		return -1;
 	if (l->format == HU_FMT_NONE)
 		return 0;
 	rc = check_opaque_value(r, d, e);

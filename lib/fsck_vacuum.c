@@ -102,7 +102,6 @@ int fsck_vacuum_entry(struct fsck_run *r, struct fsck_dir *d,
 {
 	const struct hu_layer *l = fsck_layer(r);
 	struct hu_error why = { 0 };
-	struct timespec ts[2];
 	struct hu_ventry below;
 	struct stat st;
 	bool same;
@@ -132,17 +131,11 @@ int fsck_vacuum_entry(struct fsck_run *r, struct fsck_dir *d,
 			NULL, e);
 	if (rc != 1)
 		return rc;
-	/* One unlink; then the directory the view shows keeps its times. */
-	rc = 0;
-	ts[0] = d->wd->st.st_atim;
-	ts[1] = d->wd->st.st_mtim;
-	if (hu_wr_unlinkat(d->wd->fd, ent->name, 0) < 0)
+	/* One unlink; the directory the view shows keeps its times. */
+	rc = fsck_keep_times(r, d, &why);
+	if (rc == 0 && hu_wr_unlinkat(d->wd->fd, ent->name, 0) < 0)
 		rc = hu_error_setat(&why, errno, d->wd->path, ent->name,
 				    "cannot remove");
-	else if (hu_wr_futimens(d->wd->fd, ts) < 0)
-		/* the copy-up is gone: the repair is complete */
-		hu_report_warn(fsck_opts(r)->report, errno, l->path,
-			       d->wd->path,
-			       "cannot restore the directory's times");
+	fsck_restore_times(r, d);
 	return fsck_done(r, rc, &why, e);
 }
