@@ -283,18 +283,24 @@ static void dir_abort(void *ctx, struct wh_dir *wd)
 	level_pop(ctx);
 }
 
+void fsck_entry_checked(struct fsck_run *r)
+{
+	const struct hu_report *rep = r->o->report;
+
+	r->st->entries++;
+	if (rep && rep->progress && (r->st->entries & 1023) == 0)
+		rep->progress(rep->ctx, r->st->entries);
+}
+
 static int entry(void *ctx, struct wh_dir *wd, const struct wh_ent *ent,
 		 struct hu_error *e)
 {
 	struct fsck_run *r = ctx;
 	struct fsck_level *lv = level(r);
 	struct fsck_dir d = { wd, lv->below, lv->merges };
-	const struct hu_report *rep = r->o->report;
 	int rc;
 
-	r->st->entries++;
-	if (rep && rep->progress && (r->st->entries & 1023) == 0)
-		rep->progress(rep->ctx, r->st->entries);
+	fsck_entry_checked(r);
 	rc = fsck_marker_entry(r, &d, ent, e);
 	if (rc < 0)
 		return -1;
@@ -381,9 +387,9 @@ static int check_writable(const struct hu_stack *s, size_t from,
 	if (rc < 0)
 		return -1;
 	if (rc > 0) {
-		hu_error_set(e, EBUSY, use.mountpoint, "a layer of this "
-			     "stack is the %s of the %s mounted here: "
-			     "unmount it before repairing", use.role,
+		hu_error_set(e, EBUSY, use.mountpoint, "%s is the %s of the "
+			     "%s mounted here: unmount it before repairing",
+			     use.layer ? use.layer : o->workdir, use.role,
 			     use.fstype);
 		e->whole = true;
 		hu_mount_use_free(&use);
@@ -397,13 +403,32 @@ static int check_writable(const struct hu_stack *s, size_t from,
 			continue;
 		if (l->unpacked)
 			return hu_error_set(e, 0, l->path, "a tarball layer "
-					    "is checked read only: -p and -y "
-					    "do not apply");
+					    "is checked read only (-n): -p "
+					    "and -y do not apply; nothing was "
+					    "changed");
 		if (fstatvfs(l->fd, &vfs) == 0 && (vfs.f_flag & ST_RDONLY))
 			return hu_error_set(e, EROFS, l->path,
 					    "cannot repair");
 	}
 	return 0;
+}
+
+/* A check of a layer in use reads it while the mount may change it. */
+static int warn_mounted(const struct hu_stack *s, int workfd,
+			const struct hu_report *r, struct hu_error *e)
+{
+	struct hu_mount_use use = { 0 };
+	int rc = hu_stack_mounted(s, workfd, &use, e);
+
+	if (rc > 0) {
+		hu_report_warn(r, 0, use.mountpoint, NULL, "%s is the %s of "
+			       "the %s mounted here: the check may see "
+			       "changes in progress",
+			       use.layer ? use.layer : "the workdir", use.role,
+			       use.fstype);
+		hu_mount_use_free(&use);
+	}
+	return rc < 0 ? -1 : 0;
 }
 
 int hu_fsck(char *const paths[], size_t n, const struct hu_stack_opts *so,
@@ -416,7 +441,8 @@ int hu_fsck(char *const paths[], size_t n, const struct hu_stack_opts *so,
 	struct hu_stack_opts sopts = *so;
 	struct hu_stack s;
 	struct fsck_run r = { 0 };
-	bool writes = o->mode != HU_FSCK_CHECK && !o->dry_run;
+	/* a dry run refuses what the real run would refuse */
+	bool writes = o->mode != HU_FSCK_CHECK;
 	int workfd = -1, rc = -1;
 
 	memset(st, 0, sizeof(*st));
@@ -438,6 +464,8 @@ int hu_fsck(char *const paths[], size_t n, const struct hu_stack_opts *so,
 		}
 	}
 	if (writes && check_writable(&s, sc.first_checked, o, workfd, e) < 0)
+		goto out;
+	if (!writes && warn_mounted(&s, workfd, o->report, e) < 0)
 		goto out;
 	r.s = &s;
 	r.o = o;

@@ -56,6 +56,11 @@ int fsck_found(struct fsck_run *r, enum hu_problem_id id, const char *dir,
 int fsck_done(struct fsck_run *r, int rc, struct hu_error *why,
 	      struct hu_error *e);
 
+/* One more entry checked, for the count and the progress report: the
+ * engine counts those of its walk; a check that reads entries the walk
+ * does not (a tarball's) counts its own. */
+void fsck_entry_checked(struct fsck_run *r);
+
 /* A repair that adds or removes entries of @d changes the times of the
  * directory the view shows: fsck_keep_times() before the change records
  * them on @d (-1 with @why), fsck_restore_times() after it (done or

@@ -28,19 +28,3 @@ int fsck_workdir(struct fsck_run *r, const char *workdir, struct hu_error *e)
 {
 	return 0;
 }
-
-int fsck_tarball(struct fsck_run *r, const struct hu_layer *l,
-		 struct hu_error *e)
-{
-	return 0;
-}
-
-int hu_stack_mounted(const struct hu_stack *s, int extra_fd,
-		     struct hu_mount_use *use, struct hu_error *e)
-{
-	return 0;
-}
-
-void hu_mount_use_free(struct hu_mount_use *u)
-{
-}

@@ -399,5 +399,11 @@ void hu_tarlayer_remove(struct hu_layer *l);
  * empty name, a path through a whiteout and whiteouts that hide nothing
  * (".wh.", ".wh..", ".wh..."). */
 char *hu_tar_path_norm(const char *in, bool *is_root, const char **why);
+/* Is entry name @in (as in the tarball; @is_dir: the entry is a
+ * directory) other than in the form every reader takes alike: names
+ * joined by one '/', none empty, "." or "..", not absolute, a trailing
+ * '/' on a directory only?  One leading "./" is that form too (GNU tar
+ * and docker write it).  NULL when it is in that form, else why not. */
+const char *hu_tar_path_unusual(const char *in, bool is_dir);
 
 #endif /* HUNION_INTERNAL_H */
