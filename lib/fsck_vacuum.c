@@ -49,8 +49,12 @@ static int candidate(const struct hu_layer *l, const struct fsck_dir *d,
 	if ((!S_ISREG(st->st_mode) && !S_ISLNK(st->st_mode)) ||
 	    st->st_nlink > 1)
 		return 0;
-	if (hu_marker_classify(l, d->wd->fd, ent->name, st, true, &kind,
-			       &key, e) < 0 ||
+	/* A symlink a marker check just made a union whiteout is one now;
+	 * a file it replaced by a whiteout is no file. */
+	kind = HU_MARK_NONE;
+	if ((S_ISLNK(st->st_mode) &&
+	     hu_marker_classify(l, d->wd->fd, ent->name, st, true, &kind,
+				&key, e) < 0) ||
 	    (S_ISREG(st->st_mode) &&
 	     wh_file_overlay(l, d->wd->fd, ent->name, &metacopy, &redirect,
 			     e) < 0))
