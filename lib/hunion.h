@@ -157,6 +157,11 @@ struct hu_layer {
 	 * AUTO for every other layer. */
 	enum hu_format conv_to;
 	bool conv_to_userxattr;
+	/* Where detection and the view report the problems they meet in
+	 * this layer, and where a WARN sink's warnings go: from
+	 * hu_stack_opts (problems, report) when the layer is opened. */
+	const struct hu_problem_sink *problems;
+	const struct hu_report *report;
 };
 
 struct hu_stack {
@@ -178,14 +183,24 @@ struct hu_stack_opts {
 					 * may be NULL */
 	/* Where the layers' inconsistencies go (detection, the view); may
 	 * be NULL: then what always stopped a reader stops it (a mixed
-	 * layer, a metacopy file without data) and the rest is read as
-	 * the kernel reads it (an invalid redirect is none). */
+	 * layer, a metacopy file without data, an OCI whiteout hiding
+	 * nothing) and the rest is read as the kernel reads it (an invalid
+	 * redirect is none).  Each layer keeps it (hu_layer.problems).
+	 * With a sink, a stack's layers are detected one after another in
+	 * the calling thread, so the sink is called from one thread while
+	 * the stack is opened; the view calls it from the thread that
+	 * meets the problem (with hu_walk_ops.list_ahead: the lister's, or
+	 * the walker's for a file's data, so such a walk's sink must take
+	 * calls from two threads at once).  A problem is reported each
+	 * time a reader meets it: a directory listed twice, or a lookup
+	 * passing the same directory again, reports it again. */
 	const struct hu_problem_sink *problems;
 };
 
 /* Open and check @n layers, bottom first.  Refuses missing or non-directory
  * layers, the same directory twice, mixed-format layers (naming the first
- * offending path) and trusted.* markers that cannot be read.  A regular
+ * offending path; with a sink that goes on, see hu_layer_detect) and
+ * trusted.* markers that cannot be read.  A regular
  * file that holds a tarball (.tar, .tar.gz, .tar.zst, known by content) is
  * unpacked into a private temporary directory and read as an OCI layer
  * (--format does not apply to it); hunion-layers(7) says what it may
@@ -262,7 +277,7 @@ int hu_marker_set_opaque(const struct hu_layer *l, enum hu_format f,
 			 int dirfd, const char *name, bool opaque,
 			 struct hu_error *e);
 
-/* ---- the merged view (view.c) ------------------------------------------ */
+/* ---- the merged view (view_lookup.c, view_list.c, view_data.c) -------- */
 
 struct hu_vdir;
 
@@ -385,8 +400,9 @@ struct hu_mount_use {
  * comparing path strings: the mount options' paths are resolved and
  * their (st_dev, st_ino) compared, so a relative or bind-mounted path
  * is caught; a path that cannot be resolved (another mount namespace)
- * is passed over.  1 with *@use filled (the first use found), 0 when
- * none, -1 on error.
+ * is passed over.  1 with *@use filled, 0 when none, -1 on error.  Of
+ * several uses, *@use is the most telling: the top layer's (what fsck
+ * writes), then @extra_fd's, then a lower layer's.
  */
 int hu_stack_mounted(const struct hu_stack *s, int extra_fd,
 		     struct hu_mount_use *use, struct hu_error *e);
