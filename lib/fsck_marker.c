@@ -359,7 +359,10 @@ static int check_opaque_redundant(struct fsck_run *r, struct fsck_dir *d,
 	size_t n = 0;
 	int rc;
 
-	if (d->wd->opaque != HU_OPAQUE_YES || !beneath_known(r))
+	/* overlayfs marks every directory it makes opaque (redirect_dir=on),
+	 * new ones too: in an overlay layer that is its own bookkeeping. */
+	if (d->wd->opaque != HU_OPAQUE_YES || !beneath_known(r) ||
+	    l->format == HU_FMT_OVERLAY)
 		return 0;
 	if (d->below && hu_vdir_list(d->below, &ents, &n, e) < 0)
 		return -1;
