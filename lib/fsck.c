@@ -310,10 +310,15 @@ static int entry(void *ctx, struct wh_dir *wd, const struct wh_ent *ent,
 	struct fsck_run *r = ctx;
 	struct fsck_level *lv = level(r);
 	struct fsck_dir d = { wd, lv->below, lv->merges };
+	int rc;
 
 	fsck_entry_checked(r);
-	if (fsck_marker_entry(r, &d, ent, e) < 0 ||
-	    fsck_overlay_entry(r, &d, ent, e) < 0 ||
+	rc = fsck_marker_entry(r, &d, ent, e);
+	if (rc < 0)
+		return -1;
+	if (rc > 0)	/* not the layer's own: no more checks, no descent */
+		return hu_interrupt_check(e);
+	if (fsck_overlay_entry(r, &d, ent, e) < 0 ||
 	    fsck_vacuum_entry(r, &d, ent, e) < 0 ||
 	    hu_interrupt_check(e) < 0)
 		return -1;
@@ -326,7 +331,7 @@ static int check_layer(struct fsck_run *r, struct hu_error *e)
 {
 	static const struct wh_walk_ops ops = {
 		.dir_pre = dir_pre, .entry = entry, .dir_post = dir_post,
-		.dir_abort = dir_abort,
+		.dir_abort = dir_abort, .oci_invalid_as_entries = true,
 	};
 	const struct hu_layer *l = fsck_layer(r);
 	int rc;
