@@ -290,12 +290,17 @@ static int entry(void *ctx, struct wh_dir *wd, const struct wh_ent *ent,
 	struct fsck_level *lv = level(r);
 	struct fsck_dir d = { wd, lv->below, lv->merges };
 	const struct hu_report *rep = r->o->report;
+	int rc;
 
 	r->st->entries++;
 	if (rep && rep->progress && (r->st->entries & 1023) == 0)
 		rep->progress(rep->ctx, r->st->entries);
-	if (fsck_marker_entry(r, &d, ent, e) < 0 ||
-	    fsck_overlay_entry(r, &d, ent, e) < 0 ||
+	rc = fsck_marker_entry(r, &d, ent, e);
+	if (rc < 0)
+		return -1;
+	if (rc > 0)	/* not the layer's own: no more checks, no descent */
+		return hu_interrupt_check(e);
+	if (fsck_overlay_entry(r, &d, ent, e) < 0 ||
 	    fsck_vacuum_entry(r, &d, ent, e) < 0 ||
 	    hu_interrupt_check(e) < 0)
 		return -1;

@@ -56,7 +56,10 @@ int fsck_found(struct fsck_run *r, enum hu_problem_id id, const char *dir,
 int fsck_done(struct fsck_run *r, int rc, struct hu_error *why,
 	      struct hu_error *e);
 
-/* The checks.  Each returns 0, or -1 when the run must stop (@e). */
+/* The checks.  Each returns 0, or -1 when the run must stop (@e);
+ * fsck_marker_entry() 1 when @ent is no entry of the layer's own (what
+ * an interrupted run left, removed or not): no other check looks at it
+ * and the walk does not descend into it. */
 int fsck_marker_dir(struct fsck_run *r, struct fsck_dir *d,
 		    struct hu_error *e);
 int fsck_marker_entry(struct fsck_run *r, struct fsck_dir *d,

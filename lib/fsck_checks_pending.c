@@ -7,18 +7,6 @@
  */
 #include "fsck.h"
 
-int fsck_marker_dir(struct fsck_run *r, struct fsck_dir *d,
-		    struct hu_error *e)
-{
-	return 0;
-}
-
-int fsck_marker_entry(struct fsck_run *r, struct fsck_dir *d,
-		      const struct wh_ent *ent, struct hu_error *e)
-{
-	return 0;
-}
-
 int fsck_overlay_dir(struct fsck_run *r, struct fsck_dir *d,
 		     struct hu_error *e)
 {
@@ -32,12 +20,6 @@ int fsck_overlay_entry(struct fsck_run *r, struct fsck_dir *d,
 }
 
 int fsck_overlay_layer(struct fsck_run *r, struct hu_error *e)
-{
-	return 0;
-}
-
-int fsck_vacuum_entry(struct fsck_run *r, struct fsck_dir *d,
-		      const struct wh_ent *ent, struct hu_error *e)
 {
 	return 0;
 }
