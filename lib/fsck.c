@@ -59,6 +59,11 @@ const struct hu_fsck_opts *fsck_opts(const struct fsck_run *r)
 	return r->o;
 }
 
+bool fsck_layer_is_top(const struct fsck_run *r)
+{
+	return r->k + 1 == r->s->n;
+}
+
 static enum hu_severity severity_of(const struct hu_fsck_opts *o,
 				    enum hu_problem_id id)
 {
@@ -381,9 +386,9 @@ static int check_writable(const struct hu_stack *s, size_t from,
 	if (rc < 0)
 		return -1;
 	if (rc > 0) {
-		hu_error_set(e, EBUSY, use.mountpoint, "a layer of this "
-			     "stack is the %s of the %s mounted here: "
-			     "unmount it before repairing", use.role,
+		hu_error_set(e, EBUSY, use.mountpoint, "%s is the %s of the "
+			     "%s mounted here: unmount it before repairing",
+			     use.layer ? use.layer : o->workdir, use.role,
 			     use.fstype);
 		e->whole = true;
 		hu_mount_use_free(&use);
@@ -404,6 +409,24 @@ static int check_writable(const struct hu_stack *s, size_t from,
 					    "cannot repair");
 	}
 	return 0;
+}
+
+/* A check of a layer in use reads it while the mount may change it. */
+static int warn_mounted(const struct hu_stack *s, int workfd,
+			const struct hu_report *r, struct hu_error *e)
+{
+	struct hu_mount_use use = { 0 };
+	int rc = hu_stack_mounted(s, workfd, &use, e);
+
+	if (rc > 0) {
+		hu_report_warn(r, 0, use.mountpoint, NULL, "%s is the %s of "
+			       "the %s mounted here: the check may see "
+			       "changes in progress",
+			       use.layer ? use.layer : "the workdir", use.role,
+			       use.fstype);
+		hu_mount_use_free(&use);
+	}
+	return rc < 0 ? -1 : 0;
 }
 
 int hu_fsck(char *const paths[], size_t n, const struct hu_stack_opts *so,
@@ -438,6 +461,8 @@ int hu_fsck(char *const paths[], size_t n, const struct hu_stack_opts *so,
 		}
 	}
 	if (writes && check_writable(&s, sc.first_checked, o, workfd, e) < 0)
+		goto out;
+	if (!writes && warn_mounted(&s, workfd, o->report, e) < 0)
 		goto out;
 	r.s = &s;
 	r.o = o;

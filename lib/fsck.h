@@ -39,6 +39,8 @@ struct fsck_dir {
 const struct hu_layer *fsck_layer(const struct fsck_run *r);
 const struct hu_stack *fsck_below(const struct fsck_run *r);
 const struct hu_fsck_opts *fsck_opts(const struct fsck_run *r);
+/* Is the layer checked the top one, the upper of the stack? */
+bool fsck_layer_is_top(const struct fsck_run *r);
 
 /*
  * Problem @id at @name in directory @dir (both relative to the layer

@@ -7,23 +7,6 @@
  */
 #include "fsck.h"
 
-int fsck_overlay_dir(struct fsck_run *r, struct fsck_dir *d,
-		     struct hu_error *e)
-{
-	return 0;
-}
-
-int fsck_overlay_entry(struct fsck_run *r, struct fsck_dir *d,
-		       const struct wh_ent *ent, struct hu_error *e)
-{
-	return 0;
-}
-
-int fsck_overlay_layer(struct fsck_run *r, struct hu_error *e)
-{
-	return 0;
-}
-
 int fsck_workdir(struct fsck_run *r, const char *workdir, struct hu_error *e)
 {
 	return 0;
@@ -35,12 +18,3 @@ int fsck_tarball(struct fsck_run *r, const struct hu_layer *l,
 	return 0;
 }
 
-int hu_stack_mounted(const struct hu_stack *s, int extra_fd,
-		     struct hu_mount_use *use, struct hu_error *e)
-{
-	return 0;
-}
-
-void hu_mount_use_free(struct hu_mount_use *u)
-{
-}

@@ -376,6 +376,7 @@ struct hu_mount_use {
 	char *mountpoint;	/* as /proc/self/mountinfo shows it */
 	char *fstype;		/* "overlay", "union", "fuse.fuse-overlayfs" */
 	char *role;		/* "upperdir", "lowerdir", "workdir", "datadir" */
+	char *layer;		/* the layer's path as given; NULL: extra_fd */
 };
 
 /*
