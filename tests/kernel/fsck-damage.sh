@@ -22,10 +22,11 @@
 # metacopy xattrs of 1 to 3 bytes or without data beneath, a missing
 # impure mark, an xattr whiteout in the top layer, overlay markers under
 # user.* beside trusted.*), and for each form:
-#   3. hunion fsck -y repairs without an operational error (exit 0 or 1)
-#      and reports a problem at every damaged path (a damage it misses
-#      fails the seed, unless HUNION_DAMAGE_MISSES_OK=1);
-#   4. hunion fsck -n then exits 0;
+#   3. hunion fsck -n reports a problem at every damaged path (a damage
+#      it misses fails the seed, unless HUNION_DAMAGE_MISSES_OK=1) and
+#      exits 4 (0 when all it finds is info), changing nothing;
+#   4. hunion fsck -y repairs without an operational error (exit 0 or 1),
+#      and hunion fsck -n then exits 0;
 #   5. every entry of the healthy view the damage did not touch is the
 #      same in the view of the repaired stack (hunion merge -o), and no
 #      entry appeared elsewhere;
@@ -83,6 +84,13 @@ merged_view() {	# DIR FORM OUT
 	return $rc
 }
 
+# Every byte of the layers under $1, the markers' xattrs too (manifest.py
+# leaves those out).
+snapshot() {	# DIR
+	manifest "$1" 2>&1
+	(cd "$1" && getfattr -R -h -d -m - -e hex . 2>/dev/null)
+}
+
 # Steps 1 and 2 for form $2 of the healthy stack $1.
 healthy_form() {	# DIR FORM LABEL
 	local dir=$1 form=$2 label=$3 layers rc=0
@@ -116,20 +124,36 @@ healthy_form() {	# DIR FORM LABEL
 repair_form() {	# DIR FORM LABEL
 	local dir=$1 form=$2 label=$3 layers rc=0 ok=1 line
 	mapfile -t layers < <(stack_layers "$dir" "$form")
-	"$HUNION" fsck -y --json --format="$form" "${layers[@]}" \
-		>"$dir/fsck-y-$form.json" 2>"$dir/fsck-y-$form.err" || rc=$?
-	if [ "$rc" != 0 ] && [ "$rc" != 1 ]; then
-		echo "FAIL $label $form: fsck -y exits $rc"
-		cat "$dir/fsck-y-$form.err" | head -n 5 | sed 's/^/  /'
+	snapshot "$dir/$form" >"$dir/damaged-$form.txt"
+	"$HUNION" fsck -n --json --format="$form" "${layers[@]}" \
+		>"$dir/fsck-d-$form.json" 2>"$dir/fsck-d-$form.err" || rc=$?
+	if [ "$rc" != 4 ] && [ "$rc" != 0 ]; then
+		echo "FAIL $label $form: fsck -n of the damaged stack exits $rc"
+		head -n 5 "$dir/fsck-d-$form.err" | sed 's/^/  /'
+		ok=0
+	fi
+	snapshot "$dir/$form" >"$dir/damaged-$form.after"
+	if ! same "the damaged stack before and after fsck -n" \
+		"$dir/damaged-$form.txt" "$dir/damaged-$form.after"; then
+		echo "FAIL $label $form: fsck -n changed the layers"
 		ok=0
 	fi
 	/usr/bin/python3 "$TOOLS/fsck_damage.py" caught "$dir/$form/damage.txt" \
-		"$dir/fsck-y-$form.json" >"$dir/caught-$form.txt"
+		"$dir/fsck-d-$form.json" >"$dir/caught-$form.txt"
 	sed "s/^/$form /" "$dir/caught-$form.txt" >> "$TALLY"
 	if [ "$MISSES_OK" != 1 ] && grep -q '^missed ' "$dir/caught-$form.txt"
 	then
-		echo "FAIL $label $form: fsck -y missed damage:"
+		echo "FAIL $label $form: fsck -n missed damage:"
 		grep '^missed ' "$dir/caught-$form.txt" | sed 's/^/  /'
+		ok=0
+	fi
+	rc=0
+	"$HUNION" fsck -y --format="$form" "${layers[@]}" \
+		>"$dir/fsck-y-$form.out" 2>&1 || rc=$?
+	if [ "$rc" != 0 ] && [ "$rc" != 1 ]; then
+		echo "FAIL $label $form: fsck -y exits $rc:"
+		grep -v ' -- repaired: ' "$dir/fsck-y-$form.out" | head -n 6 |
+			sed 's/^/  /'
 		ok=0
 	fi
 	rc=0
@@ -205,7 +229,7 @@ for seed in $seeds; do
 done
 
 # form, caught|missed, kind, expected ID, path[, as, IDs]
-echo "fsck-damage: what fsck -y reported at the damaged paths, by kind:"
+echo "fsck-damage: what fsck -n reported at the damaged paths, by kind:"
 awk '{
 	k = $3 " (" $1 ")"
 	if (!(k in n)) order[++m] = k

@@ -6,6 +6,8 @@
       For each damage mkstack.py --damage made (DAMAGE.txt, see there),
       whether "hunion fsck -y --json" (FSCK.json, one object per line)
       reported a problem at its path: one line "caught KIND ID PATH",
+      "caught KIND ID PATH at ." (the problem expected, reported at the
+      layer's root: a problem of the whole layer),
       "caught KIND ID PATH as OTHER-ID[,...]" (a problem at the path, not
       the one expected) or "missed KIND ID PATH".  Exit 0.
 
@@ -50,6 +52,10 @@ def caught(dpath, fpath):
         ids = found.get(raw, [])
         if pid in ids:
             print("caught %s %s %s" % (kind, pid, esc))
+        elif pid in found.get(b"", []):
+            # a problem of the whole layer (both namespaces in use),
+            # reported at its root
+            print("caught %s %s %s at ." % (kind, pid, esc))
         elif ids:
             print("caught %s %s %s as %s" % (kind, pid, esc,
                                              ",".join(sorted(set(ids)))))

@@ -608,9 +608,10 @@ class Gen:
         elif is_dir(old):
             old.opaque = "y"
             old.redirect = None
-        # sanity: the new dir must be a dir in the model
-        kind, _ = self.klookup(li, qparent + (q,))
-        return kind == "dir"
+        # sanity: the new dir must be a dir in the model (--healthy: one
+        # that merges with the origin, or the redirect points nowhere)
+        kind, ents = self.klookup(li, qparent + (q,))
+        return kind == "dir" and (not self.healthy or len(ents) > 1)
 
     def add_metacopy(self):
         r = self.r
