@@ -31,7 +31,9 @@
 #      same in the view of the repaired stack (hunion merge -o), and no
 #      entry appeared elsewhere;
 #   6. overlay form: the repaired stack mounts, its whole view can be
-#      read, and it equals hunion merge -o of the repaired stack.
+#      read, and it equals hunion merge -o of the repaired stack; union
+#      form: the same for the repaired layers converted to overlay format
+#      with hunion whiteout convert.
 # Every fsck and merge runs with --format forced to the form.  At the end,
 # for each damage kind, how often fsck caught it (with the problem ID it
 # was expected to report, or another one) and how often it missed it.
@@ -120,6 +122,36 @@ healthy_form() {	# DIR FORM LABEL
 	fi
 }
 
+# Step 6 for the union form of stack $1: its repaired layers, converted to
+# overlay format by hunion whiteout convert, mount, and the kernel shows
+# what hunion merge showed of the repaired union layers.
+union_proof() {	# DIR LABEL
+	local dir=$1 label=$2 conv=$1/conv i
+	rm -rf "$conv"
+	mkdir -p "$conv/overlay" && cp "$dir/info.json" "$conv/" || return 1
+	for ((i = 0; i < STACK_LAYERS; i++)); do
+		if ! "$HUNION" whiteout convert -q --format=union -t overlay \
+			-o "$conv/overlay/L$i" "$dir/union/L$i" \
+			>"$dir/convert.log" 2>&1; then
+			echo "FAIL $label union: whiteout convert of L$i failed:"
+			head -n 5 "$dir/convert.log" | sed 's/^/  /'
+			return 1
+		fi
+	done
+	if ! kernel_manifest "$conv" "$dir/kernel-union.txt" --holes; then
+		echo "FAIL $label union: the kernel cannot read the repaired" \
+			"layers converted to overlay format"
+		return 1
+	fi
+	if ! same "the kernel's view of the converted layers and hunion's" \
+		"$dir/kernel-union.txt" "$dir/repaired-union.txt"; then
+		echo "FAIL $label union: the kernel and hunion merge disagree" \
+			"on the repaired layers (converted to overlay format)"
+		return 1
+	fi
+	rm -rf "$conv"
+}
+
 # Steps 3 to 6 for form $2 of the damaged stack $1.
 repair_form() {	# DIR FORM LABEL
 	local dir=$1 form=$2 label=$3 layers rc=0 ok=1 line
@@ -186,6 +218,9 @@ repair_form() {	# DIR FORM LABEL
 				"on the repaired stack"
 			ok=0
 		fi
+	fi
+	if [ "$form" = union ] && [ -s "$dir/repaired-$form.txt" ]; then
+		union_proof "$dir" "$label" || ok=0
 	fi
 	[ "$ok" = 1 ] || {
 		while read -r line; do echo "  damage: $line"; done \
