@@ -1328,6 +1328,13 @@ class Damager:
                 os.close(fd)
             return self.record(kind, d[0])
         if kind == "namespace-mixed":
+            # a mix only beside trusted.overlay.* markers of the layer
+            # (user.overlay.* alone would be a layer of the other
+            # namespace, which the mount option decides)
+            if not any(n.opaque or n.redirect is not None or
+                       getattr(n, "impure", False) or n.kind in ("m", "xw")
+                       for _, n in g.walk_layer(self.t)):
+                return False
             d = self.pick([x for x in self.merging
                            if x[0] and x[1].opaque is None and
                            x[1].redirect is None])
