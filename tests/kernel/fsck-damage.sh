@@ -18,7 +18,8 @@
 # whiteouts, whiteouts in directories that merge with nothing, lookalikes
 # of whiteouts, marker xattrs on the wrong entries or with wrong values,
 # redundant opaque marks, leftovers of killed hunion runs, markers of
-# another format, invalid or dangling redirects, redirects on files,
+# another format, invalid or dangling redirects, redirects on files, two
+# directories redirecting to one origin, a redirect origin left uncovered,
 # metacopy xattrs of 1 to 3 bytes or without data beneath, a missing
 # impure mark, an xattr whiteout in the top layer, overlay markers under
 # user.* beside trusted.*), and for each form:

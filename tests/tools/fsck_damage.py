@@ -7,7 +7,9 @@
       whether "hunion fsck -y --json" (FSCK.json, one object per line)
       reported a problem at its path: one line "caught KIND ID PATH",
       "caught KIND ID PATH at ." (the problem expected, reported at the
-      layer's root: a problem of the whole layer),
+      layer's root: a problem of the whole layer), "caught KIND ID PATH
+      at its partner" (reported at the other path the damage changed,
+      the line before or after with ID "-"),
       "caught KIND ID PATH as OTHER-ID[,...]" (a problem at the path, not
       the one expected) or "missed KIND ID PATH".  Exit 0.
 
@@ -46,12 +48,20 @@ def caught(dpath, fpath):
                 continue
             p = o["path"].encode("utf-8", "surrogateescape")
             found.setdefault(b"" if p == b"." else p, []).append(o["id"])
-    for kind, pid, _, raw, esc in damages(dpath):
+    ds = damages(dpath)
+    for i, (kind, pid, _, raw, esc) in enumerate(ds):
         if pid == "-":
             continue
         ids = found.get(raw, [])
+        # a path changed by the same damage (the line before or after,
+        # "-"): the problem may be reported there (of two directories
+        # redirecting to one origin, either is the one in the way)
+        partners = [d[3] for d in (ds[i - 1:i] + ds[i + 1:i + 2])
+                    if d[0] == kind and d[1] == "-"]
         if pid in ids:
             print("caught %s %s %s" % (kind, pid, esc))
+        elif any(pid in found.get(p, []) for p in partners):
+            print("caught %s %s %s at its partner" % (kind, pid, esc))
         elif pid in found.get(b"", []):
             # a problem of the whole layer (both namespaces in use),
             # reported at its root

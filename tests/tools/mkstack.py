@@ -1056,6 +1056,8 @@ DAMAGE = {
     "redirect-invalid": (("overlay",), "redirectInvalid"),
     "redirect-missing": (("overlay",), "redirectTargetMissing"),
     "redirect-on-file": (("overlay",), "redirectOnFile"),
+    "redirect-shared": (("overlay",), "redirectShared"),
+    "redirect-uncovered": (("overlay",), "redirectOriginUncovered"),
     "metacopy-bad-size": (("overlay",), "metacopyBadSize"),
     "metacopy-no-data": (("overlay",), "metacopyNoData"),
     "impure-missing": (("overlay",), "impureMissing"),
@@ -1100,6 +1102,13 @@ class Damager:
                          if n.kind == "m" and id(n) not in linked]
         self.impure = [(c, n) for c, n in self.tdirs
                        if getattr(n, "impure", False)]
+        # redirected directories of the top layer, with their origin
+        self.redirected = []
+        for c, n in self.tdirs:
+            if c and n.redirect is not None:
+                origin = tuple(n.redirect[1:].split(b"/")) \
+                    if n.redirect[:1] == b"/" else c[:-1] + (n.redirect,)
+                self.redirected.append((c, n, origin))
         # names the layers beneath show, in a directory of the top layer
         # that does not have them
         self.below = []
@@ -1294,6 +1303,46 @@ class Damager:
                 return False
             self.setx(f[0], b"trusted.overlay.redirect", b"/" + f[0][-1])
             return self.record(kind, f[0])
+        if kind == "redirect-shared":
+            # a second directory redirecting to the origin of one
+            rd = self.pick([x for x in self.redirected
+                            if x[1].redirect[:1] == b"/"])
+            d = self.pick(self.merging)
+            if rd is None or d is None:
+                return False
+            name = self.fresh()
+
+            def make(fd):
+                os.mkdir(name, 0o755, dir_fd=fd)
+                os.setxattr(procpath(fd, name), b"trusted.overlay.redirect",
+                            rd[1].redirect, follow_symlinks=False)
+            self.in_dir(d[0], make)
+            # either of the two may lose its redirect
+            self.record(kind, rd[0], True, "-")
+            return self.record(kind, d[0] + (name,), True)
+        if kind == "redirect-uncovered":
+            # the whiteout or opaque mark that covers a redirect's origin
+            # in its layer taken away: the kernel answers ESTALE
+            rd = self.pick([x for x in self.redirected
+                            if x[2] not in self.taken])
+            if rd is None:
+                return False
+            cover = g.get(self.t, rd[2])
+            if cover is None or cover.kind not in ("w", "d"):
+                return False
+            if cover.kind == "d" and cover.opaque != "y":
+                return False
+            if cover.kind == "w":
+                self.in_dir(rd[2][:-1], lambda fd: os.unlink(rd[2][-1],
+                                                             dir_fd=fd))
+            else:
+                fd = open_dir(self.rootfd, rd[2])
+                try:
+                    os.removexattr(fd, b"trusted.overlay.opaque")
+                finally:
+                    os.close(fd)
+            self.record(kind, rd[0], True, "-")
+            return self.record(kind, rd[2], True)
         if kind == "metacopy-bad-size":
             m = self.pick(self.metacopy)
             if m is None:
