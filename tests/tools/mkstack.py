@@ -569,8 +569,15 @@ class Gen:
                 if not vis:
                     break
                 pcomps, _ = r.choice(vis)
-                if self.healthy and pcomps in origins:
-                    continue        # two redirects to one origin
+                # two redirects to one origin, or to origins one inside
+                # the other: the second would have been renamed from
+                # where the first one's rename put it (the kernel moves
+                # what it sees), and naming its old path leaves it
+                # reached twice (ESTALE)
+                if self.healthy and any(
+                        o[:len(pcomps)] == pcomps or pcomps[:len(o)] == o
+                        for o in origins):
+                    continue
                 origins.add(pcomps)
                 saved = copy.deepcopy(self.layers[li])
                 if not self.try_redirect(li, pcomps):
@@ -1047,7 +1054,9 @@ DAMAGE = {
     "whiteout-mark-value": (("union",), "whiteoutMarkValue"),
     "opaque-mark-misplaced": (("overlay", "union"), "opaqueMarkMisplaced"),
     "opaque-mark-value": (("overlay", "union"), "opaqueMarkValue"),
-    "opaque-redundant": (("overlay", "union"), "opaqueRedundant"),
+    # overlayfs marks opaque the directories it makes itself, over
+    # nothing or not: a redundant mark is a fault of the union format only
+    "opaque-redundant": (("union",), "opaqueRedundant"),
     "leftover-temp": (("overlay", "union"), "hunionLeftover"),
     "leftover-lock": (("overlay", "union"), "hunionLeftover"),
     "foreign-whiteout": (("overlay", "union"), "formatMixed"),
@@ -1100,8 +1109,20 @@ class Damager:
                       n.size > 0]
         self.metacopy = [(c, n) for c, n in g.walk_layer(self.t)
                          if n.kind == "m" and id(n) not in linked]
+        # impure directories that need it: the kernel marks one that
+        # holds a redirected directory or file (or one with an origin,
+        # which the generator never writes); a metacopy file with
+        # neither does not need it
         self.impure = [(c, n) for c, n in self.tdirs
-                       if getattr(n, "impure", False)]
+                       if getattr(n, "impure", False) and
+                       any(ch.redirect is not None and
+                           (is_dir(ch) or ch.kind == "m")
+                           for ch in n.children.values())]
+        # symlinks: a redirect on a regular file is the kernel's own
+        # (copying up a renamed metacopy file's data keeps it), on a
+        # symlink it is nobody's
+        self.symlinks = [(c, n) for c, n in g.walk_layer(self.t)
+                         if n.kind == "l" and id(n) not in linked]
         # redirected directories of the top layer, with their origin
         self.redirected = []
         for c, n in self.tdirs:
@@ -1298,7 +1319,7 @@ class Damager:
                       r.choice([b"a/b", b".", b"..", b""]))
             return self.record(kind, d[0], True)
         if kind == "redirect-on-file":
-            f = self.pick(self.files)
+            f = self.pick(self.symlinks)
             if f is None:
                 return False
             self.setx(f[0], b"trusted.overlay.redirect", b"/" + f[0][-1])
