@@ -51,6 +51,10 @@ struct fsck_run {
 	unsigned int pass;
 	char **told;
 	size_t ntold, cap_told, nsorted;
+	/* fsck_entry_facts() of the entry at hand */
+	struct fsck_facts facts;
+	int facts_dirfd;
+	const char *facts_name;		/* NULL: nothing kept */
 };
 
 const struct hu_layer *fsck_layer(const struct fsck_run *r)
@@ -154,6 +158,51 @@ static void told_free(struct fsck_run *r)
 	r->ntold = r->cap_told = r->nsorted = 0;
 }
 
+static void facts_forget(struct fsck_run *r)
+{
+	free(r->facts.xattrs);
+	r->facts.xattrs = NULL;
+	r->facts_name = NULL;
+}
+
+int fsck_entry_facts(struct fsck_run *r, const struct fsck_dir *d,
+		     const char *name, const struct fsck_facts **out,
+		     struct hu_error *e)
+{
+	struct fsck_facts *f = &r->facts;
+
+	*out = NULL;
+	if (r->facts_name && r->facts_dirfd == d->wd->fd &&
+	    strcmp(r->facts_name, name) == 0) {
+		*out = f;
+		return 0;
+	}
+	facts_forget(r);
+	if (fstatat(d->wd->fd, name, &f->st, AT_SYMLINK_NOFOLLOW) < 0)
+		return errno == ENOENT ? 0 :
+			wh_fail(e, errno, fsck_layer(r)->path, d->wd->path,
+				name, "cannot stat");
+	if (hu_llistxattr_at(d->wd->fd, name, &f->xattrs, &f->xlen) < 0) {
+		if (errno == ENOENT)
+			return 0;
+		return wh_fail(e, errno, fsck_layer(r)->path, d->wd->path,
+			       name, "cannot list xattrs");
+	}
+	r->facts_dirfd = d->wd->fd;
+	r->facts_name = name;
+	*out = f;
+	return 0;
+}
+
+bool fsck_facts_has(const struct fsck_facts *f, const char *attr)
+{
+	for (const char *a = f->xattrs; a && a < f->xattrs + f->xlen;
+	     a += strlen(a) + 1)
+		if (strcmp(a, attr) == 0)
+			return true;
+	return false;
+}
+
 static void cur_free(struct fsck_run *r)
 {
 	free(r->cur_path);
@@ -221,6 +270,7 @@ int fsck_done(struct fsck_run *r, int rc, struct hu_error *why,
 	if (!r->pending)
 		return hu_error_set(e, EINVAL, NULL,
 				    "fsck_done() without a problem to repair");
+	facts_forget(r);	/* the repair may have changed the entry */
 	if (rc == 0) {
 		r->cur.action = r->o->dry_run ? HU_FSCK_WOULD :
 						HU_FSCK_REPAIRED;
@@ -389,14 +439,17 @@ static int entry(void *ctx, struct wh_dir *wd, const struct wh_ent *ent,
 	int rc;
 
 	fsck_entry_checked(r);
+	facts_forget(r);
 	rc = fsck_marker_entry(r, &d, ent, e);
 	if (rc < 0)
 		return -1;
 	if (rc > 0)	/* not the layer's own: no more checks, no descent */
 		return hu_interrupt_check(e);
-	if (fsck_overlay_entry(r, &d, ent, e) < 0 ||
-	    fsck_vacuum_entry(r, &d, ent, e) < 0 ||
-	    hu_interrupt_check(e) < 0)
+	rc = fsck_overlay_entry(r, &d, ent, e) < 0 ||
+	     fsck_vacuum_entry(r, &d, ent, e) < 0 ||
+	     hu_interrupt_check(e) < 0;
+	facts_forget(r);
+	if (rc)
 		return -1;
 	return ent->kind == HU_MARK_NONE && S_ISDIR(ent->type);
 }
@@ -598,6 +651,11 @@ int hu_fsck(char *const paths[], size_t n, const struct hu_stack_opts *so,
 				    "repairs: it needs -p or -y");
 	hu_wr_set_dry_run(o->dry_run);
 	sopts.problems = &sink;
+	/* The layers beneath the one checked are read where the upper has
+	 * names: each settles its format when the view meets a marker in
+	 * it, not by a walk of its own (as diff does). */
+	if (!o->all_layers && n > 1)
+		sopts.defer_below = n - 1;
 	if (hu_stack_open(&s, paths, n, &sopts, e) < 0)
 		goto out;
 	opened = true;
@@ -660,6 +718,7 @@ int hu_fsck(char *const paths[], size_t n, const struct hu_stack_opts *so,
 out:
 	cur_free(&r);
 	told_free(&r);
+	facts_forget(&r);
 	free(r.lv);
 	if (workfd >= 0)
 		close(workfd);

@@ -58,6 +58,24 @@ int fsck_found(struct fsck_run *r, enum hu_problem_id id, const char *dir,
 int fsck_done(struct fsck_run *r, int rc, struct hu_error *why,
 	      struct hu_error *e);
 
+/*
+ * What an entry of the layer checked is: its lstat and the names of its
+ * xattrs, read once for every check that asks (each would otherwise read
+ * them itself).  A repair (fsck_done) forgets them, so the checks after
+ * it read the entry afresh.  *@out NULL when the entry is gone (an
+ * earlier check's repair removed it); -1 on error (@e).
+ */
+struct fsck_facts {
+	struct stat st;
+	char *xattrs;		/* names, back to back (NULL: none) */
+	ssize_t xlen;
+};
+int fsck_entry_facts(struct fsck_run *r, const struct fsck_dir *d,
+		     const char *name, const struct fsck_facts **out,
+		     struct hu_error *e);
+/* Is xattr @attr among @f's? */
+bool fsck_facts_has(const struct fsck_facts *f, const char *attr);
+
 /* One more entry checked, for the count and the progress report: the
  * engine counts those of its walk; a check that reads entries the walk
  * does not (a tarball's) counts its own. */

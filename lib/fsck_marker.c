@@ -128,20 +128,28 @@ bool fm_has_xattr(const char *list, ssize_t len, const char *attr)
 /* ---- what one entry is ---------------------------------------------------- */
 
 
-static int look_at(const struct hu_layer *l, const struct fsck_dir *d,
+static int look_at(struct fsck_run *r, const struct fsck_dir *d,
 		   const char *name, struct look *k, struct hu_error *e)
 {
+	const struct hu_layer *l = fsck_layer(r);
 	char target[sizeof(HU_UNION_WHITEOUT_TARGET) + 1], attr[64], v[2];
+	const struct fsck_facts *f;
 	ssize_t n;
 
 	memset(k, 0, sizeof(*k));
-	if (fstatat(d->wd->fd, name, &k->st, AT_SYMLINK_NOFOLLOW) < 0)
-		return errno == ENOENT ? 1 :	/* repaired away */
-			wh_fail(e, errno, l->path, d->wd->path, name,
-				"cannot stat");
-	if (hu_llistxattr_at(d->wd->fd, name, &k->xattrs, &k->xlen) < 0)
-		return wh_fail(e, errno, l->path, d->wd->path, name,
-			       "cannot list xattrs");
+	if (fsck_entry_facts(r, d, name, &f, e) < 0)
+		return -1;
+	if (!f)
+		return 1;	/* repaired away */
+	k->st = f->st;
+	/* a copy: a repair by one check makes the engine forget its own */
+	if (f->xlen > 0) {
+		k->xattrs = malloc(f->xlen);
+		if (!k->xattrs)
+			return hu_error_set(e, ENOMEM, NULL, "out of memory");
+		memcpy(k->xattrs, f->xattrs, f->xlen);
+		k->xlen = f->xlen;
+	}
 	k->dev00 = S_ISCHR(k->st.st_mode) && k->st.st_rdev == makedev(0, 0);
 	if (!S_ISLNK(k->st.st_mode) ||
 	    k->st.st_size != (off_t)strlen(HU_UNION_WHITEOUT_TARGET))
@@ -304,7 +312,7 @@ int fsck_marker_entry(struct fsck_run *r, struct fsck_dir *d,
 		return rc < 0 ? -1 : 0;
 	if (l->format == HU_FMT_NONE)
 		return 0;
-	rc = look_at(l, d, ent->name, &k, e);
+	rc = look_at(r, d, ent->name, &k, e);
 	if (rc == 0)
 		rc = fm_check_foreign(r, d, ent->name, &k, e);
 	if (rc == 0)

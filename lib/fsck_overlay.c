@@ -334,6 +334,22 @@ static int read_names(const struct hu_layer *l, int dirfd, const char *name,
 	return 0;
 }
 
+/* The same for entry @name of @d, from what the engine read of it: 1
+ * when it is gone. */
+static int entry_names(struct fsck_run *r, const struct fsck_dir *d,
+		       const char *name, struct ovl_names *n,
+		       struct hu_error *e)
+{
+	const struct fsck_facts *f;
+
+	if (fsck_entry_facts(r, d, name, &f, e) < 0)
+		return -1;
+	if (!f)
+		return 1;
+	scan_names(fsck_layer(r), f->xattrs, f->xlen, n);
+	return 0;
+}
+
 static char *path_of(const char *dir, const char *name)
 {
 	return name ? hu_path_join(dir, name) : strdup(dir);
@@ -795,9 +811,9 @@ int fsck_overlay_entry(struct fsck_run *r, struct fsck_dir *d,
 	if (!is_overlay(l))
 		return 0;
 	st = ovl_state(r, e);
-	rc = read_names(l, d->wd->fd, ent->name, &n, e);
+	rc = entry_names(r, d, ent->name, &n, e);
 	if (rc != 0)
-		return rc < 0 ? wh_prefix(e, l->path, d->wd->path) : 0;
+		return rc < 0 ? -1 : 0;
 	if (count_names(st, &n, d->wd->path, ent->name, e) < 0)
 		return -1;
 	if (n.origin || n.redirect)

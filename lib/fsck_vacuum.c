@@ -23,13 +23,28 @@
 #include "changes.h"
 #include "fsck.h"
 
+/* Might @f's xattrs make a file a metacopy or redirected one? */
+static bool has_overlay_names(const struct hu_layer *l,
+			      const struct fsck_facts *f, char *attr,
+			      size_t size)
+{
+	hu_marker_xattr(HU_FMT_OVERLAY, l->userxattr, "metacopy", attr, size);
+	if (fsck_facts_has(f, attr))
+		return true;
+	hu_marker_xattr(HU_FMT_OVERLAY, l->userxattr, "redirect", attr, size);
+	return fsck_facts_has(f, attr);
+}
+
 /* Is @ent, lstat @st, a plain copy-up candidate: a regular file or
  * symlink, no marker, one name, no overlay metacopy or redirect?  1
  * yes, 0 no, -1 error. */
-static int candidate(const struct hu_layer *l, const struct fsck_dir *d,
+static int candidate(struct fsck_run *r, const struct fsck_dir *d,
 		     const struct wh_ent *ent, struct stat *st,
 		     struct hu_error *e)
 {
+	const struct hu_layer *l = fsck_layer(r);
+	const struct fsck_facts *f;
+	char attr[64];
 	enum hu_marker kind;
 	const char *key;
 	char *redirect = NULL;
@@ -41,11 +56,13 @@ static int candidate(const struct hu_layer *l, const struct fsck_dir *d,
 	    (!S_ISREG(ent->type) && !S_ISLNK(ent->type)) ||
 	    (hu_layer_is(l, HU_FMT_OCI) && hu_oci_is_marker(ent->name)))
 		return 0;
-	/* Afresh: a check before this one may have repaired the entry. */
-	if (fstatat(d->wd->fd, ent->name, st, AT_SYMLINK_NOFOLLOW) < 0)
-		return errno == ENOENT ? 0 :
-			wh_fail(e, errno, l->path, d->wd->path, ent->name,
-				"cannot stat");
+	/* Afresh: a check before this one may have repaired the entry
+	 * (the engine forgets what it read of it then). */
+	if (fsck_entry_facts(r, d, ent->name, &f, e) < 0)
+		return -1;
+	if (!f)
+		return 0;
+	*st = f->st;
 	if ((!S_ISREG(st->st_mode) && !S_ISLNK(st->st_mode)) ||
 	    st->st_nlink > 1)
 		return 0;
@@ -55,7 +72,8 @@ static int candidate(const struct hu_layer *l, const struct fsck_dir *d,
 	if ((S_ISLNK(st->st_mode) &&
 	     hu_marker_classify(l, d->wd->fd, ent->name, st, true, &kind,
 				&key, e) < 0) ||
-	    (S_ISREG(st->st_mode) &&
+	    (S_ISREG(st->st_mode) && has_overlay_names(l, f, attr,
+							sizeof(attr)) &&
 	     wh_file_overlay(l, d->wd->fd, ent->name, &metacopy, &redirect,
 			     e) < 0))
 		return wh_prefix(e, l->path, d->wd->path);
@@ -113,7 +131,7 @@ int fsck_vacuum_entry(struct fsck_run *r, struct fsck_dir *d,
 
 	if (hu_layer_half(l) || !d->merges || !d->below)
 		return 0;
-	rc = candidate(l, d, ent, &st, e);
+	rc = candidate(r, d, ent, &st, e);
 	if (rc <= 0)
 		return rc;
 	rc = hu_vdir_lookup(d->below, ent->name, &below, e);

@@ -63,7 +63,8 @@ else
 fi
 
 # The manifest of everything mk made (the runner's own files are in R),
-# owners and every mtime included.
+# owners and every mtime included, and the markers' xattrs (which
+# manifest.py leaves out).
 snapshot() {
 	local f
 	for f in * .[!.]*; do
@@ -71,6 +72,8 @@ snapshot() {
 		[ "$f" = "$R" ] && continue
 		echo "# $f"
 		"$PY" "$TOOLS/manifest.py" "$f" 2>&1
+		[ -d "$f" ] && (cd "$f" && getfattr -R -h -d -m - -e hex . \
+			2>/dev/null)
 	done
 }
 
