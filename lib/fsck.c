@@ -693,7 +693,8 @@ int hu_fsck(char *const paths[], size_t n, const struct hu_stack_opts *so,
 		if (!writes || o->dry_run || st->repaired == repaired ||
 		    r.pass == FSCK_PASSES)
 			break;
-		qsort(r.told, r.ntold, sizeof(*r.told), key_cmp);
+		if (r.ntold)
+			qsort(r.told, r.ntold, sizeof(*r.told), key_cmp);
 		r.nsorted = r.ntold;
 		sc.s = NULL;
 		hu_stack_close(&s);
