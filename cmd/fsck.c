@@ -196,8 +196,10 @@ static int print_finding(void *ctx, const struct hu_fsck_finding *f,
 
 static int exit_status(const struct hu_fsck_stats *st)
 {
+	/* a failed repair is left uncorrected, an info finding's too
+	 * (--vacuum asked for it) */
 	return (st->repaired ? FSCK_CORRECTED : 0) |
-	       (st->left ? FSCK_UNCORRECTED : 0);
+	       (st->left || st->failed ? FSCK_UNCORRECTED : 0);
 }
 
 static void print_summary(const struct fsck_args *a, const char *top,
@@ -233,7 +235,7 @@ static void print_summary(const struct fsck_args *a, const char *top,
 		return;
 	}
 	printf(": %llu entries checked, %llu problem%s (%llu error%s, "
-	       "%llu warning%s, %llu info): %llu %s, %llu left\n",
+	       "%llu warning%s, %llu info): %llu %s, %llu left",
 	       (unsigned long long)st->entries, (unsigned long long)problems,
 	       problems == 1 ? "" : "s",
 	       (unsigned long long)st->found[HU_SEV_ERROR],
@@ -244,6 +246,10 @@ static void print_summary(const struct fsck_args *a, const char *top,
 	       (unsigned long long)st->repaired,
 	       a->fo.dry_run ? "would be repaired" : "repaired",
 	       (unsigned long long)st->left);
+	if (st->failed)
+		printf(" (%llu repair%s failed)", (unsigned long long)st->failed,
+		       st->failed == 1 ? "" : "s");
+	putchar('\n');
 }
 
 /* ---- the command ------------------------------------------------------- */
