@@ -893,6 +893,16 @@ static int vdir_layer_fd(const struct hu_vdir *d, size_t layer)
 	return v ? v->fd : -1;
 }
 
+int hu_vdir_layer_fd(const struct hu_vdir *d, size_t layer)
+{
+	return vdir_layer_fd(d, layer);
+}
+
+size_t hu_vdir_bottom_layer(const struct hu_vdir *d)
+{
+	return d->d[d->nd - 1].layer;
+}
+
 static int is_metacopy(const struct hu_layer *l, int fd, bool *mc,
 		       struct hu_error *e)
 {
