@@ -93,6 +93,8 @@ struct front {
 	bool progress;		/* stderr is a terminal */
 	bool warned_owner;
 	int trouble;		/* exit code for trouble: 1, diff's 2 */
+	bool keep_exit;		/* after a signal, exit with the command's
+				 * status (fsck's 32), not die of it */
 };
 extern struct front front;
 
@@ -155,6 +157,7 @@ int cmd_whiteout_add(const struct cmd *c, int argc, char **argv);
 int cmd_whiteout_rm(const struct cmd *c, int argc, char **argv);
 int cmd_whiteout_opaque(const struct cmd *c, int argc, char **argv);
 int cmd_whiteout_convert(const struct cmd *c, int argc, char **argv);
+int cmd_fsck(const struct cmd *c, int argc, char **argv);
 int cmd_complete(const struct cmd *c, int argc, char **argv);
 
 #endif /* HUNION_CMD_H */

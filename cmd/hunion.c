@@ -96,6 +96,28 @@ static const struct cmd_opt diff_opts[] = {
 	OPT_TAR_OUT, OPT_FORMAT, OPT_USERXATTR, OPT_QUIET, OPT_HELP, OPT_END
 };
 
+static const struct cmd_opt fsck_opts[] = {
+	{ "no", 'n', OPT_NONE, NULL, NULL,
+	  "check only, change nothing (the default)" },
+	{ "preen", 'p', OPT_NONE, NULL, NULL,
+	  "repair what cannot lose data (safe repairs)" },
+	{ "yes", 'y', OPT_NONE, NULL, NULL, "repair every problem it can" },
+	{ "dry-run", 0, OPT_NONE, NULL, NULL,
+	  "with -p or -y: show the repairs, make none" },
+	OPT_JSON,
+	{ "workdir", 0, OPT_REQUIRED, "W", "@dir",
+	  "also check the overlay workdir W of the top layer" },
+	{ "all-layers", 0, OPT_NONE, NULL, NULL,
+	  "check each layer against those beneath, not the top one alone" },
+	{ "vacuum", 0, OPT_NONE, NULL, NULL,
+	  "with -p or -y: also remove copy-ups identical to what is beneath" },
+	{ "severity", 0, OPT_REQUIRED, "ID=LEVEL", NULL,
+	  "report problem ID as ignore, info, warning or error" },
+	{ "repair-lowers", 0, OPT_NONE, NULL, NULL,
+	  "with --all-layers: repair the lower layers too" },
+	OPT_FORMAT, OPT_USERXATTR, OPT_VERBOSE, OPT_QUIET, OPT_HELP, OPT_END
+};
+
 static const struct cmd_opt help_only[] = { OPT_HELP, OPT_END };
 static const struct cmd_opt top_opts[] = {
 	{ "version", 0, OPT_NONE, NULL, NULL, "print the version and exit" },
@@ -124,6 +146,8 @@ const struct cmd hunion_cmds[] = {
 	  "[--trees OLD NEW | LAYER...]", diff_opts, NULL, "@layer" },
 	{ "flatten", cmd_flatten, "squash a stack of layers into one tarball",
 	  "-o FILE LAYER...", flatten_opts, NULL, "@layer" },
+	{ "fsck", cmd_fsck, "find and repair inconsistent markers and leftovers",
+	  "[-n|-p|-y] LAYER...", fsck_opts, NULL, "@layer" },
 	{ "whiteout", NULL, "create, list, remove and convert whiteouts",
 	  "ls|add|rm|opaque|convert ...", help_only, whiteout_cmds, NULL },
 	{ "__complete", cmd_complete, NULL, "bash|zsh|fish", help_only,
@@ -240,7 +264,7 @@ int main(int argc, char **argv)
 	raise_fd_limit();
 	catch_signals();
 	rc = dispatch(&top, "hunion", argc, argv);
-	if (caught) {
+	if (caught && !front.keep_exit) {
 		/* cleaned up: now die of the signal, as the shell expects */
 		signal(caught, SIG_DFL);
 		raise(caught);

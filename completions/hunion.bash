@@ -8,7 +8,7 @@ _hunion_spec()
 	subs='' longs='' shorts='' args='' operands=''
 	case $1 in
 	'hunion')
-		subs='merge diff flatten whiteout'
+		subs='merge diff flatten fsck whiteout'
 		longs='--version --help'
 		shorts='-h'
 		args=''
@@ -33,6 +33,13 @@ _hunion_spec()
 		longs='--output= --base= --compress= --level= --threads= --descriptor= --clamp-mtime= --opaque-markers --format= --userxattr --verbose --quiet --help'
 		shorts='-o -v -q -h'
 		args='-o --output --base --compress --level --threads --descriptor --clamp-mtime --format'
+		operands='@layer'
+		;;
+	'hunion fsck')
+		subs=''
+		longs='--no --preen --yes --dry-run --json --workdir= --all-layers --vacuum --severity= --repair-lowers --format= --userxattr --verbose --quiet --help'
+		shorts='-n -p -y -v -q -h'
+		args='--workdir --severity --format'
 		operands='@layer'
 		;;
 	'hunion whiteout')
@@ -94,6 +101,8 @@ _hunion_values()
 	'hunion flatten --compress') printf '%s\n' 'auto|none|gzip|zstd' ;;
 	'hunion flatten --descriptor') printf '%s\n' '@file' ;;
 	'hunion flatten --format') printf '%s\n' 'auto|union|overlay|oci' ;;
+	'hunion fsck --workdir') printf '%s\n' '@dir' ;;
+	'hunion fsck --format') printf '%s\n' 'auto|union|overlay|oci' ;;
 	'hunion whiteout ls --format') printf '%s\n' 'auto|union|overlay|oci' ;;
 	'hunion whiteout add --format') printf '%s\n' 'auto|union|overlay|oci' ;;
 	'hunion whiteout rm --format') printf '%s\n' 'auto|union|overlay|oci' ;;

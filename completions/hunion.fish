@@ -13,12 +13,13 @@ function __hunion_layers
 end
 
 # hunion
-complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten whiteout' -l version -d 'print the version and exit'
-complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten whiteout' -s h -l help -d 'show this help'
-complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten whiteout' -a merge -d 'write the merged view of a stack of layers'
-complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten whiteout' -a diff -d 'what the top layer changes over those beneath'
-complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten whiteout' -a flatten -d 'squash a stack of layers into one tarball'
-complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten whiteout' -a whiteout -d 'create, list, remove and convert whiteouts'
+complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck whiteout' -l version -d 'print the version and exit'
+complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck whiteout' -s h -l help -d 'show this help'
+complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck whiteout' -a merge -d 'write the merged view of a stack of layers'
+complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck whiteout' -a diff -d 'what the top layer changes over those beneath'
+complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck whiteout' -a flatten -d 'squash a stack of layers into one tarball'
+complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck whiteout' -a fsck -d 'find and repair inconsistent markers and leftovers'
+complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck whiteout' -a whiteout -d 'create, list, remove and convert whiteouts'
 
 # hunion merge
 complete -c hunion -n '__fish_seen_subcommand_from merge' -s o -l output -x -a '(__fish_complete_directories)' -d 'write the merged view as a new tree OUT (must not exist)'
@@ -65,6 +66,24 @@ complete -c hunion -n '__fish_seen_subcommand_from flatten' -s v -l verbose -d '
 complete -c hunion -n '__fish_seen_subcommand_from flatten' -s q -l quiet -d 'print errors only, no warnings'
 complete -c hunion -n '__fish_seen_subcommand_from flatten' -s h -l help -d 'show this help'
 complete -c hunion -n '__fish_seen_subcommand_from flatten' -x -a '(__hunion_layers)'
+
+# hunion fsck
+complete -c hunion -n '__fish_seen_subcommand_from fsck' -s n -l no -d 'check only, change nothing (the default)'
+complete -c hunion -n '__fish_seen_subcommand_from fsck' -s p -l preen -d 'repair what cannot lose data (safe repairs)'
+complete -c hunion -n '__fish_seen_subcommand_from fsck' -s y -l yes -d 'repair every problem it can'
+complete -c hunion -n '__fish_seen_subcommand_from fsck' -l dry-run -d 'with -p or -y: show the repairs, make none'
+complete -c hunion -n '__fish_seen_subcommand_from fsck' -l json -d 'one JSON object per line'
+complete -c hunion -n '__fish_seen_subcommand_from fsck' -l workdir -x -a '(__fish_complete_directories)' -d 'also check the overlay workdir W of the top layer'
+complete -c hunion -n '__fish_seen_subcommand_from fsck' -l all-layers -d 'check each layer against those beneath, not the top one alone'
+complete -c hunion -n '__fish_seen_subcommand_from fsck' -l vacuum -d 'with -p or -y: also remove copy-ups identical to what is beneath'
+complete -c hunion -n '__fish_seen_subcommand_from fsck' -l severity -x -a '' -d 'report problem ID as ignore, info, warning or error'
+complete -c hunion -n '__fish_seen_subcommand_from fsck' -l repair-lowers -d 'with --all-layers: repair the lower layers too'
+complete -c hunion -n '__fish_seen_subcommand_from fsck' -l format -x -a 'auto union overlay oci' -d 'layer format (default: detect per layer)'
+complete -c hunion -n '__fish_seen_subcommand_from fsck' -l userxattr -d 'markers live under user.* instead of trusted.*'
+complete -c hunion -n '__fish_seen_subcommand_from fsck' -s v -l verbose -d 'say more about what is done'
+complete -c hunion -n '__fish_seen_subcommand_from fsck' -s q -l quiet -d 'print errors only, no warnings'
+complete -c hunion -n '__fish_seen_subcommand_from fsck' -s h -l help -d 'show this help'
+complete -c hunion -n '__fish_seen_subcommand_from fsck' -x -a '(__hunion_layers)'
 
 # hunion whiteout
 complete -c hunion -n '__fish_seen_subcommand_from whiteout; and not __fish_seen_subcommand_from ls add rm opaque convert' -s h -l help -d 'show this help'

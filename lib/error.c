@@ -17,6 +17,11 @@ void hu_interrupt(void)
 	atomic_store_explicit(&interrupted, 1, memory_order_relaxed);
 }
 
+bool hu_interrupted(void)
+{
+	return atomic_load_explicit(&interrupted, memory_order_relaxed);
+}
+
 int hu_interrupt_check(struct hu_error *e)
 {
 	if (!atomic_load_explicit(&interrupted, memory_order_relaxed))

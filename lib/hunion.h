@@ -40,6 +40,8 @@ void hu_error_clear(struct hu_error *e);
  * any error (no output file, no unpacked layer left behind).  For a signal
  * handler: async-signal-safe, and it cannot be undone. */
 void hu_interrupt(void);
+/* Has hu_interrupt() been called? */
+bool hu_interrupted(void);
 /* Prepend @dir to the path of @e. */
 void hu_error_prefix(struct hu_error *e, const char *dir);
 
@@ -411,6 +413,7 @@ struct hu_mount_use {
 	char *mountpoint;	/* as /proc/self/mountinfo shows it */
 	char *fstype;		/* "overlay", "union", "fuse.fuse-overlayfs" */
 	char *role;		/* "upperdir", "lowerdir", "workdir", "datadir" */
+	char *layer;		/* the layer's path as given; NULL: extra_fd */
 };
 
 /*

@@ -85,6 +85,10 @@ int hu_problem_found(const struct hu_problem_sink *sink,
 		     bool stops, const char *layer, const char *path,
 		     const char *detail, int err, struct hu_error *e);
 
+/* Is overlay redirect @r one the kernel follows: "/a/b" with no empty,
+ * "." or ".." component, or one name in the same parent?  (view.c) */
+bool hu_redirect_valid(const char *r);
+
 char *hu_path_join(const char *dir, const char *name);
 
 /* -1 with "interrupted" in @e once hu_interrupt() was called: the long

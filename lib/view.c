@@ -168,7 +168,7 @@ static int read_redirect(const struct hu_layer *l, int fd, char **out,
 /* A redirect the kernel accepts: "/a/b" with no empty component, or one
  * name.  "." and ".." would walk out of place: refused, as the kernel's
  * lookup refuses them. */
-static bool redirect_valid(const char *r)
+bool hu_redirect_valid(const char *r)
 {
 	if (!*r)
 		return false;
@@ -335,7 +335,7 @@ static int lookup_layer(const struct hu_stack *s, size_t j, int base,
 		}
 		if (read_redirect(l, fd, &r, e) < 0)
 			goto out;
-		if (r && redirect_valid(r) &&
+		if (r && hu_redirect_valid(r) &&
 		    apply_redirect(lk, r, comps, n, k) < 0) {
 			free(r);
 			hu_error_set(e, ENOMEM, NULL, "out of memory");
@@ -495,7 +495,7 @@ static int child_lookup(struct hu_vdir *parent, const struct hu_ventry *ent,
 	lk->path = strdup(ent->name);
 	comps[0] = lk->path;
 	rc = lk->path ? 0 : -1;
-	if (rc == 0 && r && redirect_valid(r))
+	if (rc == 0 && r && hu_redirect_valid(r))
 		rc = apply_redirect(lk, r, comps, 1, 0);
 	free(r);
 	return rc < 0 ? hu_error_set(e, ENOMEM, NULL, "out of memory") : 0;
@@ -943,7 +943,7 @@ static int find_data(struct hu_vdir *d, const struct hu_ventry *ent, int fd,
 
 		if (read_redirect(&s->layers[from], fd, &r, e) < 0)
 			break;
-		if (r && redirect_valid(r)) {
+		if (r && hu_redirect_valid(r)) {
 			char *comps[1] = { lk.path };
 			int rc;
 

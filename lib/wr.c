@@ -78,13 +78,15 @@ static bool fault_hit(const char *op)
 	pthread_once(&once, fault_parse);
 	if (!fault.op[0])
 		return false;
-	if (strcmp(fault.op, "kill") == 0) {
+	if (strcmp(fault.op, "kill") == 0 || strcmp(fault.op, "int") == 0) {
 		/* Every call of every operation counts, except dry ones,
-		 * which change nothing. */
+		 * which change nothing.  "int" sends SIGINT, whose handler
+		 * asks the run to stop, and the change itself goes on: an
+		 * interrupt at a known step. */
 		if (!dry_run && __atomic_add_fetch(&fault.seen, 1,
 						   __ATOMIC_RELAXED) ==
 				fault.nth)
-			kill(getpid(), SIGKILL);
+			kill(getpid(), fault.op[0] == 'k' ? SIGKILL : SIGINT);
 		return false;
 	}
 	if (strcmp(fault.op, op) != 0)

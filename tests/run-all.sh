@@ -111,6 +111,7 @@ suite() {
 
 suite cli "$HERE/cli/run.sh" "$B/hunion"
 suite doc-sync "$HERE/cli/doc-sync.sh" "$B/hunion"
+suite fsck "$HERE/fsck/run.sh" "$B/hunion"
 suite fuzz "$HERE/fuzz/replay.sh" "$B"
 
 seeds=60

@@ -80,6 +80,11 @@ page_of() {
 	if [ $# -eq 0 ]; then
 		echo "$root/man/hunion.1.scd"
 	else
+		# section 1, or 8 for what only root runs (fsck, mount)
+		local p
+		for p in "$root/man/hunion-$1".[18].scd; do
+			[ -f "$p" ] && { echo "$p"; return; }
+		done
 		echo "$root/man/hunion-$1.1.scd"
 	fi
 }
@@ -263,6 +268,30 @@ check_readme() {
 }
 
 check_readme
+
+# ---- (f) every problem ID of lib/problem.def has its section in
+# hunion-fsck(8), as "## camelCaseId", and every such section a problem
+
+check_problem_ids() {
+	local page=$root/man/hunion-fsck.8.scd ids doc id
+	ids=$(sed -n 's/^HU_PROBLEM([A-Z_0-9]*, *"\([A-Za-z0-9]*\)".*/\1/p' \
+		"$root/lib/problem.def" | sort)
+	if [ -z "$ids" ]; then
+		bad "lib/problem.def: no problem found"
+		return
+	fi
+	doc=$(sed -n 's/^## \([a-z][A-Za-z0-9]*\)$/\1/p' "$page" 2>/dev/null | sort)
+	for id in $ids; do
+		if grep -qx "$id" <<<"$doc"; then ok
+		else bad "hunion-fsck.8: problem $id has no section (## $id)"; fi
+	done
+	for id in $doc; do
+		grep -qx "$id" <<<"$ids" ||
+			bad "hunion-fsck.8: section $id is no problem of lib/problem.def"
+	done
+}
+
+check_problem_ids
 
 # ---- (e) the man pages render -----------------------------------------------
 

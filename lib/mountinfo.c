@@ -1,0 +1,294 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Is a layer in use by a mounted overlay?  Writing to the upper, lower or
+ * workdir of a mounted overlay is undefined behaviour for the kernel
+ * (Documentation/filesystems/overlayfs.rst, "Changes to underlying
+ * filesystems"), so fsck refuses to repair such a layer.
+ *
+ * /proc/self/mountinfo names each overlay's directories in its super
+ * options, as the mounter wrote them: relative, through a bind mount or a
+ * symlink, or not at all (fuse-overlayfs keeps them to itself).  So paths
+ * are never compared as strings: each one is stat'ed and its (st_dev,
+ * st_ino) compared with the layers'.  One that cannot be stat'ed (another
+ * mount namespace, gone, relative to a cwd we do not know) is passed
+ * over; a relative one is tried from our cwd, where a match refuses, the
+ * safe side.
+ *
+ * The kernel's spelling (fs/overlayfs/params.c, ovl_show_options()): the
+ * whole options field is escaped by seq_show_option() (",= \t\n\\" as
+ * \ooo); inside it, lowerdir= is the ':'-separated list as given, its
+ * ':' and '\' escaped by '\' ("::" before the data-only layers);
+ * lowerdir+= and datadir+= (Linux 6.8) name one directory each, as is;
+ * upperdir= and workdir= are as given (kernels before 6.5 kept the
+ * mounter's '\' escapes in them, which they undid at mount time).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "internal.h"
+#include "mountinfo.h"
+
+#define MOUNTINFO "/proc/self/mountinfo"
+
+/* The identities looked for: the layers and the extra directory. */
+struct wanted {
+	const struct hu_stack *s;
+	bool extra;
+	dev_t extra_dev;
+	ino_t extra_ino;
+	const char **hit;	/* the layer's path found, NULL: the extra */
+};
+
+/* One mount of an overlay-like filesystem, its fields decoded. */
+struct mount {
+	const char *mountpoint;
+	const char *fstype;
+};
+
+static bool is_overlay_type(const char *fstype)
+{
+	return strcmp(fstype, "overlay") == 0 ||
+	       strcmp(fstype, "union") == 0 ||
+	       strcmp(fstype, "fuse.fuse-overlayfs") == 0;
+}
+
+static bool is_octal(char c)
+{
+	return c >= '0' && c <= '7';
+}
+
+/* Undo mountinfo's escapes in place: "\ooo" is the byte ooo (octal). */
+static void unescape_octal(char *s)
+{
+	char *out = s;
+
+	while (*s) {
+		if (s[0] == '\\' && is_octal(s[1]) && is_octal(s[2]) &&
+		    is_octal(s[3])) {
+			*out++ = (char)(((s[1] - '0') << 6) |
+					((s[2] - '0') << 3) | (s[3] - '0'));
+			s += 4;
+		} else {
+			*out++ = *s++;
+		}
+	}
+	*out = '\0';
+}
+
+/* Undo a mount option's escapes in place: "\c" is c. */
+static void unescape_backslash(char *s)
+{
+	char *out = s;
+
+	while (*s) {
+		if (s[0] == '\\' && s[1])
+			s++;
+		*out++ = *s++;
+	}
+	*out = '\0';
+}
+
+static bool same_inode(const struct stat *st, dev_t dev, ino_t ino)
+{
+	return st->st_dev == dev && st->st_ino == ino;
+}
+
+/* Is the directory at @path one of @w's?  The mounter's path: followed
+ * like the kernel followed it. */
+static bool is_wanted(const struct wanted *w, const char *path)
+{
+	struct stat st;
+
+	if (!*path || stat(path, &st) < 0)
+		return false;
+	if (w->extra && same_inode(&st, w->extra_dev, w->extra_ino)) {
+		*w->hit = NULL;
+		return true;
+	}
+	for (size_t i = 0; w->s && i < w->s->n; i++)
+		if (same_inode(&st, w->s->layers[i].dev, w->s->layers[i].ino)) {
+			*w->hit = w->s->layers[i].path;
+			return true;
+		}
+	return false;
+}
+
+static int use_fill(const struct wanted *w, struct hu_mount_use *use,
+		    const struct mount *m,
+		    const char *role, struct hu_error *e)
+{
+	use->mountpoint = strdup(m->mountpoint);
+	use->fstype = strdup(m->fstype);
+	use->role = strdup(role);
+	use->layer = *w->hit ? strdup(*w->hit) : NULL;
+	if (!use->mountpoint || !use->fstype || !use->role ||
+	    (*w->hit && !use->layer)) {
+		hu_mount_use_free(use);
+		return hu_error_set(e, ENOMEM, MOUNTINFO, "out of memory");
+	}
+	return 1;
+}
+
+/* lowerdir=A:B::C (decoded already): the directories, each '\'-escaped,
+ * split on the ':' that are not.  Cuts @list up. */
+static bool lowerdir_wanted(const struct wanted *w, char *list)
+{
+	char *start = list;
+
+	for (char *p = list;; p++) {
+		if (*p == '\\' && p[1]) {
+			p++;
+			continue;
+		}
+		if (*p != ':' && *p)
+			continue;
+		bool last = !*p;
+
+		*p = '\0';
+		unescape_backslash(start);
+		if (is_wanted(w, start))
+			return true;
+		if (last)
+			return false;
+		start = p + 1;
+	}
+}
+
+/* upperdir= or workdir=: as given, or, from an older kernel, with the
+ * mounter's '\' escapes still in.  Cuts @path up. */
+static bool single_wanted(const struct wanted *w, char *path)
+{
+	if (is_wanted(w, path))
+		return true;
+	if (!strchr(path, '\\'))
+		return false;
+	unescape_backslash(path);
+	return is_wanted(w, path);
+}
+
+/* One super option of @m, still escaped: 1 with *@use when it names a
+ * wanted directory, 0 when not, -1 on error. */
+static int option_check(const struct wanted *w, const struct mount *m,
+			char *opt, struct hu_mount_use *use,
+			struct hu_error *e)
+{
+	static const struct {
+		const char *prefix;
+		const char *role;
+		bool list;
+	} keys[] = {
+		{ "lowerdir=", "lowerdir", true },
+		{ "lowerdir+=", "lowerdir", false },
+		{ "datadir+=", "datadir", false },
+		{ "upperdir=", "upperdir", false },
+		{ "workdir=", "workdir", false },
+	};
+
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		size_t len = strlen(keys[i].prefix);
+		char *value = opt + len;
+		bool found;
+
+		if (strncmp(opt, keys[i].prefix, len) != 0)
+			continue;
+		unescape_octal(value);
+		found = keys[i].list ? lowerdir_wanted(w, value) :
+				       single_wanted(w, value);
+		return found ? use_fill(w, use, m, keys[i].role, e) : 0;
+	}
+	return 0;
+}
+
+/*
+ * One line of mountinfo (proc(5)): ID PARENT MAJ:MIN ROOT MOUNTPOINT
+ * OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPEROPTIONS.  Cuts @line up.
+ * A line that does not parse is passed over: nothing of ours is in it.
+ */
+static int line_check(const struct wanted *w, char *line,
+		      struct hu_mount_use *use, struct hu_error *e)
+{
+	char *field[5], *fstype, *superopts, *opt;
+	struct mount m;
+	int rc;
+
+	line[strcspn(line, "\n")] = '\0';
+	for (int i = 0; i < 5; i++)
+		if (!(field[i] = strsep(&line, " ")))
+			return 0;
+	do {
+		opt = strsep(&line, " ");	/* OPTIONS, OPTIONAL... */
+	} while (opt && strcmp(opt, "-") != 0);
+	fstype = strsep(&line, " ");
+	(void)strsep(&line, " ");		/* SOURCE */
+	superopts = strsep(&line, " ");
+	if (!opt || !fstype || !superopts)
+		return 0;
+	unescape_octal(fstype);
+	if (!is_overlay_type(fstype))
+		return 0;
+	unescape_octal(field[4]);
+	m.mountpoint = field[4];
+	m.fstype = fstype;
+	/* A ',' inside a value is \054: split first, decode each. */
+	while ((opt = strsep(&superopts, ",")))
+		if ((rc = option_check(w, &m, opt, use, e)) != 0)
+			return rc;
+	return 0;
+}
+
+int hu_mountinfo_scan(FILE *f, const char *what, const struct hu_stack *s,
+		      int extra_fd, struct hu_mount_use *use,
+		      struct hu_error *e)
+{
+	const char *hit = NULL;
+	struct wanted w = { .s = s, .hit = &hit };
+	char *line = NULL;
+	size_t cap = 0;
+	int rc = 0;
+
+	*use = (struct hu_mount_use){ 0 };
+	if (extra_fd >= 0) {
+		struct stat st;
+
+		if (fstat(extra_fd, &st) < 0)
+			return hu_error_set(e, errno, NULL, "cannot stat");
+		w.extra = true;
+		w.extra_dev = st.st_dev;
+		w.extra_ino = st.st_ino;
+	}
+	errno = 0;
+	while (rc == 0 && getline(&line, &cap, f) >= 0)
+		rc = line_check(&w, line, use, e);
+	if (rc == 0 && ferror(f))
+		rc = hu_error_set(e, errno ? errno : EIO, what,
+				  "cannot read");
+	free(line);
+	return rc;
+}
+
+int hu_stack_mounted(const struct hu_stack *s, int extra_fd,
+		     struct hu_mount_use *use, struct hu_error *e)
+{
+	FILE *f = fopen(MOUNTINFO, "re");
+	int rc;
+
+	*use = (struct hu_mount_use){ 0 };
+	if (!f)
+		return hu_error_set(e, errno, MOUNTINFO,
+				    "cannot tell which layers are mounted");
+	rc = hu_mountinfo_scan(f, MOUNTINFO, s, extra_fd, use, e);
+	fclose(f);
+	return rc;
+}
+
+void hu_mount_use_free(struct hu_mount_use *u)
+{
+	free(u->mountpoint);
+	free(u->fstype);
+	free(u->role);
+	free(u->layer);
+	*u = (struct hu_mount_use){ 0 };
+}

@@ -1,0 +1,315 @@
+/* SPDX-License-Identifier: MIT */
+/* Mounted overlays: a layer in use is known by device and inode, whatever
+ * path the mount or the stack names it by.  The mounts are real (root,
+ * in a private mount namespace of the test's own process); mountinfo
+ * text the kernel of this machine cannot produce is fed in directly. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <unistd.h>
+
+#include "../../lib/mountinfo.h"
+#include "testutil.h"
+
+/* The mounts a test made, undone before its directory is removed (rm
+ * -rf would go down into them). */
+static char mounted[4][4096];
+static int n_mounted;
+
+static void mounted_at(const char *path)
+{
+	cr_assert_lt(n_mounted, 4);
+	snprintf(mounted[n_mounted++], sizeof(mounted[0]), "%s", path);
+}
+
+static void teardown(void)
+{
+	while (n_mounted > 0)
+		cr_expect_eq(umount2(mounted[--n_mounted], MNT_DETACH), 0);
+	tu_cleanup();
+}
+
+TestSuite(mountinfo, .fini = teardown);
+
+/* This process in a mount namespace of its own, so that the mounts go
+ * with it, whatever happens to the test. */
+static void private_mounts(void)
+{
+	if (geteuid() != 0)
+		cr_skip_test("mounting overlays needs root");
+	if (unshare(CLONE_NEWNS) < 0 ||
+	    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		cr_skip_test("no mount namespace of our own: %s",
+			     strerror(errno));
+}
+
+/* lower/, "upp er"/ (a name mountinfo escapes), work/, and the overlay
+ * of them at mnt/. */
+static void mount_overlay(void)
+{
+	char *opts;
+	int rc;
+
+	private_mounts();
+	tu_file("lower/a", "lower");
+	tu_file("upp er/b", "upper");
+	tu_mkdir("work");
+	tu_mkdir("mnt");
+	cr_assert_geq(asprintf(&opts, "lowerdir=%s,upperdir=%s,workdir=%s",
+			       tu_path("lower"), tu_path("upp er"),
+			       tu_path("work")), 0);
+	rc = mount("overlay", tu_path("mnt"), "overlay", 0, opts);
+	free(opts);
+	if (rc < 0)
+		cr_skip_test("cannot mount an overlay: %s", strerror(errno));
+	mounted_at(tu_path("mnt"));
+}
+
+/* hu_stack_mounted() of the stack of the directories @rel (relative to
+ * the test directory, or absolute) and the extra directory @extra
+ * (NULL: none): the role found, or "none". */
+static char *mounted_as(const char *extra, int n, const char *const rel[])
+{
+	struct hu_stack_opts so = { 0 };
+	struct hu_stack s = { 0 };
+	struct hu_mount_use use;
+	struct hu_error e = { 0 };
+	char *paths[4], *role;
+	int fd = -1, rc;
+
+	for (int i = 0; i < n; i++)
+		paths[i] = strdup(rel[i][0] == '/' || rel[i][0] == '.' ?
+				  rel[i] : tu_path(rel[i]));
+	cr_assert_eq(hu_stack_open(&s, paths, (size_t)n, &so, &e), 0,
+		     "%s: %s", e.path, e.msg);
+	if (extra)
+		cr_assert_geq(fd = open(tu_path(extra),
+					O_RDONLY | O_DIRECTORY), 0);
+	rc = hu_stack_mounted(&s, fd, &use, &e);
+	cr_assert_geq(rc, 0, "%s: %s", e.path, e.msg);
+	if (rc == 0) {
+		cr_expect_null(use.mountpoint);
+		role = strdup("none");
+	} else {
+		cr_expect_str_eq(use.mountpoint, tu_path("mnt"));
+		cr_expect_str_eq(use.fstype, "overlay");
+		role = strdup(use.role);
+	}
+	hu_mount_use_free(&use);
+	if (fd >= 0)
+		close(fd);
+	hu_stack_close(&s);
+	for (int i = 0; i < n; i++)
+		free(paths[i]);
+	hu_error_clear(&e);
+	return role;
+}
+
+#define MOUNTED_AS(extra, ...)                                           \
+	mounted_as(extra,                                                \
+		   sizeof((const char *[]){ __VA_ARGS__ }) / sizeof(char *), \
+		   (const char *[]){ __VA_ARGS__ })
+
+Test(mountinfo, stack_not_mounted_is_not_in_use)
+{
+	private_mounts();
+	tu_file("lower/a", "x");
+	tu_file("upper/b", "y");
+	tu_mkdir("work");
+	tu_expect_str(MOUNTED_AS("work", "lower", "upper"), "none");
+}
+
+Test(mountinfo, finds_the_upper)
+{
+	mount_overlay();
+	tu_expect_str(MOUNTED_AS(NULL, "upp er"), "upperdir");
+	/* A copy of the upper, same names and bytes, is another layer. */
+	tu_file("copy/b", "upper");
+	tu_expect_str(MOUNTED_AS(NULL, "copy"), "none");
+}
+
+Test(mountinfo, finds_a_lower_through_a_relative_path)
+{
+	mount_overlay();
+	cr_assert_eq(chdir(tu_tmpdir()), 0);
+	tu_expect_str(MOUNTED_AS(NULL, "./lower/../lower"), "lowerdir");
+}
+
+Test(mountinfo, finds_a_lower_through_a_bind_mount)
+{
+	mount_overlay();
+	tu_mkdir("bind");
+	cr_assert_eq(mount(tu_path("lower"), tu_path("bind"), NULL, MS_BIND,
+			   NULL), 0, "%s", strerror(errno));
+	mounted_at(tu_path("bind"));
+	tu_expect_str(MOUNTED_AS(NULL, "bind"), "lowerdir");
+}
+
+Test(mountinfo, finds_the_workdir_by_its_fd)
+{
+	mount_overlay();
+	tu_mkdir("other");
+	tu_expect_str(MOUNTED_AS(NULL, "other"), "none");
+	tu_expect_str(MOUNTED_AS("work", "other"), "workdir");
+}
+
+Test(mountinfo, finds_a_layer_the_mount_names_relatively_from_our_cwd)
+{
+	private_mounts();
+	tu_file("lo/a", "lower");
+	tu_file("up/b", "upper");
+	tu_mkdir("wk");
+	tu_mkdir("mnt");
+	cr_assert_eq(chdir(tu_tmpdir()), 0);
+	if (mount("overlay", "mnt", "overlay", 0,
+		  "lowerdir=lo,upperdir=up,workdir=wk") < 0)
+		cr_skip_test("cannot mount an overlay: %s", strerror(errno));
+	mounted_at(tu_path("mnt"));
+	tu_expect_str(MOUNTED_AS(NULL, "up"), "upperdir");
+}
+
+/* ---- mountinfo text, fed in ---------------------------------------------- */
+
+/* hu_mountinfo_scan() of @text against the stack of the directory @rel:
+ * "ROLE@MOUNTPOINT (FSTYPE)" or "none". */
+static char *scan(const char *text, const char *rel)
+{
+	struct hu_stack_opts so = { 0 };
+	struct hu_stack s = { 0 };
+	struct hu_mount_use use;
+	struct hu_error e = { 0 };
+	char *path = strdup(tu_path(rel)), *out;
+	FILE *f = fmemopen((void *)text, strlen(text), "r");
+	int rc;
+
+	cr_assert_not_null(f);
+	cr_assert_eq(hu_stack_open(&s, &path, 1, &so, &e), 0, "%s: %s",
+		     e.path, e.msg);
+	rc = hu_mountinfo_scan(f, "text", &s, -1, &use, &e);
+	cr_assert_geq(rc, 0, "%s: %s", e.path, e.msg);
+	if (rc == 0)
+		out = strdup("none");
+	else
+		cr_assert_geq(asprintf(&out, "%s@%s (%s)", use.role,
+				       use.mountpoint, use.fstype), 0);
+	hu_mount_use_free(&use);
+	hu_stack_close(&s);
+	fclose(f);
+	free(path);
+	hu_error_clear(&e);
+	return out;
+}
+
+/* One mountinfo line of @fstype at "/m n" (escaped) with @superopts. */
+static const char *line(const char *fstype, const char *superopts)
+{
+	static char *buf;
+
+	free(buf);
+	cr_assert_geq(asprintf(&buf,
+			       "36 35 98:0 / /proc rw - proc proc rw\n"
+			       "48 26 0:39 / /m\\040n rw,relatime shared:7 "
+			       "master:1 - %s src %s\n", fstype, superopts),
+		      0);
+	return buf;
+}
+
+/* @rel's absolute path in mountinfo's escapes: ' ' \040, ',' \054,
+ * '\' \134; with @colon, ':' and '\' first escaped by '\' as in a
+ * lowerdir= list. */
+static const char *escaped(const char *rel, bool colon)
+{
+	static char ring[4][4096];
+	static int next;
+	char *out = ring[next++ % 4], *o = out;
+
+	for (const char *p = tu_path(rel); *p; p++) {
+		if (colon && (*p == ':' || *p == '\\'))
+			o += sprintf(o, "\\134");
+		if (*p == ' ' || *p == ',' || *p == '\\' || *p == '=')
+			o += sprintf(o, "\\%03o", (unsigned char)*p);
+		else
+			*o++ = *p;
+	}
+	*o = '\0';
+	return out;
+}
+
+Test(mountinfo, lowerdir_list_escapes_and_data_layers)
+{
+	char *opts;
+
+	tu_mkdir("a b:c,d\\e=f");
+	tu_mkdir("data");
+	tu_mkdir("x");
+	cr_assert_geq(asprintf(&opts,
+			       "rw,lowerdir=/nonexistent:%s::%s,"
+			       "upperdir=/nowhere,workdir=/nowhere2,uuid=on",
+			       escaped("a b:c,d\\e=f", true),
+			       escaped("data", true)), 0);
+	tu_expect_str(scan(line("overlay", opts), "a b:c,d\\e=f"),
+		      "lowerdir@/m n (overlay)");
+	tu_expect_str(scan(line("overlay", opts), "data"),
+		      "lowerdir@/m n (overlay)");
+	tu_expect_str(scan(line("overlay", opts), "x"), "none");
+	free(opts);
+}
+
+Test(mountinfo, lowerdir_add_and_datadir_add_are_single_paths)
+{
+	char *opts;
+
+	tu_mkdir("l:1");
+	tu_mkdir("d,1");
+	cr_assert_geq(asprintf(&opts,
+			       "rw,lowerdir+=%s,datadir+=%s,upperdir=/nowhere",
+			       escaped("l:1", false), escaped("d,1", false)),
+		      0);
+	tu_expect_str(scan(line("overlay", opts), "l:1"),
+		      "lowerdir@/m n (overlay)");
+	tu_expect_str(scan(line("overlay", opts), "d,1"),
+		      "datadir@/m n (overlay)");
+	free(opts);
+}
+
+Test(mountinfo, upperdir_with_an_older_kernels_escapes)
+{
+	char *opts;
+
+	tu_mkdir("u:1");
+	tu_mkdir("w");
+	/* Before 6.5 the mounter's "u\:1" was kept as given. */
+	cr_assert_geq(asprintf(&opts, "rw,lowerdir=/a,upperdir=%s,workdir=%s",
+			       escaped("u:1", true), escaped("w", false)), 0);
+	tu_expect_str(scan(line("overlay", opts), "u:1"),
+		      "upperdir@/m n (overlay)");
+	tu_expect_str(scan(line("overlay", opts), "w"),
+		      "workdir@/m n (overlay)");
+	free(opts);
+}
+
+Test(mountinfo, other_filesystems_and_invisible_options)
+{
+	char *opts;
+
+	tu_mkdir("u");
+	cr_assert_geq(asprintf(&opts, "rw,upperdir=%s", escaped("u", false)),
+		      0);
+	tu_expect_str(scan(line("union", opts), "u"), "upperdir@/m n (union)");
+	tu_expect_str(scan(line("fuse.fuse-overlayfs", opts), "u"),
+		      "upperdir@/m n (fuse.fuse-overlayfs)");
+	/* Not an overlay: its options mean something else. */
+	tu_expect_str(scan(line("ext4", opts), "u"), "none");
+	/* fuse-overlayfs as it usually shows: no directories at all. */
+	tu_expect_str(scan(line("fuse.fuse-overlayfs",
+				"rw,user_id=0,group_id=0"), "u"), "none");
+	/* Cut lines and garbage are passed over. */
+	tu_expect_str(scan("1 2 3\n\n - overlay\n48 26 0:39 / /m rw -\n",
+			   "u"), "none");
+	free(opts);
+}
