@@ -96,30 +96,58 @@ int md_intent_write(const struct md *m, const struct md_intent *in,
 		    struct hu_error *e)
 {
 	char attr[64], head[32];
-	size_t hl, sl = strlen(in->src) + 1, dl = strlen(in->dst) + 1;
-	char *v;
+	size_t len = 0, cap = 64;
+	char *v = malloc(cap);
 	int rc = 0;
 
 	record_name(m, INTENT_RECORD, attr, sizeof(attr));
-	hl = (size_t)snprintf(head, sizeof(head), "%" PRIuMAX,
-			      (uintmax_t)in->ino) + 1;
-	v = malloc(hl + sl + dl);
+	for (size_t i = 0; v && i < in->n; i++) {
+		const struct md_move *mv = &in->v[i];
+		size_t hl = (size_t)snprintf(head, sizeof(head), "%" PRIuMAX,
+					     (uintmax_t)mv->ino) + 1;
+		size_t sl = strlen(mv->src) + 1, dl = strlen(mv->dst) + 1;
+		char *nv;
+
+		if (len + hl + sl + dl > cap) {
+			cap = 2 * (len + hl + sl + dl);
+			nv = realloc(v, cap);
+			if (!nv) {
+				free(v);
+				v = NULL;
+				break;
+			}
+			v = nv;
+		}
+		memcpy(v + len, head, hl);
+		memcpy(v + len + hl, mv->src, sl);
+		memcpy(v + len + hl + sl, mv->dst, dl);
+		len += hl + sl + dl;
+	}
 	if (!v)
 		return hu_error_set(e, ENOMEM, NULL, "out of memory");
-	memcpy(v, head, hl);
-	memcpy(v + hl, in->src, sl);
-	memcpy(v + hl + sl, in->dst, dl);
-	if (hu_wr_setxattr_at(m->up->fd, NULL, attr, v, hl + sl + dl, 0) < 0)
+	if (hu_wr_setxattr_at(m->up->fd, NULL, attr, v, len, 0) < 0)
 		rc = hu_error_set(e, errno, m->up->path, "cannot write the "
 				  "intent record %s", attr);
 	free(v);
 	return rc;
 }
 
+/* The next NUL-ended field of @v (@n bytes) from *@off, or NULL. */
+static const char *field(const char *v, size_t n, size_t *off)
+{
+	const char *f = v + *off, *end;
+
+	if (*off >= n || !(end = memchr(f, '\0', n - *off)))
+		return NULL;
+	*off = end - v + 1;
+	return f;
+}
+
 int md_intent_read(const struct md *m, struct md_intent *in,
 		   struct hu_error *e)
 {
-	char attr[64], *v, *src, *dst, *end;
+	char attr[64], *v;
+	size_t off = 0;
 	ssize_t n;
 
 	memset(in, 0, sizeof(*in));
@@ -138,20 +166,33 @@ int md_intent_read(const struct md *m, struct md_intent *in,
 		return hu_error_set(e, errno, m->up->path, "cannot read %s",
 				    attr);
 	}
-	v[n] = '\0';
-	src = memchr(v, '\0', n);
-	dst = src && src + 1 < v + n ? memchr(src + 1, '\0', v + n - src - 1) :
-		NULL;
-	if (!dst || dst + 1 >= v + n) {
-		free(v);
-		return hu_error_set(e, EINVAL, m->up->path, "%s is damaged",
-				    attr);
+	while ((size_t)n > off) {
+		const char *ino = field(v, n, &off), *src = field(v, n, &off);
+		const char *dst = field(v, n, &off);
+		struct md_move *nv;
+
+		if (!dst) {
+			free(v);
+			md_intent_free(in);
+			return hu_error_set(e, EINVAL, m->up->path,
+					    "%s is damaged", attr);
+		}
+		nv = realloc(in->v, (in->n + 1) * sizeof(*nv));
+		if (!nv)
+			break;
+		in->v = nv;
+		nv[in->n] = (struct md_move){
+			.ino = (ino_t)strtoumax(ino, NULL, 10),
+			.src = strdup(src), .dst = strdup(dst) };
+		if (!nv[in->n].src || !nv[in->n].dst) {
+			in->n++;
+			break;
+		}
+		in->n++;
 	}
-	in->ino = (ino_t)strtoumax(v, &end, 10);
-	in->src = strdup(src + 1);
-	in->dst = strdup(dst + 1);
 	free(v);
-	if (!in->src || !in->dst) {
+	if ((size_t)n > off || (in->n && (!in->v[in->n - 1].src ||
+					  !in->v[in->n - 1].dst))) {
 		md_intent_free(in);
 		return hu_error_set(e, ENOMEM, NULL, "out of memory");
 	}
@@ -172,7 +213,11 @@ int md_intent_clear(const struct md *m, struct hu_error *e)
 
 void md_intent_free(struct md_intent *in)
 {
-	free(in->src);
-	free(in->dst);
-	in->src = in->dst = NULL;
+	for (size_t i = 0; i < in->n; i++) {
+		free(in->v[i].src);
+		free(in->v[i].dst);
+	}
+	free(in->v);
+	in->v = NULL;
+	in->n = 0;
 }

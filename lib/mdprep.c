@@ -34,6 +34,7 @@ struct item {
 	char *path;
 	char *target;		/* the redirect */
 	ino_t src;		/* the target's directory it reaches */
+	char *srcpath;		/* and its path there */
 	bool skip;		/* reaches nothing: nothing to move */
 };
 
@@ -94,6 +95,7 @@ static void items_free(struct items *it)
 	for (size_t i = 0; i < it->n; i++) {
 		free(it->v[i].path);
 		free(it->v[i].target);
+		free(it->v[i].srcpath);
 	}
 	free(it->v);
 }
@@ -113,9 +115,40 @@ static ino_t ino_at(int rootfd, const char *path, struct stat *st)
 	return ino;
 }
 
-/* Which directory of the target redirected directory @x reaches. */
-static int resolve(struct md *m, struct item *x, struct hu_error *e)
+/* The path in the target of the upper's directory @path (no redirect of
+ * its own): its nearest redirected ancestor's source, and the rest. */
+static char *target_path(const struct items *it, size_t upto, const char *path)
 {
+	const struct item *best = NULL;
+	size_t bl = 0;
+	char *p;
+
+	for (size_t i = 0; i < upto; i++) {
+		const struct item *y = &it->v[i];
+		size_t yl = strlen(y->path);
+
+		if (y->kind != HU_WH_REDIRECT || y->skip || yl <= bl ||
+		    strncmp(path, y->path, yl) != 0 ||
+		    (path[yl] != '/' && path[yl] != '\0'))
+			continue;
+		best = y;
+		bl = yl;
+	}
+	if (!best)
+		return strdup(path);
+	p = malloc(strlen(best->srcpath) + strlen(path + bl) + 1);
+	if (p)
+		sprintf(p, "%s%s", best->srcpath, path + bl);
+	return p;
+}
+
+/* Which directory of the target redirected directory it->v[k] reaches,
+ * by the view, and its path there, by the redirect (checked to be the
+ * inode the view found). */
+static int resolve(struct md *m, struct items *it, size_t k,
+		   struct hu_error *e)
+{
+	struct item *x = &it->v[k];
 	struct hu_vdir *d;
 	struct stat st;
 	int rc = md_vopen(m->s, x->path, &d, e), fd;
@@ -137,10 +170,35 @@ static int resolve(struct md *m, struct item *x, struct hu_error *e)
 	else if (fd >= 0)
 		x->src = st.st_ino;
 	hu_vdir_close(d);
-	return rc < 0 ? -1 : 0;
+	if (rc < 0 || x->skip)
+		return rc < 0 ? -1 : 0;
+	if (x->target[0] == '/') {
+		x->srcpath = strdup(x->target + 1);
+	} else {
+		const char *slash = strrchr(x->path, '/');
+		char *up = slash ? strndup(x->path, slash - x->path) : NULL;
+		char *tp = up ? target_path(it, k, up) : NULL;
+
+		if (!slash)
+			x->srcpath = strdup(x->target);
+		else if (tp && (x->srcpath = malloc(strlen(tp) +
+						    strlen(x->target) + 2)))
+			sprintf(x->srcpath, "%s/%s", tp, x->target);
+		free(up);
+		free(tp);
+	}
+	if (!x->srcpath)
+		return hu_error_set(e, ENOMEM, NULL, "out of memory");
+	if (ino_at(m->to->fd, x->srcpath, &st) != x->src)
+		return md_fail(m->up, x->path, NULL, ENOTSUP, "the directory "
+			       "this redirect reaches is not at its name in "
+			       "the target", e);
+	return 0;
 }
 
-/* The parents of @path in the target, made where missing. */
+/* The parents of @path in the target, made where missing.  Where the
+ * target holds something else (hidden by the upper's directory), it is
+ * replaced, and made opaque where a layer beneath has the name. */
 static int make_parents(struct md *m, const char *path, struct hu_error *e)
 {
 	char *p = strdup(path);
@@ -151,7 +209,7 @@ static int make_parents(struct md *m, const char *path, struct hu_error *e)
 	for (char *s = strchr(p, '/'); s && rc == 0; s = strchr(s + 1, '/')) {
 		const char *leaf;
 		struct stat st;
-		int fd;
+		int fd, need;
 
 		*s = '\0';
 		fd = md_open_parent(m->to->fd, p, &leaf);
@@ -160,15 +218,23 @@ static int make_parents(struct md *m, const char *path, struct hu_error *e)
 		} else if (fstatat(fd, leaf, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
 			   S_ISDIR(st.st_mode)) {
 			/* there */
-		} else if (errno != ENOENT && m->ito > 0) {
-			rc = md_fail(m->to, p, NULL, ENOTSUP, "a redirected "
-				     "directory's new parent is no directory "
-				     "in the target, and layers lie beneath "
-				     "it", e);
 		} else if (hu_rmtree(fd, leaf) < 0 ||
 			   (hu_wr_mkdirat(fd, leaf, 0700) < 0 &&
 			    errno != EEXIST)) {
 			rc = md_fail(m->to, p, NULL, errno, "cannot create", e);
+		} else {
+			char *dir = strndup(p, leaf > p ? leaf - p - 1 : 0);
+
+			need = dir ? md_below_has(m, dir, leaf, e) : -1;
+			if (!dir)
+				hu_error_set(e, ENOMEM, NULL, "out of memory");
+			if (need > 0 &&
+			    hu_marker_set_opaque(&m->tofmt, m->tofmt.format,
+						 fd, leaf, true, e) < 0)
+				need = -1;
+			if (need < 0)
+				rc = md_prefix(m->to, dir, NULL, e);
+			free(dir);
 		}
 		if (fd >= 0)
 			close(fd);
@@ -178,112 +244,143 @@ static int make_parents(struct md *m, const char *path, struct hu_error *e)
 	return rc;
 }
 
-/* The recorded step: the target's directory @in->ino moved from
- * @in->src to @in->dst (whatever the hidden dst held removed), then the
- * upper's redirect on @in->dst removed.  Each part is skipped when done:
- * a re-run after a kill anywhere finishes it. */
-static int finish_intent(struct md *m, const struct md_intent *in,
-			 struct hu_error *e)
+static void stage_name(char *buf, size_t i)
+{
+	snprintf(buf, 48, MD_STAGE "/%zu", i);
+}
+
+/* Move the target's directory @ino from @from to @to (below the target's
+ * root), whatever hidden entry @to held removed: 1 done, 0 it was not
+ * at @from. */
+static int move_dir(struct md *m, ino_t ino, const char *from, const char *to,
+		    struct hu_error *e)
 {
 	const char *sleaf, *dleaf;
-	int sfd = -1, dfd = -1, ufd = -1, rc = -1;
 	struct stat st;
-	char attr[64];
+	int sfd, dfd, rc = 0;
 
-	sfd = md_open_parent(m->to->fd, in->src, &sleaf);
-	dfd = md_open_parent(m->to->fd, in->dst, &dleaf);
-	if (dfd < 0) {
-		md_fail(m->to, in->dst, NULL, errno, "cannot open", e);
-		goto out;
-	}
-	if (strcmp(in->src, in->dst) == 0) {
-		/* a redirect to its own name: nothing moves */
-	} else if (sfd >= 0 &&
-		   fstatat(sfd, sleaf, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-		   st.st_ino == in->ino) {
-		md_step(m, "redirect", in->src, NULL);
-		if (hu_rmtree(dfd, dleaf) < 0 ||
-		    hu_wr_renameat2(sfd, sleaf, dfd, dleaf, 0) < 0) {
-			md_fail(m->to, in->dst, NULL, errno,
-				"cannot move the redirected directory", e);
-			goto out;
-		}
-	} else if (!hu_wr_dry_run() &&
-		   (fstatat(dfd, dleaf, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
-		    st.st_ino != in->ino)) {
-		md_fail(m->to, in->dst, NULL, ENOENT, "the redirected "
-			"directory is neither where it was nor where it goes",
-			e);
-		goto out;
-	}
-	ufd = md_open_parent(m->up->fd, in->dst, &dleaf);
-	hu_marker_xattr(HU_FMT_OVERLAY, m->up->userxattr, "redirect", attr,
-			sizeof(attr));
-	if (ufd >= 0 && hu_wr_removexattr_at(ufd, dleaf, attr) < 0 &&
-	    errno != ENODATA && errno != ENOENT) {
-		md_fail(m->up, in->dst, NULL, errno, "cannot remove the "
-			"redirect", e);
-		goto out;
-	}
-	rc = md_intent_clear(m, e);
-	if (rc == 0)
-		m->st->prepared++;
-out:
+	if (ino_at(m->to->fd, from, &st) != ino)
+		return 0;
+	sfd = md_open_parent(m->to->fd, from, &sleaf);
+	dfd = sfd < 0 ? -1 : md_open_parent(m->to->fd, to, &dleaf);
+	if (dfd < 0 || hu_rmtree(dfd, dleaf) < 0 ||
+	    hu_wr_renameat2(sfd, sleaf, dfd, dleaf, 0) < 0)
+		rc = md_fail(m->to, from, NULL, errno, "cannot move the "
+			     "redirected directory", e);
 	if (sfd >= 0)
 		close(sfd);
 	if (dfd >= 0)
 		close(dfd);
-	if (ufd >= 0)
-		close(ufd);
+	return rc < 0 ? -1 : 1;
+}
+
+static size_t depth(const char *p)
+{
+	size_t n = 0;
+
+	for (; *p; p++)
+		n += *p == '/';
+	return n;
+}
+
+/*
+ * The recorded steps: every redirected directory of the target moved into
+ * the staging directory, deepest first (so no move changes the path of
+ * another still to come), then from there to its new name, parents
+ * first; then the upper's redirects removed, and the staging directory.
+ * Each part is skipped when done: a re-run after a kill anywhere
+ * finishes it.
+ */
+static int finish_intent(struct md *m, const struct md_intent *in,
+			 struct hu_error *e)
+{
+	char stage[48], attr[64];
+	size_t *order = malloc((in->n ? in->n : 1) * sizeof(*order));
+	int rc = 0;
+
+	if (!order)
+		return hu_error_set(e, ENOMEM, NULL, "out of memory");
+	for (size_t i = 0; i < in->n; i++)
+		order[i] = i;
+	for (size_t i = 1; i < in->n; i++)	/* insertion sort, stable */
+		for (size_t j = i; j > 0 && depth(in->v[order[j]].src) >
+			     depth(in->v[order[j - 1]].src); j--) {
+			size_t t = order[j];
+
+			order[j] = order[j - 1];
+			order[j - 1] = t;
+		}
+	if (hu_wr_mkdirat(m->to->fd, MD_STAGE, 0700) < 0 && errno != EEXIST)
+		rc = md_fail(m->to, MD_STAGE, NULL, errno, "cannot create", e);
+	for (size_t i = 0; i < in->n && rc == 0; i++) {
+		const struct md_move *mv = &in->v[order[i]];
+
+		stage_name(stage, order[i]);
+		md_step(m, "redirect", mv->src, NULL);
+		if (strcmp(mv->src, mv->dst) != 0 &&
+		    move_dir(m, mv->ino, mv->src, stage, e) < 0)
+			rc = -1;
+	}
+	for (size_t i = 0; i < in->n && rc == 0 && !hu_wr_dry_run(); i++) {
+		const struct md_move *mv = &in->v[i];
+		struct stat st;
+
+		stage_name(stage, i);
+		if (strcmp(mv->src, mv->dst) == 0)
+			continue;
+		rc = make_parents(m, mv->dst, e);
+		if (rc == 0 && move_dir(m, mv->ino, stage, mv->dst, e) < 0)
+			rc = -1;
+		if (rc == 0 && ino_at(m->to->fd, mv->dst, &st) != mv->ino)
+			rc = md_fail(m->to, mv->dst, NULL, ENOENT, "the "
+				     "redirected directory is lost: neither "
+				     "where it was nor where it goes", e);
+	}
+	hu_marker_xattr(HU_FMT_OVERLAY, m->up->userxattr, "redirect", attr,
+			sizeof(attr));
+	for (size_t i = 0; i < in->n && rc == 0; i++) {
+		const char *leaf;
+		int ufd = md_open_parent(m->up->fd, in->v[i].dst, &leaf);
+
+		if (ufd >= 0 && hu_wr_removexattr_at(ufd, leaf, attr) < 0 &&
+		    errno != ENODATA && errno != ENOENT)
+			rc = md_fail(m->up, in->v[i].dst, NULL, errno,
+				     "cannot remove the redirect", e);
+		if (ufd >= 0)
+			close(ufd);
+	}
+	if (rc == 0 && hu_wr_unlinkat(m->to->fd, MD_STAGE, AT_REMOVEDIR) < 0 &&
+	    errno != ENOENT)
+		rc = md_fail(m->to, MD_STAGE, NULL, errno, "cannot remove", e);
+	if (rc == 0)
+		rc = md_intent_clear(m, e);
+	if (rc == 0)
+		m->st->prepared += in->n;
+	free(order);
 	return rc;
 }
 
-static int redirect(struct md *m, const struct items *it,
-		    const struct item *x, struct hu_error *e)
+/* All redirected directories at once, written down first. */
+static int redirects(struct md *m, const struct items *it, struct hu_error *e)
 {
-	struct md_intent in = { .ino = x->src };
-	char *src;
-	struct stat st;
+	struct md_intent in = { 0 };
 	int rc;
 
-	if (x->target[0] == '/') {
-		src = strdup(x->target + 1);
-	} else {
-		const char *slash = strrchr(x->path, '/');
-		size_t dl = slash ? (size_t)(slash - x->path) : 0;
-
-		src = malloc(dl + strlen(x->target) + 2);
-		if (src)
-			sprintf(src, "%.*s%s%s", (int)dl, x->path,
-				dl ? "/" : "", x->target);
-	}
-	if (!src)
+	in.v = calloc(it->n ? it->n : 1, sizeof(*in.v));
+	if (!in.v)
 		return hu_error_set(e, ENOMEM, NULL, "out of memory");
-	if (ino_at(m->to->fd, src, &st) != x->src) {
-		free(src);
-		return md_fail(m->up, x->path, NULL, ENOTSUP, "the directory "
-			       "this redirect reaches is not at its name in "
-			       "the target", e);
+	for (size_t i = 0; i < it->n; i++) {
+		const struct item *x = &it->v[i];
+
+		if (x->kind == HU_WH_REDIRECT && !x->skip)
+			in.v[in.n++] = (struct md_move){
+				.ino = x->src, .src = x->srcpath,
+				.dst = x->path };
 	}
-	if (ino_at(m->to->fd, x->path, &st) && S_ISDIR(st.st_mode) &&
-	    st.st_ino != x->src) {
-		for (size_t i = 0; i < it->n; i++)
-			if (!it->v[i].skip && it->v[i].src == st.st_ino) {
-				free(src);
-				return md_fail(m->up, x->path, NULL, ENOTSUP,
-					       "directories renamed over one "
-					       "another (a swap): not "
-					       "supported", e);
-			}
-	}
-	in.src = src;
-	in.dst = x->path;
-	rc = make_parents(m, x->path, e);
-	if (rc == 0)
-		rc = md_intent_write(m, &in, e);
-	if (rc == 0)
+	rc = in.n ? md_intent_write(m, &in, e) : 0;
+	if (rc == 0 && in.n)
 		rc = finish_intent(m, &in, e);
-	free(src);
+	free(in.v);	/* the strings are the items' */
 	return rc;
 }
 
@@ -360,11 +457,10 @@ int md_prepare(struct md *m, struct hu_error *e)
 				     "--keep-upper cannot merge a redirected "
 				     "directory", e);
 		else
-			rc = resolve(m, &it.v[i], e);
+			rc = resolve(m, &it, i, e);
 	}
-	for (size_t i = 0; i < it.n && rc == 0; i++)
-		if (it.v[i].kind == HU_WH_REDIRECT && !it.v[i].skip)
-			rc = redirect(m, &it, &it.v[i], e);
+	if (rc == 0)
+		rc = redirects(m, &it, e);
 	/* --keep-upper: phase 2 copies the data through the view */
 	for (size_t i = 0; i < it.n && rc == 0 && !m->keep; i++)
 		if (it.v[i].kind == HU_WH_METACOPY)

@@ -540,8 +540,6 @@ static int writable(const struct hu_layer *l, struct hu_error *e)
 	return 0;
 }
 
-#pragma weak hu_stack_mounted	/* TEMPORARY until mountinfo.c is merged */
-#pragma weak hu_mount_use_free
 /* What is refused before anything is changed. */
 static int preflight(struct md *m, struct hu_error *e)
 {
@@ -573,17 +571,17 @@ static int preflight(struct md *m, struct hu_error *e)
 	if (target_format(m, e) < 0 || writable(m->to, e) < 0 ||
 	    (!m->keep && writable(m->up, e) < 0))
 		return -1;
-	if (!m->o->force && hu_stack_mounted) {
+	if (!m->o->force) {
 		struct hu_mount_use use;
 		int rc = hu_stack_mounted(s, -1, &use, e);
 
 		if (rc < 0)
 			return -1;
 		if (rc > 0) {
-			hu_error_set(e, EBUSY, NULL, "a layer is the %s of "
-				     "the %s mounted at %s: unmount it first "
-				     "(or --force)", use.role, use.fstype,
-				     use.mountpoint);
+			hu_error_set(e, EBUSY, use.layer, "the layer is a "
+				     "%s of the %s mounted at %s: unmount it "
+				     "first (or --force)", use.role,
+				     use.fstype, use.mountpoint);
 			hu_mount_use_free(&use);
 			return -1;
 		}

@@ -101,13 +101,20 @@ int md_times_get(const struct md *m, int fd, bool create,
 		 struct timespec ts[2], bool *found, struct hu_error *e);
 int md_times_clear(const struct md *m, int fd, struct hu_error *e);
 
-/* The intent record of a step that changes the view for a moment (a
- * redirected directory moved into place): on the upper's root, written
- * before the step, removed after it.  A re-run finishes it first. */
-struct md_intent {
+/* The intent record of the steps that change the view for a moment (the
+ * target's redirected directories moved to their new names, through a
+ * staging directory, then the upper's redirects removed): on the upper's
+ * root, written before the first and removed after the last.  A re-run
+ * finishes them first. */
+struct md_move {
 	ino_t ino;		/* the target's directory being moved */
 	char *src, *dst;	/* its path in the target, from and to */
 };
+struct md_intent {
+	struct md_move *v;
+	size_t n;
+};
+#define MD_STAGE ".hunion-md.stage"
 int md_intent_write(const struct md *m, const struct md_intent *in,
 		    struct hu_error *e);
 /* 1 with *@in filled (free with md_intent_free), 0 when none. */
