@@ -106,10 +106,11 @@ int md_intent_write(const struct md *m, const struct md_intent *in,
 		size_t hl = (size_t)snprintf(head, sizeof(head), "%" PRIuMAX,
 					     (uintmax_t)mv->ino) + 1;
 		size_t sl = strlen(mv->src) + 1, dl = strlen(mv->dst) + 1;
+		size_t rl = strlen(mv->redirect) + 1;
 		char *nv;
 
-		if (len + hl + sl + dl > cap) {
-			cap = 2 * (len + hl + sl + dl);
+		if (len + hl + sl + dl + rl > cap) {
+			cap = 2 * (len + hl + sl + dl + rl);
 			nv = realloc(v, cap);
 			if (!nv) {
 				free(v);
@@ -121,7 +122,8 @@ int md_intent_write(const struct md *m, const struct md_intent *in,
 		memcpy(v + len, head, hl);
 		memcpy(v + len + hl, mv->src, sl);
 		memcpy(v + len + hl + sl, mv->dst, dl);
-		len += hl + sl + dl;
+		memcpy(v + len + hl + sl + dl, mv->redirect, rl);
+		len += hl + sl + dl + rl;
 	}
 	if (!v)
 		return hu_error_set(e, ENOMEM, NULL, "out of memory");
@@ -169,9 +171,10 @@ int md_intent_read(const struct md *m, struct md_intent *in,
 	while ((size_t)n > off) {
 		const char *ino = field(v, n, &off), *src = field(v, n, &off);
 		const char *dst = field(v, n, &off);
+		const char *redir = field(v, n, &off);
 		struct md_move *nv;
 
-		if (!dst) {
+		if (!redir) {
 			free(v);
 			md_intent_free(in);
 			return hu_error_set(e, EINVAL, m->up->path,
@@ -183,8 +186,10 @@ int md_intent_read(const struct md *m, struct md_intent *in,
 		in->v = nv;
 		nv[in->n] = (struct md_move){
 			.ino = (ino_t)strtoumax(ino, NULL, 10),
-			.src = strdup(src), .dst = strdup(dst) };
-		if (!nv[in->n].src || !nv[in->n].dst) {
+			.src = strdup(src), .dst = strdup(dst),
+			.redirect = strdup(redir) };
+		if (!nv[in->n].src || !nv[in->n].dst ||
+		    !nv[in->n].redirect) {
 			in->n++;
 			break;
 		}
@@ -192,7 +197,8 @@ int md_intent_read(const struct md *m, struct md_intent *in,
 	}
 	free(v);
 	if ((size_t)n > off || (in->n && (!in->v[in->n - 1].src ||
-					  !in->v[in->n - 1].dst))) {
+					  !in->v[in->n - 1].dst ||
+					  !in->v[in->n - 1].redirect))) {
 		md_intent_free(in);
 		return hu_error_set(e, ENOMEM, NULL, "out of memory");
 	}
@@ -216,6 +222,7 @@ void md_intent_free(struct md_intent *in)
 	for (size_t i = 0; i < in->n; i++) {
 		free(in->v[i].src);
 		free(in->v[i].dst);
+		free(in->v[i].redirect);
 	}
 	free(in->v);
 	in->v = NULL;

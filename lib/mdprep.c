@@ -25,9 +25,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "mergedown.h"
+
+/* Where a redirected directory merges beneath the target. */
+struct lowdir {
+	size_t layer;		/* the highest layer beneath with it */
+	ino_t ino;
+	bool redirected;	/* the target's directory has a redirect */
+};
 
 struct item {
 	enum hu_wh_kind kind;	/* HU_WH_REDIRECT (directories), METACOPY */
@@ -35,6 +43,14 @@ struct item {
 	char *target;		/* the redirect */
 	ino_t src;		/* the target's directory it reaches */
 	char *srcpath;		/* and its path there */
+	bool beneath;		/* it merges with layers beneath the
+				 * target too: the target keeps a
+				 * redirect, @keep */
+	char *keep;
+	struct lowdir lowdir;
+	bool pull;		/* its parent merges with nothing in the
+				 * target: its entries there are pulled
+				 * up into it instead (pull_up) */
 	bool skip;		/* reaches nothing: nothing to move */
 };
 
@@ -96,6 +112,7 @@ static void items_free(struct items *it)
 		free(it->v[i].path);
 		free(it->v[i].target);
 		free(it->v[i].srcpath);
+		free(it->v[i].keep);
 	}
 	free(it->v);
 }
@@ -113,6 +130,165 @@ static ino_t ino_at(int rootfd, const char *path, struct stat *st)
 		ino = st->st_ino;
 	close(fd);
 	return ino;
+}
+
+/* Of view directory @d: the highest layer beneath the target with a
+ * directory in it, that directory's inode, and whether the target's own
+ * has a redirect. */
+static int beneath_lowdir(struct md *m, struct hu_vdir *d,
+			  struct lowdir *lo)
+{
+	int tfd = hu_vdir_layer_fd(d, m->ito);
+	char attr[64];
+	struct stat st;
+
+	hu_marker_xattr(HU_FMT_OVERLAY, m->to->userxattr, "redirect", attr,
+			sizeof(attr));
+	lo->redirected = fgetxattr(tfd, attr, NULL, 0) >= 0;
+	for (size_t j = m->ito; j-- > 0;) {
+		int fd = hu_vdir_layer_fd(d, j);
+
+		if (fd < 0)
+			continue;
+		if (fstat(fd, &st) < 0)
+			return -1;
+		lo->layer = j;
+		lo->ino = st.st_ino;
+		return 0;
+	}
+	return -1;
+}
+
+/* Does the view's parent directory of @path merge with the target's? */
+static int parent_merges(struct md *m, const char *path, struct hu_error *e)
+{
+	const char *slash = strrchr(path, '/');
+	char *dir = slash ? strndup(path, slash - path) : strdup("");
+	struct hu_vdir *d;
+	int rc;
+
+	if (!dir)
+		return hu_error_set(e, ENOMEM, NULL, "out of memory");
+	rc = md_vopen(m->s, dir, &d, e);
+	if (rc == 1)
+		rc = hu_vdir_layer_fd(d, m->ito) >= 0;
+	hu_vdir_close(d);
+	free(dir);
+	return rc < 0 ? md_prefix(m->up, NULL, NULL, e) : rc;
+}
+
+/* Has upper directory @fd a redirect (its own item, then)? */
+static bool has_redirect(const struct md *m, int fd)
+{
+	char attr[64];
+
+	hu_marker_xattr(HU_FMT_OVERLAY, m->up->userxattr, "redirect", attr,
+			sizeof(attr));
+	return fgetxattr(fd, attr, NULL, 0) >= 0;
+}
+
+/*
+ * Pull the entries of target directory @tfd that the view shows in upper
+ * directory @ufd (through its redirect) up into @ufd, each with one
+ * rename(2): the view shows the same inode at the same place before and
+ * after, so each step keeps it.  Where both hold a directory that merges,
+ * the same one level down.  What the upper hides, and the target's
+ * markers, stay behind.
+ */
+static int pull_dir(struct md *m, int ufd, int tfd, const char *path,
+		    struct hu_error *e)
+{
+	struct hu_names names;
+	struct timespec times[2];
+	int rc = 0;
+
+	/* the upper directory's times, before the renames change them */
+	if (md_times_get(m, ufd, true, times, NULL, e) < 0)
+		return md_prefix(m->up, path, NULL, e);
+	if (hu_names_read(tfd, &names, NULL, e) < 0)
+		return md_prefix(m->to, path, NULL, e);
+	for (size_t i = 0; i < names.n && rc == 0; i++) {
+		const char *name = names.v[i].name, *target;
+		enum hu_marker tk, uk;
+		struct stat ts, us;
+		enum hu_opaque op;
+		int u2, t2;
+
+		if (fstatat(tfd, name, &ts, AT_SYMLINK_NOFOLLOW) < 0 ||
+		    hu_marker_classify(m->to, tfd, name, &ts, true, &tk,
+				       &target, e) < 0) {
+			rc = md_fail(m->to, path, name, errno, "cannot stat",
+				     e);
+			break;
+		}
+		if (tk != HU_MARK_NONE)
+			continue;
+		if (fstatat(ufd, name, &us, AT_SYMLINK_NOFOLLOW) < 0) {
+			md_step(m, "pull", path, name);
+			if (hu_wr_renameat2(tfd, name, ufd, name,
+					    RENAME_NOREPLACE) < 0)
+				rc = md_fail(m->to, path, name, errno,
+					     "cannot move up", e);
+			continue;
+		}
+		if (!S_ISDIR(us.st_mode) || !S_ISDIR(ts.st_mode) ||
+		    hu_marker_classify(m->up, ufd, name, &us, true, &uk,
+				       &target, e) < 0 || uk != HU_MARK_NONE)
+			continue;	/* hidden by the upper's entry */
+		u2 = hu_open_dir_at(ufd, name);
+		t2 = hu_open_dir_at(tfd, name);
+		if (u2 < 0 || t2 < 0)
+			rc = md_fail(m->up, path, name, errno, "cannot open", e);
+		else if (hu_marker_dir_opaque(m->up, u2, &op, e) < 0)
+			rc = md_prefix(m->up, path, name, e);
+		else if (op != HU_OPAQUE_YES && !has_redirect(m, u2)) {
+			char *sub = hu_path_join(path, name);
+
+			rc = sub ? pull_dir(m, u2, t2, sub, e) :
+				hu_error_set(e, ENOMEM, NULL, "out of memory");
+			free(sub);
+		}
+		if (u2 >= 0)
+			close(u2);
+		if (t2 >= 0)
+			close(t2);
+	}
+	hu_names_free(&names);
+	return rc;
+}
+
+/* Redirected directory @x whose parent merges with nothing in the
+ * target: what the view shows of the target's directory is pulled up
+ * into the upper's, then the redirect goes (it reaches nothing the view
+ * shows any more). */
+static int pull_up(struct md *m, const struct item *x, struct hu_error *e)
+{
+	struct hu_vdir *d;
+	const char *leaf;
+	char attr[64];
+	int rc = md_vopen(m->s, x->path, &d, e), ufd, tfd;
+
+	if (rc <= 0)
+		return rc < 0 ? md_prefix(m->up, NULL, NULL, e) : 0;
+	ufd = hu_vdir_layer_fd(d, m->iup);
+	tfd = hu_vdir_layer_fd(d, m->ito);
+	md_step(m, "redirect", x->path, NULL);
+	rc = ufd >= 0 && tfd >= 0 ? pull_dir(m, ufd, tfd, x->path, e) : 0;
+	hu_vdir_close(d);
+	if (rc < 0)
+		return -1;
+	hu_marker_xattr(HU_FMT_OVERLAY, m->up->userxattr, "redirect", attr,
+			sizeof(attr));
+	ufd = md_open_parent(m->up->fd, x->path, &leaf);
+	if (ufd < 0 || (hu_wr_removexattr_at(ufd, leaf, attr) < 0 &&
+			errno != ENODATA))
+		rc = md_fail(m->up, x->path, NULL, errno, "cannot remove the "
+			     "redirect", e);
+	if (ufd >= 0)
+		close(ufd);
+	if (rc == 0)
+		m->st->prepared++;
+	return rc;
 }
 
 /* The path in the target of the upper's directory @path (no redirect of
@@ -158,13 +334,42 @@ static int resolve(struct md *m, struct items *it, size_t k,
 		return rc < 0 ? md_prefix(m->up, NULL, NULL, e) : 0;
 	}
 	fd = hu_vdir_layer_fd(d, m->ito);
-	if (hu_vdir_bottom_layer(d) < m->ito) {
+	x->beneath = hu_vdir_bottom_layer(d) < m->ito;
+	if (x->beneath && (fd < 0 || m->tofmt.format != HU_FMT_OVERLAY ||
+			   beneath_lowdir(m, d, &x->lowdir) < 0)) {
 		hu_vdir_close(d);
 		return md_fail(m->up, x->path, NULL, ENOTSUP, "a redirected "
 			       "directory that merges with layers beneath "
-			       "the target: merge those first", e);
+			       "the target, which cannot keep a redirect: "
+			       "merge those first", e);
 	}
 	x->skip = fd < 0;
+	if (!x->skip && !x->beneath) {
+		int pm = parent_merges(m, x->path, e);
+
+		if (pm < 0) {
+			hu_vdir_close(d);
+			return -1;
+		}
+		x->pull = !pm;
+		/* under a directory pulled up: pulled up too */
+		for (size_t i = 0; i < k && !x->pull; i++) {
+			const struct item *y = &it->v[i];
+			size_t yl = strlen(y->path);
+
+			x->pull = y->kind == HU_WH_REDIRECT && y->pull &&
+				  strncmp(x->path, y->path, yl) == 0 &&
+				  x->path[yl] == '/';
+		}
+		if (x->pull && !m->same_fs) {
+			hu_vdir_close(d);
+			return md_fail(m->up, x->path, NULL, EXDEV, "a "
+				       "redirected directory under one that "
+				       "merges with nothing, and the upper "
+				       "on another filesystem: not "
+				       "supported", e);
+		}
+	}
 	if (fd >= 0 && fstat(fd, &st) < 0)
 		rc = md_fail(m->to, x->path, NULL, errno, "cannot stat", e);
 	else if (fd >= 0)
@@ -193,6 +398,80 @@ static int resolve(struct md *m, struct items *it, size_t k,
 		return md_fail(m->up, x->path, NULL, ENOTSUP, "the directory "
 			       "this redirect reaches is not at its name in "
 			       "the target", e);
+	/* The layers beneath looked up the same path (the target's
+	 * directory had no redirect of its own): the moved one says so. */
+	if (x->beneath && (ino_at(m->s->layers[x->lowdir.layer].fd,
+				  x->srcpath, &st) != x->lowdir.ino ||
+			   x->lowdir.redirected))
+		return md_fail(m->up, x->path, NULL, ENOTSUP, "a redirected "
+			       "directory that merges with layers beneath "
+			       "the target at another path: merge those "
+			       "first", e);
+	if (x->beneath && !(x->keep = malloc(strlen(x->srcpath) + 2)))
+		return hu_error_set(e, ENOMEM, NULL, "out of memory");
+	if (x->beneath)
+		sprintf(x->keep, "/%s", x->srcpath);
+	return 0;
+}
+
+/* Does the view show the target's directory @ino at @path? */
+static int shown_at(struct md *m, const char *path, ino_t ino,
+		    struct hu_error *e)
+{
+	struct hu_vdir *d;
+	struct stat st;
+	int rc = md_vopen(m->s, path, &d, e), fd;
+
+	if (rc <= 0)
+		return rc;
+	fd = hu_vdir_layer_fd(d, m->ito);
+	rc = fd >= 0 && fstat(fd, &st) == 0 && st.st_ino == ino;
+	hu_vdir_close(d);
+	return rc;
+}
+
+/* A directory of the target that the view shows at two places (reached
+ * by a redirect and still seen where it was, or through another redirected
+ * directory) cannot be moved to one of them: refused.  The kernel's own
+ * renames never make one; a stack made by hand can. */
+static int shown_twice(struct md *m, const struct items *it,
+		       struct hu_error *e)
+{
+	for (size_t i = 0; i < it->n; i++) {
+		const struct item *x = &it->v[i];
+		int rc;
+
+		if (x->kind != HU_WH_REDIRECT || x->skip)
+			continue;
+		rc = strcmp(x->srcpath, x->path) ?
+			shown_at(m, x->srcpath, x->src, e) : 0;
+		for (size_t j = 0; j < it->n && rc == 0; j++) {
+			const struct item *y = &it->v[j];
+			size_t yl;
+			char *p;
+
+			if (j == i || y->kind != HU_WH_REDIRECT || y->skip)
+				continue;
+			yl = strlen(y->srcpath);
+			if (strncmp(x->srcpath, y->srcpath, yl) != 0 ||
+			    x->srcpath[yl] != '/')
+				continue;
+			p = malloc(strlen(y->path) + strlen(x->srcpath) + 1);
+			if (!p)
+				return hu_error_set(e, ENOMEM, NULL,
+						    "out of memory");
+			sprintf(p, "%s%s", y->path, x->srcpath + yl);
+			rc = strcmp(p, x->path) ? shown_at(m, p, x->src, e) : 0;
+			free(p);
+		}
+		if (rc < 0)
+			return md_prefix(m->up, NULL, NULL, e);
+		if (rc > 0)
+			return md_fail(m->up, x->path, NULL, ENOTSUP, "the "
+				       "directory this redirect reaches is "
+				       "also shown elsewhere: not supported",
+				       e);
+	}
 	return 0;
 }
 
@@ -274,6 +553,28 @@ static int move_dir(struct md *m, ino_t ino, const char *from, const char *to,
 	return rc < 0 ? -1 : 1;
 }
 
+/* The moved directory still merges with layers beneath the target: it
+ * takes over the upper's redirect (in the target's namespace). */
+static int keep_redirect(struct md *m, const struct md_move *mv,
+			 struct hu_error *e)
+{
+	const char *leaf;
+	char attr[64];
+	int fd = md_open_parent(m->to->fd, mv->dst, &leaf), rc = 0;
+
+	hu_marker_xattr(HU_FMT_OVERLAY, m->tofmt.userxattr, "redirect", attr,
+			sizeof(attr));
+	if (fd < 0 || hu_wr_setxattr_at(fd, leaf, attr, mv->redirect,
+					strlen(mv->redirect), 0) < 0)
+		rc = md_fail(m->to, mv->dst, NULL, errno, "cannot set the "
+			     "redirect", e);
+	if (fd >= 0)
+		close(fd);
+	if (rc == 0)
+		m->st->markers++;
+	return rc;
+}
+
 static size_t depth(const char *p)
 {
 	size_t n = 0;
@@ -335,6 +636,8 @@ static int finish_intent(struct md *m, const struct md_intent *in,
 			rc = md_fail(m->to, mv->dst, NULL, ENOENT, "the "
 				     "redirected directory is lost: neither "
 				     "where it was nor where it goes", e);
+		if (rc == 0 && *mv->redirect)
+			rc = keep_redirect(m, mv, e);
 	}
 	hu_marker_xattr(HU_FMT_OVERLAY, m->up->userxattr, "redirect", attr,
 			sizeof(attr));
@@ -372,15 +675,19 @@ static int redirects(struct md *m, const struct items *it, struct hu_error *e)
 	for (size_t i = 0; i < it->n; i++) {
 		const struct item *x = &it->v[i];
 
-		if (x->kind == HU_WH_REDIRECT && !x->skip)
+		if (x->kind == HU_WH_REDIRECT && !x->skip && !x->pull)
 			in.v[in.n++] = (struct md_move){
 				.ino = x->src, .src = x->srcpath,
-				.dst = x->path };
+				.dst = x->path,
+				.redirect = x->beneath ? x->keep : "" };
 	}
 	rc = in.n ? md_intent_write(m, &in, e) : 0;
 	if (rc == 0 && in.n)
 		rc = finish_intent(m, &in, e);
 	free(in.v);	/* the strings are the items' */
+	for (size_t i = 0; i < it->n && rc == 0; i++)
+		if (it->v[i].kind == HU_WH_REDIRECT && it->v[i].pull)
+			rc = pull_up(m, &it->v[i], e);
 	return rc;
 }
 
@@ -459,6 +766,8 @@ int md_prepare(struct md *m, struct hu_error *e)
 		else
 			rc = resolve(m, &it, i, e);
 	}
+	if (rc == 0)
+		rc = shown_twice(m, &it, e);
 	if (rc == 0)
 		rc = redirects(m, &it, e);
 	/* --keep-upper: phase 2 copies the data through the view */

@@ -109,6 +109,9 @@ int md_times_clear(const struct md *m, int fd, struct hu_error *e);
 struct md_move {
 	ino_t ino;		/* the target's directory being moved */
 	char *src, *dst;	/* its path in the target, from and to */
+	char *redirect;		/* "": none; else the redirect the moved
+				 * directory keeps, for the layers beneath
+				 * the target still merge with it */
 };
 struct md_intent {
 	struct md_move *v;

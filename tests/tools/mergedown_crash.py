@@ -168,7 +168,7 @@ class Check:
         for x, n in sorted(counts(rows).items()):
             extra = n - self.target_private.get(x, 0)
             if extra > 0 and (self.n == 2 or not x.endswith(
-                    (".opaque", ".whiteout"))):
+                    (".opaque", ".whiteout", ".redirect"))):
                 problems.append("  %s: %d more %s in the target: %s" % (
                     what, extra, x, " ".join(sorted(
                         p for p, y in rows if y == x))[:200]))
