@@ -126,8 +126,7 @@ int md_copy_nondir(struct md *m, int sfd, const char *name,
 	}
 	if (hu_rmtree(dfd, tmp) < 0)
 		return hu_error_set(e, errno, tmp, "cannot remove a leftover");
-	if (!m->no_links &&
-	    hu_linkmap_first(&m->links, st, ddir, dname, &first) < 0)
+	if (hu_linkmap_first(&m->links, st, ddir, dname, &first) < 0)
 		return hu_error_set(e, ENOMEM, NULL, "out of memory");
 	if (first && hu_linkat_path(m->to->fd, first, dfd, tmp) == 0)
 		rc = 0;

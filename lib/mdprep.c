@@ -691,7 +691,54 @@ static int redirects(struct md *m, const struct items *it, struct hu_error *e)
 	return rc;
 }
 
-/* Metacopy file @path: its data copied in beside it and renamed over. */
+/*
+ * Metacopy file @name of upper directory @dirfd (lstat @st) gets its data
+ * @datafd written into its own inode (so its other names, its owner and
+ * its xattrs stay), its times put back, then loses its metacopy mark
+ * (and the redirect to its data).  While the mark is there the view reads
+ * the data beneath and ignores these bytes: a run killed meanwhile left
+ * nothing the view shows, and the next writes them again.
+ */
+static int fill_in(struct md *m, int dirfd, const char *name,
+		   const struct stat *st, int datafd, struct hu_error *e)
+{
+	struct timespec ts[2];
+	struct stat data;
+	char attr[64];
+	int fd = openat(dirfd, name, O_WRONLY | O_NOFOLLOW | O_CLOEXEC), rc;
+
+	(void)st;
+	if (fd < 0)
+		return hu_error_set(e, errno, name, "cannot open for writing");
+	/* its times, recorded before the writes change them */
+	rc = md_times_get(m, fd, true, ts, NULL, e);
+	if (rc == 0)
+		rc = fstat(datafd, &data) < 0 ?
+		hu_error_set(e, errno, name, "cannot stat its data") :
+		hu_copy_data(&m->cs, datafd, &data, fd, e);
+	if (rc == 0 && hu_wr_ftruncate(fd, data.st_size) < 0)
+		rc = hu_error_set(e, errno, name, "cannot set the size");
+	if (rc == 0 && (hu_wr_futimens(fd, ts) < 0 || hu_wr_fsync(fd) < 0))
+		rc = hu_error_set(e, errno, name, "cannot write");
+	if (rc == 0)
+		rc = md_times_clear(m, fd, e);
+	close(fd);
+	if (rc < 0 && !e->path)
+		hu_error_prefix(e, name);	/* from hu_copy_data */
+	if (rc < 0)
+		return -1;
+	for (int i = 0; i < 2 && rc == 0; i++) {
+		hu_marker_xattr(HU_FMT_OVERLAY, m->up->userxattr,
+				i ? "redirect" : "metacopy", attr, sizeof(attr));
+		if (hu_wr_removexattr_at(dirfd, name, attr) < 0 &&
+		    errno != ENODATA)
+			rc = hu_error_set(e, errno, name, "cannot remove %s",
+					  attr);
+	}
+	return rc;
+}
+
+/* Metacopy file @path: its data written into it. */
 static int materialize(struct md *m, const char *path, struct hu_error *e)
 {
 	const char *slash = strrchr(path, '/');
@@ -721,10 +768,7 @@ static int materialize(struct md *m, const char *path, struct hu_error *e)
 			goto out;
 		}
 		md_step(m, "data", dir, leaf);
-		m->no_links = true;
-		rc = md_copy_nondir(m, ent.dirfd, leaf, &ent.st, fd,
-				    ent.dirfd, dir, leaf, e);
-		m->no_links = false;
+		rc = fill_in(m, ent.dirfd, leaf, &ent.st, fd, e);
 		if (rc == 0)
 			m->st->prepared++;
 		else
