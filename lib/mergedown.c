@@ -502,9 +502,9 @@ static int target_format(struct md *m, struct hu_error *e)
 	if (um && tm && (uf->format != tf->format ||
 			 uf->userxattr != tf->userxattr))
 		return hu_error_set(e, EINVAL, uf->path,
-				    "the upper is a %s%s layer, the target %s "
-				    "a %s%s one: convert one first (hunion "
-				    "whiteout convert)",
+				    "the upper is in the %s%s format, the "
+				    "target %s in the %s%s one: convert one "
+				    "first (hunion whiteout convert)",
 				    hu_format_name(uf->format),
 				    uf->userxattr ? " (user.*)" : "",
 				    tf->path, hu_format_name(tf->format),

@@ -78,9 +78,11 @@ def layer_bytes(top):
     return walk_manifest(top) + sorted("%s %s" % r for r in rows)
 
 
-def hunion_view(hunion, layers, tmp):
+def hunion_view(hunion, layers, tmp, args):
     out = tempfile.mkdtemp(dir=tmp) + "/view"
-    r = subprocess.run([hunion, "merge", "-q", "-o", out] + layers,
+    r = subprocess.run([hunion, "merge", "-q", "-o", out] + [
+        a for a in args if a.startswith(("--format", "--userxattr"))] +
+        layers,
                        capture_output=True)
     if r.returncode != 0:
         return ["merge -o failed: " + r.stderr.decode(errors="replace")]
@@ -131,13 +133,14 @@ def diff(what, want, got):
 
 
 class Check:
-    def __init__(self, hunion, layers, kernel, tmp):
+    def __init__(self, hunion, layers, kernel, tmp, args):
         self.hunion, self.kernel, self.tmp = hunion, kernel, tmp
+        self.args = args
         self.n = len(layers)
         if kernel is not None:
             self.want = kernel_view(layers, kernel, tmp)
         else:
-            self.want = hunion_view(hunion, layers, tmp)
+            self.want = hunion_view(hunion, layers, tmp, args)
         self.below = [layer_bytes(x) for x in layers[:-2]]
         rows, _ = private_rows(layers[-2])
         self.target_private = counts(rows)
@@ -156,7 +159,7 @@ class Check:
         rest = layers[:-1]
         got = kernel_view(rest, self.after_opts, self.tmp) \
             if self.kernel is not None \
-            else hunion_view(self.hunion, rest, self.tmp)
+            else hunion_view(self.hunion, rest, self.tmp, self.args)
         problems = diff(what + ": view", self.want, got)
         if os.listdir(layers[-1]):
             problems.append("  %s: the upper is not empty: %s" % (
@@ -196,7 +199,7 @@ def main(argv):
     hunion, layers = argv[sep + 1], argv[sep + 2:]
     bad = False
     with tempfile.TemporaryDirectory(dir=".") as tmp:
-        chk = Check(hunion, layers, kernel, tmp)
+        chk = Check(hunion, layers, kernel, tmp, args)
         work = copy(layers, tmp)
         r = run(hunion, args, work)
         if r.returncode != 0:
