@@ -100,8 +100,10 @@ int md_intent_write(const struct md *m, const struct md_intent *in,
 	char *v = malloc(cap);
 	int rc = 0;
 
+	if (!v)
+		return hu_error_set(e, ENOMEM, NULL, "out of memory");
 	record_name(m, INTENT_RECORD, attr, sizeof(attr));
-	for (size_t i = 0; v && i < in->n; i++) {
+	for (size_t i = 0; i < in->n; i++) {
 		const struct md_move *mv = &in->v[i];
 		size_t hl = (size_t)snprintf(head, sizeof(head), "%" PRIuMAX,
 					     (uintmax_t)mv->ino) + 1;
@@ -114,8 +116,8 @@ int md_intent_write(const struct md *m, const struct md_intent *in,
 			nv = realloc(v, cap);
 			if (!nv) {
 				free(v);
-				v = NULL;
-				break;
+				return hu_error_set(e, ENOMEM, NULL,
+						    "out of memory");
 			}
 			v = nv;
 		}
@@ -125,8 +127,6 @@ int md_intent_write(const struct md *m, const struct md_intent *in,
 		memcpy(v + len + hl + sl + dl, mv->redirect, rl);
 		len += hl + sl + dl + rl;
 	}
-	if (!v)
-		return hu_error_set(e, ENOMEM, NULL, "out of memory");
 	if (hu_wr_setxattr_at(m->up->fd, NULL, attr, v, len, 0) < 0)
 		rc = hu_error_set(e, errno, m->up->path, "cannot write the "
 				  "intent record %s", attr);
