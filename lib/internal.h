@@ -170,6 +170,13 @@ size_t hu_vdir_width(const struct hu_vdir *d);
 /* The directory of layer @layer that is part of @d (after redirects, as
  * the lookup found it), or -1 when that layer has none in @d. */
 int hu_vdir_layer_fd(const struct hu_vdir *d, size_t layer);
+/* hu_vdir_lookup() among the layer directories of @d below layer
+ * @below only: what the stack of the layers beneath @below shows of
+ * @name in @d, as if the layers from @below up had no entry there (they
+ * still decide, by their opaque marks and redirects, which directories
+ * @d holds). */
+int hu_vdir_lookup_below(struct hu_vdir *d, const char *name, size_t below,
+			 struct hu_ventry *ent, struct hu_error *e);
 /* The lowest layer with a directory in @d. */
 size_t hu_vdir_bottom_layer(const struct hu_vdir *d);
 /* Read the xattr names of every entry of listed @d from layer @from_layer

@@ -98,6 +98,16 @@ int md_vopen(const struct hu_stack *s, const char *path, struct hu_vdir **out,
 	return rc;
 }
 
+int md_below_has_v(struct md *m, struct hu_vdir *v, const char *name,
+		   struct hu_error *e)
+{
+	struct hu_ventry ent;
+
+	if (m->ito == 0)
+		return 0;	/* nothing beneath the target */
+	return hu_vdir_lookup_below(v, name, m->ito, &ent, e);
+}
+
 int md_below_has(struct md *m, const char *dir, const char *name,
 		 struct hu_error *e)
 {
@@ -179,14 +189,14 @@ static int remove_target(struct md *m, int tfd, const char *name,
 
 /* A whiteout of the upper: the target's entry goes; the target keeps a
  * whiteout of its own only where a layer beneath still shows the name. */
-static int do_whiteout(struct md *m, int ufd, int tfd, const char *name,
-		       struct hu_error *e)
+static int do_whiteout(struct md *m, struct hu_vdir *v, int ufd, int tfd,
+		       const char *name, struct hu_error *e)
 {
 	int need;
 
 	if (remove_target(m, tfd, name, e) < 0)
 		return -1;
-	need = tfd < 0 ? 0 : md_below_has(m, m->path.s, name, e);
+	need = tfd < 0 ? 0 : md_below_has_v(m, v, name, e);
 	if (need < 0)
 		return md_prefix(m->to, NULL, NULL, e);
 	if (need) {
@@ -345,8 +355,8 @@ static int clean_tree(struct md *m, int fd, const char *keep,
 /* A directory that merges with nothing beneath it (opaque, new, or over
  * a non-directory): swapped in whole, opaque where a layer beneath the
  * target still has the name. */
-static int swap_in(struct md *m, struct hu_vdir *c, int ufd, int tfd,
-		   const char *name, struct hu_error *e)
+static int swap_in(struct md *m, struct hu_vdir *v, struct hu_vdir *c,
+		   int ufd, int tfd, const char *name, struct hu_error *e)
 {
 	char attr[64];
 	const char *keep = NULL;
@@ -354,7 +364,7 @@ static int swap_in(struct md *m, struct hu_vdir *c, int ufd, int tfd,
 
 	if (remove_target(m, tfd, name, e) < 0)
 		return -1;
-	need = tfd < 0 ? 0 : md_below_has(m, m->path.s, name, e);
+	need = tfd < 0 ? 0 : md_below_has_v(m, v, name, e);
 	if (need < 0)
 		return md_prefix(m->to, NULL, NULL, e);
 	if (need) {
@@ -382,7 +392,7 @@ static int swap_in(struct md *m, struct hu_vdir *c, int ufd, int tfd,
 			return md_fail(m->to, m->path.s, name, errno,
 				       "cannot move into place", e);
 		m->same_fs = false;
-		return swap_in(m, c, ufd, tfd, name, e);
+		return swap_in(m, v, c, ufd, tfd, name, e);
 	}
 	m->st->moved++;
 	return 0;
@@ -409,7 +419,7 @@ static int do_dir(struct md *m, struct hu_vdir *v, int ufd, int tfd,
 	if (rc < 0 || hu_vdir_open_child(v, &ent, &c, e) < 0)
 		return -1;
 	if (hu_vdir_width(c) == 1) {
-		rc = swap_in(m, c, ufd, tfd, name, e);
+		rc = swap_in(m, v, c, ufd, tfd, name, e);
 		hu_vdir_close(c);
 		return rc;
 	}
@@ -460,7 +470,7 @@ static int merge_entry(struct md *m, struct hu_vdir *v, int ufd, int tfd,
 			       e) < 0)
 		return md_prefix(m->up, m->path.s, NULL, e);
 	if (kind == HU_MARK_WHITEOUT)
-		return do_whiteout(m, ufd, tfd, name, e);
+		return do_whiteout(m, v, ufd, tfd, name, e);
 	if (kind != HU_MARK_NONE)
 		return 0;
 	if (S_ISDIR(st.st_mode))

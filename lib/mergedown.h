@@ -56,6 +56,9 @@ int md_vopen(const struct hu_stack *s, const char *path, struct hu_vdir **out,
  * layer beneath still has it, so the target needs a marker. */
 int md_below_has(struct md *m, const char *dir, const char *name,
 		 struct hu_error *e);
+/* The same for @name in view directory @v of the whole stack. */
+int md_below_has_v(struct md *m, struct hu_vdir *v, const char *name,
+		   struct hu_error *e);
 /* Open the parent directory of @path below @rootfd, never following a
  * symlink; *@leaf points into @path.  -1 with errno. */
 int md_open_parent(int rootfd, const char *path, const char **leaf);

@@ -845,6 +845,12 @@ done:
 int hu_vdir_lookup(struct hu_vdir *d, const char *name, struct hu_ventry *ent,
 		   struct hu_error *e)
 {
+	return hu_vdir_lookup_below(d, name, d->s->n, ent, e);
+}
+
+int hu_vdir_lookup_below(struct hu_vdir *d, const char *name, size_t below,
+			 struct hu_ventry *ent, struct hu_error *e)
+{
 	struct vrec *recs = malloc(2 * d->nd * sizeof(*recs));
 	size_t n = 0;
 	int rc = 0;
@@ -859,6 +865,8 @@ int hu_vdir_lookup(struct hu_vdir *d, const char *name, struct hu_ventry *ent,
 		bool oci_wh = false;
 		struct stat st;
 
+		if (d->d[i].layer >= below)
+			continue;
 		if (hu_layer_probe_name(l, fd, name, e) < 0) {
 			rc = vfail(d, d->d[i].layer, e);
 			break;
