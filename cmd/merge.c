@@ -125,6 +125,10 @@ int cmd_merge(const struct cmd *c, int argc, char **argv)
 	if (first >= argc)
 		return cmd_usage_error(c, "no layers given"), EXIT_USAGE;
 	a.lo.stack.report = &report;
+	/* --into reads the layers beneath the target only where the upper
+	 * leads: their formats are detected there, not by a walk of each */
+	if (a.into && a.lo.stack.format == HU_FMT_AUTO)
+		a.lo.stack.defer_below = (size_t)(argc - first) - 2;
 	if (hu_stack_open(&s, argv + first, argc - first, &a.lo.stack,
 			  &e) < 0) {
 		print_error(&e);

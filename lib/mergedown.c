@@ -531,6 +531,8 @@ static int target_format(struct md *m, struct hu_error *e)
 	for (size_t j = m->ito; j-- > 0;) {
 		const struct hu_layer *l = &m->s->layers[j];
 
+		if (hu_layer_settle(l, e) < 0)
+			return -1;
 		if (l->format == HU_FMT_UNION || l->format == HU_FMT_OVERLAY) {
 			m->tofmt.format = l->format;
 			m->tofmt.userxattr = l->userxattr;
