@@ -62,8 +62,9 @@ run_cp() {
 	(cd "$u" && find . -type c -print0) | while IFS= read -r -d '' p; do
 		rm -rf "${l:?}/$p"
 	done
-	(cd "$u" && getfattr -R --absolute-names -n trusted.overlay.opaque \
-		. 2>/dev/null | sed -n 's/^# file: //p') | while IFS= read -r p; do
+	(cd "$u" && { getfattr -R --absolute-names -n trusted.overlay.opaque \
+		. 2>/dev/null || true; } | sed -n 's/^# file: //p') |
+	while IFS= read -r p; do
 		[ "$p" = . ] || rm -rf "${l:?}/$p"
 	done
 	cp -a "$u/." "$l/"
@@ -78,7 +79,7 @@ for r in $(seq 1 "$ROUNDS"); do
 	for k in "${order[@]}"; do
 		fresh
 		t0=$(date +%s.%N)
-		"run_$k" >/dev/null
+		"run_$k" >/dev/null || echo "round $r $k: failed" 
 		sync -f "$FS"
 		t1=$(date +%s.%N)
 		t=$(echo "$t1 - $t0" | bc)
