@@ -5,7 +5,8 @@
 #   make check      lint, build, then every test suite, plain and under ASan+UBSan
 #   make demo       merge the bundled example stack and show the result
 #   make bench      benchmarks against cp -a and an overlay mount (slow)
-#   make install    PREFIX=/usr/local DESTDIR=
+#   make install    PREFIX=/usr/local DESTDIR= (and mount.union,
+#                   mount.hunion in MOUNTHELPERDIR=/sbin for mount(8))
 
 CC      ?= cc
 PREFIX  ?= /usr/local
@@ -14,6 +15,10 @@ MANDIR  ?= $(PREFIX)/share/man
 BASHDIR ?= $(PREFIX)/share/bash-completion/completions
 ZSHDIR  ?= $(PREFIX)/share/zsh/vendor-completions
 FISHDIR ?= $(PREFIX)/share/fish/vendor_completions.d
+# mount(8) runs its helpers (mount.union, mount.hunion) from /sbin only
+# (libmount's search path: /sbin:/sbin/fs.d:/sbin/fs, never PATH), so
+# they do not follow PREFIX.
+MOUNTHELPERDIR ?= /sbin
 
 PKGS     = libarchive libattr libzstd libcrypto zlib
 WARN     = -Wall -Wextra -Wformat=2 -Wmissing-prototypes -Wvla -Wshadow \
@@ -39,7 +44,7 @@ MANS     = $(patsubst man/%.scd,$(B)/man/%,$(wildcard man/*.scd))
 DEB_PKGS = build-essential clang pkg-config libarchive-dev libattr1-dev \
            libzstd-dev libssl-dev zlib1g-dev libcriterion-dev scdoc attr python3 \
            libarchive-tools e2fsprogs util-linux kmod rsync zstd umoci time \
-           zsh fish xfsprogs libcap2-bin cppcheck shellcheck
+           zsh fish xfsprogs libcap2-bin cppcheck shellcheck fuse-overlayfs
 
 .PHONY: all deps check check-plain check-asan demo bench install lint \
         clean completions man unit-bin fuzz fuzz-replay
@@ -132,6 +137,9 @@ install: all
 	install -Dm644 completions/hunion.bash $(DESTDIR)$(BASHDIR)/hunion
 	install -Dm644 completions/_hunion $(DESTDIR)$(ZSHDIR)/_hunion
 	install -Dm644 completions/hunion.fish $(DESTDIR)$(FISHDIR)/hunion.fish
+	install -d $(DESTDIR)$(MOUNTHELPERDIR)
+	for h in mount.union mount.hunion; do \
+		ln -sfn $(BINDIR)/hunion $(DESTDIR)$(MOUNTHELPERDIR)/$$h; done
 
 # Static checks of the C and of the shell scripts; make check runs them.
 lint:

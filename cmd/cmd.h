@@ -158,6 +158,10 @@ int cmd_whiteout_rm(const struct cmd *c, int argc, char **argv);
 int cmd_whiteout_opaque(const struct cmd *c, int argc, char **argv);
 int cmd_whiteout_convert(const struct cmd *c, int argc, char **argv);
 int cmd_fsck(const struct cmd *c, int argc, char **argv);
+int cmd_mount(const struct cmd *c, int argc, char **argv);
+int cmd_umount(const struct cmd *c, int argc, char **argv);
+/* main() of mount.union and mount.hunion, mount(8)'s helpers (argv[0]). */
+int cmd_mount_helper(int argc, char **argv);
 int cmd_complete(const struct cmd *c, int argc, char **argv);
 
 #endif /* HUNION_CMD_H */

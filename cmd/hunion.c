@@ -118,6 +118,21 @@ static const struct cmd_opt fsck_opts[] = {
 	OPT_FORMAT, OPT_USERXATTR, OPT_VERBOSE, OPT_QUIET, OPT_HELP, OPT_END
 };
 
+static const struct cmd_opt mount_opts[] = {
+	{ "type", 't', OPT_REQUIRED, "TYPE", "auto|overlay|union|fuse",
+	  "the filesystem (default auto: from the layers' format; fuse for "
+	  "a non-root user)" },
+	{ "workdir", 0, OPT_REQUIRED, "DIR", "@dir",
+	  "overlayfs's workdir (default: .UPPER.hunion-work beside the "
+	  "upper)" },
+	{ "options", 'o', OPT_REQUIRED, "OPTS", NULL,
+	  "mount flags (ro: every layer a lower) and filesystem options" },
+	{ "force", 0, OPT_NONE, NULL, NULL,
+	  "mount despite fsck errors or a layer in use by another mount" },
+	OPT_FORMAT, OPT_USERXATTR, OPT_DRY_RUN, OPT_VERBOSE, OPT_QUIET,
+	OPT_HELP, OPT_END
+};
+
 static const struct cmd_opt help_only[] = { OPT_HELP, OPT_END };
 static const struct cmd_opt top_opts[] = {
 	{ "version", 0, OPT_NONE, NULL, NULL, "print the version and exit" },
@@ -148,6 +163,11 @@ const struct cmd hunion_cmds[] = {
 	  "-o FILE LAYER...", flatten_opts, NULL, "@layer" },
 	{ "fsck", cmd_fsck, "find and repair inconsistent markers and leftovers",
 	  "[-n|-p|-y] LAYER...", fsck_opts, NULL, "@layer" },
+	{ "mount", cmd_mount, "check a stack of layers, then mount it",
+	  "[-t TYPE] [-o OPTS] LAYER... MOUNTPOINT", mount_opts, NULL,
+	  "@layer" },
+	{ "umount", cmd_umount, "unmount a stack; say who keeps it busy",
+	  "MOUNTPOINT", help_only, NULL, "@dir" },
 	{ "whiteout", NULL, "create, list, remove and convert whiteouts",
 	  "ls|add|rm|opaque|convert ...", help_only, whiteout_cmds, NULL },
 	{ "__complete", cmd_complete, NULL, "bash|zsh|fish", help_only,
@@ -256,6 +276,7 @@ static void catch_signals(void)
 
 int main(int argc, char **argv)
 {
+	const char *base;
 	int rc;
 
 	front.progress = isatty(STDERR_FILENO);
@@ -263,7 +284,13 @@ int main(int argc, char **argv)
 		return EXIT_TROUBLE;
 	raise_fd_limit();
 	catch_signals();
-	rc = dispatch(&top, "hunion", argc, argv);
+	/* mount(8) runs /sbin/mount.TYPE, a link to this binary */
+	base = argc > 0 ? strrchr(argv[0], '/') : NULL;
+	base = base ? base + 1 : argc > 0 ? argv[0] : "";
+	if (!strcmp(base, "mount.union") || !strcmp(base, "mount.hunion"))
+		rc = cmd_mount_helper(argc, argv);
+	else
+		rc = dispatch(&top, "hunion", argc, argv);
 	if (caught && !front.keep_exit) {
 		/* cleaned up: now die of the signal, as the shell expects */
 		signal(caught, SIG_DFL);

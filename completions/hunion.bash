@@ -8,7 +8,7 @@ _hunion_spec()
 	subs='' longs='' shorts='' args='' operands=''
 	case $1 in
 	'hunion')
-		subs='merge diff flatten fsck whiteout'
+		subs='merge diff flatten fsck mount umount whiteout'
 		longs='--version --help'
 		shorts='-h'
 		args=''
@@ -41,6 +41,20 @@ _hunion_spec()
 		shorts='-n -p -y -v -q -h'
 		args='--workdir --severity --format'
 		operands='@layer'
+		;;
+	'hunion mount')
+		subs=''
+		longs='--type= --workdir= --options= --force --format= --userxattr --dry-run --verbose --quiet --help'
+		shorts='-t -o -n -v -q -h'
+		args='-t --type --workdir -o --options --format'
+		operands='@layer'
+		;;
+	'hunion umount')
+		subs=''
+		longs='--help'
+		shorts='-h'
+		args=''
+		operands='@dir'
 		;;
 	'hunion whiteout')
 		subs='ls add rm opaque convert'
@@ -103,6 +117,9 @@ _hunion_values()
 	'hunion flatten --format') printf '%s\n' 'auto|union|overlay|oci' ;;
 	'hunion fsck --workdir') printf '%s\n' '@dir' ;;
 	'hunion fsck --format') printf '%s\n' 'auto|union|overlay|oci' ;;
+	'hunion mount --type'|'hunion mount -t') printf '%s\n' 'auto|overlay|union|fuse' ;;
+	'hunion mount --workdir') printf '%s\n' '@dir' ;;
+	'hunion mount --format') printf '%s\n' 'auto|union|overlay|oci' ;;
 	'hunion whiteout ls --format') printf '%s\n' 'auto|union|overlay|oci' ;;
 	'hunion whiteout add --format') printf '%s\n' 'auto|union|overlay|oci' ;;
 	'hunion whiteout rm --format') printf '%s\n' 'auto|union|overlay|oci' ;;

@@ -13,13 +13,15 @@ function __hunion_layers
 end
 
 # hunion
-complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck whiteout' -l version -d 'print the version and exit'
-complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck whiteout' -s h -l help -d 'show this help'
-complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck whiteout' -a merge -d 'write the merged view of a stack of layers'
-complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck whiteout' -a diff -d 'what the top layer changes over those beneath'
-complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck whiteout' -a flatten -d 'squash a stack of layers into one tarball'
-complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck whiteout' -a fsck -d 'find and repair inconsistent markers and leftovers'
-complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck whiteout' -a whiteout -d 'create, list, remove and convert whiteouts'
+complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout' -l version -d 'print the version and exit'
+complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout' -s h -l help -d 'show this help'
+complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout' -a merge -d 'write the merged view of a stack of layers'
+complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout' -a diff -d 'what the top layer changes over those beneath'
+complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout' -a flatten -d 'squash a stack of layers into one tarball'
+complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout' -a fsck -d 'find and repair inconsistent markers and leftovers'
+complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout' -a mount -d 'check a stack of layers, then mount it'
+complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout' -a umount -d 'unmount a stack; say who keeps it busy'
+complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout' -a whiteout -d 'create, list, remove and convert whiteouts'
 
 # hunion merge
 complete -c hunion -n '__fish_seen_subcommand_from merge' -s o -l output -x -a '(__fish_complete_directories)' -d 'write the merged view as a new tree OUT (must not exist)'
@@ -87,6 +89,23 @@ complete -c hunion -n '__fish_seen_subcommand_from fsck' -s v -l verbose -d 'say
 complete -c hunion -n '__fish_seen_subcommand_from fsck' -s q -l quiet -d 'print errors only, no warnings'
 complete -c hunion -n '__fish_seen_subcommand_from fsck' -s h -l help -d 'show this help'
 complete -c hunion -n '__fish_seen_subcommand_from fsck' -x -a '(__hunion_layers)'
+
+# hunion mount
+complete -c hunion -n '__fish_seen_subcommand_from mount' -s t -l type -x -a 'auto overlay union fuse' -d 'the filesystem (default auto: from the layers\' format; fuse for a non-root user)'
+complete -c hunion -n '__fish_seen_subcommand_from mount' -l workdir -x -a '(__fish_complete_directories)' -d 'overlayfs\'s workdir (default: .UPPER.hunion-work beside the upper)'
+complete -c hunion -n '__fish_seen_subcommand_from mount' -s o -l options -x -a '' -d 'mount flags (ro: every layer a lower) and filesystem options'
+complete -c hunion -n '__fish_seen_subcommand_from mount' -l force -d 'mount despite fsck errors or a layer in use by another mount'
+complete -c hunion -n '__fish_seen_subcommand_from mount' -l format -x -a 'auto union overlay oci' -d 'layer format (default: detect per layer)'
+complete -c hunion -n '__fish_seen_subcommand_from mount' -l userxattr -d 'markers live under user.* instead of trusted.*'
+complete -c hunion -n '__fish_seen_subcommand_from mount' -s n -l dry-run -d 'show what would be done, change nothing'
+complete -c hunion -n '__fish_seen_subcommand_from mount' -s v -l verbose -d 'say more about what is done'
+complete -c hunion -n '__fish_seen_subcommand_from mount' -s q -l quiet -d 'print errors only, no warnings'
+complete -c hunion -n '__fish_seen_subcommand_from mount' -s h -l help -d 'show this help'
+complete -c hunion -n '__fish_seen_subcommand_from mount' -x -a '(__hunion_layers)'
+
+# hunion umount
+complete -c hunion -n '__fish_seen_subcommand_from umount' -s h -l help -d 'show this help'
+complete -c hunion -n '__fish_seen_subcommand_from umount' -x -a '(__fish_complete_directories)'
 
 # hunion whiteout
 complete -c hunion -n '__fish_seen_subcommand_from whiteout; and not __fish_seen_subcommand_from ls add rm opaque convert' -s h -l help -d 'show this help'

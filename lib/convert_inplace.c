@@ -4,7 +4,7 @@
  * wrapper.  Before the first change, a record on the layer root (convrec.c)
  * says that the layer is being converted, and from which format to which:
  * until the last change is made and the record removed, every reader
- * takes the markers of both formats (marker.c, view.c).  A new marker is
+ * takes the markers of both formats (marker.c, view_*.c).  A new marker is
  * made before the old one goes: for the same name (union <-> overlay)
  * under a temporary name renamed over the old, for another name (.wh.NAME
  * <-> NAME) beside it.  So at every step the view of the layer is the

@@ -5,6 +5,15 @@
  * could make them markers).  Union and overlay markers are unambiguous; a
  * .wh. file is a marker only in a layer that has neither, since in a union
  * or overlay layer it is an ordinary file.
+ *
+ * A layer holding both union and overlay markers is refused, naming the
+ * first marker of the second format met.  With a problem sink that lets
+ * the reader go on (hu_layer.problems: WARN, or COLLECT), the layer is
+ * read in the format of most of its markers (a tie: the format of the
+ * first marker met, in the walk's bytewise depth-first order, each
+ * directory's xattrs before its entries), and a second walk reports each
+ * marker of the other format (formatMixed), so that fsck can open such a
+ * layer and name every foreign marker.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -24,6 +33,11 @@ struct detect {
 	enum hu_format found;	/* NONE, UNION or OVERLAY */
 	char *found_path;
 	bool seen_user, seen_trusted, seen_oci;
+	bool mixed;		/* both formats met, with a sink */
+	size_t count[HU_FMT_OCI + 1];	/* markers met, per format */
+	/* The second walk of a mixed layer: the format it is read in;
+	 * every marker of another is reported.  NONE in the first walk. */
+	enum hu_format keep;
 	struct hu_error *e;
 };
 
@@ -31,23 +45,49 @@ struct detect {
  * says nothing about where the xattrs live). */
 enum { NS_NONE, NS_TRUSTED, NS_USER };
 
-static int note(struct detect *d, enum hu_format f, int ns, const char *name)
+/* The second walk of a mixed layer met marker @name of format @f, not
+ * the one the layer is read in. */
+static int foreign(struct detect *d, enum hu_format f, const char *name)
 {
-	char *here = hu_path_join(d->path.s, name);
+	char *here = hu_path_join(d->path.s, name), detail[160];
+	int rc;
 
 	if (!here)
 		return hu_error_set(d->e, ENOMEM, NULL, "out of memory");
+	snprintf(detail, sizeof(detail), "%s marker in a layer read as %s "
+		 "(%zu %s markers, %zu %s)", hu_format_name(f),
+		 hu_format_name(d->keep), d->count[d->keep],
+		 hu_format_name(d->keep), d->count[f], hu_format_name(f));
+	rc = hu_problem_found(d->l->problems, d->l->report,
+			      HU_PB_FORMAT_MIXED, true, d->l->path, here,
+			      detail, 0, d->e);
+	free(here);
+	return rc;
+}
+
+static int note(struct detect *d, enum hu_format f, int ns, const char *name)
+{
+	char *here;
+
 	if (ns == NS_USER)
 		d->seen_user = true;
 	else if (ns == NS_TRUSTED)
 		d->seen_trusted = true;
+	if (d->keep != HU_FMT_NONE)
+		return f == d->keep ? 0 : foreign(d, f, name);
+	d->count[f]++;
+	if (d->found == f)
+		return 0;
+	if (d->found != HU_FMT_NONE && d->l->problems) {
+		d->mixed = true;	/* reported by the second walk */
+		return 0;
+	}
+	here = hu_path_join(d->path.s, name);
+	if (!here)
+		return hu_error_set(d->e, ENOMEM, NULL, "out of memory");
 	if (d->found == HU_FMT_NONE) {
 		d->found = f;
 		d->found_path = here;
-		return 0;
-	}
-	if (d->found == f) {
-		free(here);
 		return 0;
 	}
 	hu_error_set(d->e, 0, here,
@@ -69,8 +109,25 @@ static char byte_value(int fd, const char *attr, char a, char b)
 	return 0;
 }
 
+/* A marker xattr of format @f on the directory: one marker per directory
+ * and format, however many of its xattrs say so (a count, a report). */
+static int note_dir(struct detect *d, enum hu_format f, bool user,
+		    bool noted[])
+{
+	if (noted[f]) {
+		if (user)
+			d->seen_user = true;
+		else
+			d->seen_trusted = true;
+		return 0;
+	}
+	noted[f] = true;
+	return note(d, f, user ? NS_USER : NS_TRUSTED, "");
+}
+
 static int check_dir_xattrs(struct detect *d, int fd)
 {
+	bool noted[HU_FMT_OCI + 1] = { false };
 	char *list;
 	ssize_t len;
 
@@ -87,16 +144,16 @@ static int check_dir_xattrs(struct detect *d, int fd)
 			continue;
 		if (strcmp(rest, "overlay.opaque") == 0) {
 			if (byte_value(fd, a, 'y', 'x'))
-				rc = note(d, HU_FMT_OVERLAY, user ? NS_USER : NS_TRUSTED, "");
+				rc = note_dir(d, HU_FMT_OVERLAY, user, noted);
 		} else if (strncmp(rest, "overlay.", 8) == 0 &&
 			   strcmp(rest, "overlay.opaque") != 0) {
 			/* redirect, and the kernel's bookkeeping (origin,
 			 * impure, uuid...): an upper whose only markers are
 			 * metacopy files still shows them on directories. */
-			rc = note(d, HU_FMT_OVERLAY, user ? NS_USER : NS_TRUSTED, "");
+			rc = note_dir(d, HU_FMT_OVERLAY, user, noted);
 		} else if (strcmp(rest, "union.opaque") == 0) {
 			if (byte_value(fd, a, 'y', 'y'))
-				rc = note(d, HU_FMT_UNION, user ? NS_USER : NS_TRUSTED, "");
+				rc = note_dir(d, HU_FMT_UNION, user, noted);
 		}
 		if (rc < 0) {
 			free(list);
@@ -193,13 +250,22 @@ static int detect_dir(struct detect *d, int fd)
 
 int hu_layer_detect(struct hu_layer *l, struct hu_error *e)
 {
-	struct detect d = { .l = l, .found = HU_FMT_NONE, .e = e };
+	struct detect d = { .l = l, .found = HU_FMT_NONE,
+			    .keep = HU_FMT_NONE, .e = e };
 	size_t saved;
 	int rc;
 
 	if (hu_pathbuf_push(&d.path, "", &saved) < 0)
 		return hu_error_set(e, ENOMEM, NULL, "out of memory");
 	rc = detect_dir(&d, l->fd);
+	if (rc == 0 && d.mixed) {
+		enum hu_format u = HU_FMT_UNION, o = HU_FMT_OVERLAY;
+
+		d.keep = d.count[u] > d.count[o] ? u :
+			 d.count[o] > d.count[u] ? o : d.found;
+		d.found = d.keep;
+		rc = detect_dir(&d, l->fd);
+	}
 	if (rc < 0) {
 		/* Paths in messages are relative to the layer: name it. */
 		hu_error_prefix(e, l->path);

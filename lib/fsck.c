@@ -35,6 +35,8 @@ struct fsck_run {
 	const struct hu_fsck_opts *o;
 	struct hu_fsck_stats *st;
 	bool may_write;			/* this layer may be repaired */
+	bool in_workdir;		/* fsck_workdir() runs: findings name
+					 * the workdir as their layer */
 	struct hu_vdir *below_root;
 	struct fsck_level *lv;		/* the directories of the walk */
 	size_t depth, cap;
@@ -57,6 +59,11 @@ const struct hu_stack *fsck_below(const struct fsck_run *r)
 const struct hu_fsck_opts *fsck_opts(const struct fsck_run *r)
 {
 	return r->o;
+}
+
+bool fsck_layer_is_top(const struct fsck_run *r)
+{
+	return r->k + 1 == r->s->n;
 }
 
 static enum hu_severity severity_of(const struct hu_fsck_opts *o,
@@ -102,7 +109,8 @@ int fsck_found(struct fsck_run *r, enum hu_problem_id id, const char *dir,
 {
 	enum hu_severity sev = severity_of(r->o, id);
 	struct hu_fsck_finding f = {
-		.id = id, .severity = sev, .layer = fsck_layer(r)->path,
+		.id = id, .severity = sev,
+		.layer = r->in_workdir ? r->o->workdir : fsck_layer(r)->path,
 		.detail = detail, .action = HU_FSCK_LEFT,
 	};
 	char *path;
@@ -214,16 +222,20 @@ static int below_of(struct fsck_run *r, const struct fsck_level *up,
 		    const struct wh_dir *wd, struct hu_vdir **out,
 		    struct hu_error *e)
 {
+	bool redirect = wd->redirect && hu_redirect_valid(wd->redirect);
+
 	*out = NULL;
 	if (!up)
 		return 0;	/* the root's is the view's root */
+	/* An absolute redirect is looked up from the root whatever the
+	 * parent merges with (namei.c: poe = roe), an opaque parent too. */
+	if (redirect && wd->redirect[0] == '/' &&
+	    wd->opaque != HU_OPAQUE_YES)
+		return below_path(r, wd->redirect, out, e);
 	if (!up->merges)
 		return 0;	/* nothing beneath reaches here */
-	if (wd->redirect && hu_redirect_valid(wd->redirect)) {
-		if (wd->redirect[0] == '/')
-			return below_path(r, wd->redirect, out, e);
+	if (redirect)
 		return below_child(up->below, wd->redirect, out, e);
-	}
 	return below_child(up->below, wd->name, out, e);
 }
 
@@ -283,17 +295,23 @@ static void dir_abort(void *ctx, struct wh_dir *wd)
 	level_pop(ctx);
 }
 
+void fsck_entry_checked(struct fsck_run *r)
+{
+	const struct hu_report *rep = r->o->report;
+
+	r->st->entries++;
+	if (rep && rep->progress && (r->st->entries & 1023) == 0)
+		rep->progress(rep->ctx, r->st->entries);
+}
+
 static int entry(void *ctx, struct wh_dir *wd, const struct wh_ent *ent,
 		 struct hu_error *e)
 {
 	struct fsck_run *r = ctx;
 	struct fsck_level *lv = level(r);
 	struct fsck_dir d = { wd, lv->below, lv->merges };
-	const struct hu_report *rep = r->o->report;
 
-	r->st->entries++;
-	if (rep && rep->progress && (r->st->entries & 1023) == 0)
-		rep->progress(rep->ctx, r->st->entries);
+	fsck_entry_checked(r);
 	if (fsck_marker_entry(r, &d, ent, e) < 0 ||
 	    fsck_overlay_entry(r, &d, ent, e) < 0 ||
 	    fsck_vacuum_entry(r, &d, ent, e) < 0 ||
@@ -341,7 +359,34 @@ struct sink_ctx {
 	size_t n, first_checked;
 	const struct hu_fsck_opts *o;
 	struct hu_fsck_stats *st;
+	/* what was reported: a reader meets a problem each time it passes
+	 * (a bad redirect, on the directory and on a lookup through it) */
+	char **seen;
+	size_t nseen;
 };
+
+/* Has @p been reported?  If not, remember it: 1 seen, 0 new, -1 ENOMEM. */
+static int sink_seen(struct sink_ctx *c, const struct hu_problem *p)
+{
+	char *key, **v;
+
+	if (asprintf(&key, "%d/%s/%s", (int)p->id, p->layer ? p->layer : "",
+		     p->path) < 0)
+		return -1;
+	for (size_t i = 0; i < c->nseen; i++)
+		if (strcmp(c->seen[i], key) == 0) {
+			free(key);
+			return 1;
+		}
+	v = realloc(c->seen, (c->nseen + 1) * sizeof(*v));
+	if (!v) {
+		free(key);
+		return -1;
+	}
+	c->seen = v;
+	c->seen[c->nseen++] = key;
+	return 0;
+}
 
 static int sink_found(void *ctx, const struct hu_problem *p,
 		      struct hu_error *e)
@@ -358,6 +403,12 @@ static int sink_found(void *ctx, const struct hu_problem *p,
 			return 0;
 	if (sev == HU_SEV_IGNORE)
 		return 0;
+	switch (sink_seen(c, p)) {
+	case 1:
+		return 0;
+	case -1:
+		return hu_error_set(e, ENOMEM, NULL, "out of memory");
+	}
 	c->st->found[sev]++;
 	if (sev >= HU_SEV_WARNING)
 		c->st->left++;
@@ -392,8 +443,9 @@ static int check_writable(const struct hu_stack *s, size_t from,
 			continue;
 		if (l->unpacked)
 			return hu_error_set(e, 0, l->path, "a tarball layer "
-					    "is checked read only: -p and -y "
-					    "do not apply");
+					    "is checked read only (-n): -p "
+					    "and -y do not apply; nothing was "
+					    "changed");
 		if (fstatvfs(l->fd, &vfs) == 0 && (vfs.f_flag & ST_RDONLY))
 			return hu_error_set(e, EROFS, l->path,
 					    "cannot repair");
@@ -424,12 +476,13 @@ int hu_fsck(char *const paths[], size_t n, const struct hu_stack_opts *so,
 	    struct hu_error *e)
 {
 	struct sink_ctx sc = { NULL, paths, n, o->all_layers ? 0 : n - 1,
-			       o, st };
+			       o, st, NULL, 0 };
 	struct hu_problem_sink sink = { HU_PB_COLLECT, sink_found, &sc };
 	struct hu_stack_opts sopts = *so;
 	struct hu_stack s;
 	struct fsck_run r = { 0 };
-	bool writes = o->mode != HU_FSCK_CHECK && !o->dry_run;
+	/* a dry run refuses what the real run would refuse */
+	bool writes = o->mode != HU_FSCK_CHECK;
 	int workfd = -1, rc = -1;
 
 	memset(st, 0, sizeof(*st));
@@ -465,9 +518,13 @@ int hu_fsck(char *const paths[], size_t n, const struct hu_stack_opts *so,
 			      (top || o->repair_lowers);
 		if (check_layer(&r, e) < 0)
 			goto out;
-		if (top && o->workdir &&
-		    fsck_workdir(&r, o->workdir, e) < 0)
-			goto out;
+		if (top && o->workdir) {
+			r.in_workdir = true;
+			rc = fsck_workdir(&r, o->workdir, e);
+			r.in_workdir = false;
+			if (rc < 0)
+				goto out;
+		}
 	}
 	rc = 0;
 out:
@@ -476,6 +533,9 @@ out:
 	if (workfd >= 0)
 		close(workfd);
 	hu_stack_close(&s);
+	for (size_t i = 0; i < sc.nseen; i++)
+		free(sc.seen[i]);
+	free(sc.seen);
 	hu_wr_set_dry_run(false);
 	return rc;
 }

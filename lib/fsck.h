@@ -39,6 +39,8 @@ struct fsck_dir {
 const struct hu_layer *fsck_layer(const struct fsck_run *r);
 const struct hu_stack *fsck_below(const struct fsck_run *r);
 const struct hu_fsck_opts *fsck_opts(const struct fsck_run *r);
+/* Is the layer checked the top one, the upper of the stack? */
+bool fsck_layer_is_top(const struct fsck_run *r);
 
 /*
  * Problem @id at @name in directory @dir (both relative to the layer
@@ -55,6 +57,11 @@ int fsck_found(struct fsck_run *r, enum hu_problem_id id, const char *dir,
  * (an interrupt, the finding callback). */
 int fsck_done(struct fsck_run *r, int rc, struct hu_error *why,
 	      struct hu_error *e);
+
+/* One more entry checked, for the count and the progress report: the
+ * engine counts those of its walk; a check that reads entries the walk
+ * does not (a tarball's) counts its own. */
+void fsck_entry_checked(struct fsck_run *r);
 
 /* The checks.  Each returns 0, or -1 when the run must stop (@e). */
 int fsck_marker_dir(struct fsck_run *r, struct fsck_dir *d,

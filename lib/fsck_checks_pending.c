@@ -19,36 +19,8 @@ int fsck_marker_entry(struct fsck_run *r, struct fsck_dir *d,
 	return 0;
 }
 
-int fsck_overlay_dir(struct fsck_run *r, struct fsck_dir *d,
-		     struct hu_error *e)
-{
-	return 0;
-}
-
-int fsck_overlay_entry(struct fsck_run *r, struct fsck_dir *d,
-		       const struct wh_ent *ent, struct hu_error *e)
-{
-	return 0;
-}
-
-int fsck_overlay_layer(struct fsck_run *r, struct hu_error *e)
-{
-	return 0;
-}
-
 int fsck_vacuum_entry(struct fsck_run *r, struct fsck_dir *d,
 		      const struct wh_ent *ent, struct hu_error *e)
-{
-	return 0;
-}
-
-int fsck_workdir(struct fsck_run *r, const char *workdir, struct hu_error *e)
-{
-	return 0;
-}
-
-int fsck_tarball(struct fsck_run *r, const struct hu_layer *l,
-		 struct hu_error *e)
 {
 	return 0;
 }

@@ -157,6 +157,11 @@ struct hu_layer {
 	 * AUTO for every other layer. */
 	enum hu_format conv_to;
 	bool conv_to_userxattr;
+	/* Where detection and the view report the problems they meet in
+	 * this layer, and where a WARN sink's warnings go: from
+	 * hu_stack_opts (problems, report) when the layer is opened. */
+	const struct hu_problem_sink *problems;
+	const struct hu_report *report;
 };
 
 struct hu_stack {
@@ -178,14 +183,24 @@ struct hu_stack_opts {
 					 * may be NULL */
 	/* Where the layers' inconsistencies go (detection, the view); may
 	 * be NULL: then what always stopped a reader stops it (a mixed
-	 * layer, a metacopy file without data) and the rest is read as
-	 * the kernel reads it (an invalid redirect is none). */
+	 * layer, a metacopy file without data, an OCI whiteout hiding
+	 * nothing) and the rest is read as the kernel reads it (an invalid
+	 * redirect is none).  Each layer keeps it (hu_layer.problems).
+	 * With a sink, a stack's layers are detected one after another in
+	 * the calling thread, so the sink is called from one thread while
+	 * the stack is opened; the view calls it from the thread that
+	 * meets the problem (with hu_walk_ops.list_ahead: the lister's, or
+	 * the walker's for a file's data, so such a walk's sink must take
+	 * calls from two threads at once).  A problem is reported each
+	 * time a reader meets it: a directory listed twice, or a lookup
+	 * passing the same directory again, reports it again. */
 	const struct hu_problem_sink *problems;
 };
 
 /* Open and check @n layers, bottom first.  Refuses missing or non-directory
  * layers, the same directory twice, mixed-format layers (naming the first
- * offending path) and trusted.* markers that cannot be read.  A regular
+ * offending path; with a sink that goes on, see hu_layer_detect) and
+ * trusted.* markers that cannot be read.  A regular
  * file that holds a tarball (.tar, .tar.gz, .tar.zst, known by content) is
  * unpacked into a private temporary directory and read as an OCI layer
  * (--format does not apply to it); hunion-layers(7) says what it may
@@ -262,7 +277,7 @@ int hu_marker_set_opaque(const struct hu_layer *l, enum hu_format f,
 			 int dirfd, const char *name, bool opaque,
 			 struct hu_error *e);
 
-/* ---- the merged view (view.c) ------------------------------------------ */
+/* ---- the merged view (view_lookup.c, view_list.c, view_data.c) -------- */
 
 struct hu_vdir;
 
@@ -422,12 +437,146 @@ struct hu_mount_use {
  * comparing path strings: the mount options' paths are resolved and
  * their (st_dev, st_ino) compared, so a relative or bind-mounted path
  * is caught; a path that cannot be resolved (another mount namespace)
- * is passed over.  1 with *@use filled (the first use found), 0 when
- * none, -1 on error.
+ * is passed over.  1 with *@use filled, 0 when none, -1 on error.  Of
+ * several uses, *@use is the most telling: the top layer's (what fsck
+ * writes), then @extra_fd's, then a lower layer's.
  */
 int hu_stack_mounted(const struct hu_stack *s, int extra_fd,
 		     struct hu_mount_use *use, struct hu_error *e);
 void hu_mount_use_free(struct hu_mount_use *u);
+
+/* ---- mounting a stack with the kernel (mount.c, mountcheck.c,
+ * mountopt.c, umount.c) ------------------------------------------------- */
+
+enum hu_mount_fs {
+	HU_MOUNT_AUTO = 0,	/* from the layers' format, /proc/filesystems
+				 * and the user: fuse for a non-root user */
+	HU_MOUNT_OVERLAY,	/* the kernel's overlayfs */
+	HU_MOUNT_UNION,		/* the kernel's union fs (union layers) */
+	HU_MOUNT_FUSE,		/* fuse-overlayfs: the rootless path */
+};
+
+/* "auto", "overlay", "union", "fuse"; -1 when unknown. */
+const char *hu_mount_fs_name(enum hu_mount_fs f);
+int hu_mount_fs_parse(const char *s, enum hu_mount_fs *out);
+
+struct hu_fsck_finding;
+
+/* What the preflight tells as it goes (-v), and the problems fsck finds. */
+struct hu_mount_notes {
+	/* A step taken (or, dry, that would be): "created workdir" PATH. */
+	void (*step)(void *ctx, const char *what, const char *path);
+	/* An error fsck found in a layer (all of them are reported before
+	 * the mount is refused, or, with force, mounted anyway). */
+	void (*problem)(void *ctx, const struct hu_fsck_finding *f);
+	void *ctx;
+};
+
+struct hu_mount_opts {
+	enum hu_mount_fs fs;
+	const char *workdir;	/* NULL: .UPPER.hunion-work beside the upper,
+				 * created on its filesystem */
+	/* -o: mount flags by name (ro, nosuid, noatime...: "ro" mounts
+	 * every layer as a lower, nothing written) and options passed on
+	 * to the filesystem (index=on, xino=auto...), escaped as overlayfs
+	 * escapes them.  No lowerdir=, upperdir=, workdir= here. */
+	const char *options;
+	unsigned long flags;	/* mount(2) flags besides those of @options */
+	bool lower_only;	/* every layer a lower (no upper, no workdir) */
+	const char *source;	/* mount(2)'s source; NULL: "hunion" */
+	bool force;		/* mount despite fsck errors and layers in use
+				 * by another mount */
+	bool dry_run;		/* check, build the call, change nothing */
+	const struct hu_stack_opts *stack_opts;	/* how @s was opened, for
+						 * fsck */
+	const struct hu_mount_notes *notes;	/* may be NULL */
+	const struct hu_report *report;		/* may be NULL */
+};
+
+/* The mount a preflight settled on. */
+struct hu_mount_plan {
+	enum hu_mount_fs fs;	/* never AUTO */
+	const char *fstype;	/* mount(2)'s: "overlay", "union" */
+	char *source, *target;	/* target: the mount point, absolute */
+	unsigned long flags;
+	char *data;		/* the option string (fuse: its -o) */
+	char *helper;		/* HU_MOUNT_FUSE: fuse-overlayfs's path */
+	char *workdir;		/* absolute; NULL when lower-only */
+	bool made_workdir;	/* by hu_mount_prepare: hu_mount_run removes
+				 * it when the mount fails */
+	bool redirect_dir, metacopy, userxattr;	/* what the layers need */
+};
+
+/*
+ * Check stack @s (bottom first; the top layer the upper unless
+ * lower_only) for a mount on @mountpoint and build the call:
+ *  - the filesystem: union-format layers need the kernel's union fs, and
+ *    are refused with a hint to 'hunion whiteout convert --to=overlay'
+ *    where it is missing; overlay-format and plain layers take overlay;
+ *    OCI layers (and tarballs) are refused the same way;
+ *  - options: lowerdir=top:...:bottom, upperdir=, workdir= (':' ','
+ *    '\' escaped), and redirect_dir, metacopy, userxattr when the layers
+ *    hold redirects, metacopy files or user.* markers;
+ *  - preflight: no layer, the workdir or the mount point inside another
+ *    (device and inode, never path strings); no layer in use by another
+ *    mount in a role that would write it; the workdir created (beside
+ *    the upper, on its mount) or, when it exists, holding only
+ *    overlayfs's work/ (whose leftovers are removed) and index/; the
+ *    upper's filesystem keeps the xattrs the markers need (tried on a
+ *    scratch file) and reports d_type; fsck finds no error.
+ * Dry: the same checks, nothing created or removed.
+ */
+int hu_mount_prepare(struct hu_mount_plan *p, const struct hu_stack *s,
+		     const char *mountpoint, const struct hu_mount_opts *o,
+		     struct hu_error *e);
+/* Is fuse-overlayfs there, when @fs (AUTO for a non-root user) needs it?
+ * For a refusal before the layers are read. */
+int hu_mount_check_fuse(enum hu_mount_fs fs, struct hu_error *e);
+/* The exact call, for -n and -v: 'mount("SRC", "TARGET", "overlay",
+ * FLAGS, "DATA")', or fuse-overlayfs's command line (shell-quoted). */
+char *hu_mount_plan_text(const struct hu_mount_plan *p);
+/* Mount it.  A refusal of mount(2) becomes a sentence with the likely
+ * cause and the kernel's own reason (its log line, when readable). */
+int hu_mount_run(const struct hu_mount_plan *p, struct hu_error *e);
+void hu_mount_plan_free(struct hu_mount_plan *p);
+
+/* The layers and options of a mount(8) helper's -o (mount.union SPEC DIR
+ * -o lowerdir=...,upperdir=...,workdir=...). */
+struct hu_mount_spec {
+	char **layers;		/* bottom first, NULL-terminated; the upper
+				 * last when @has_upper */
+	size_t n;
+	bool has_upper;
+	char *workdir;		/* NULL when not given */
+	unsigned long flags;	/* ro, nosuid...: mount(2) flags */
+	char *fs_options;	/* the rest, escaped, ',' between; NULL when
+				 * none */
+	size_t fs_len;
+};
+/* Split option string @opts.  @take_dirs false: lowerdir=, upperdir=
+ * and workdir= are refused (hunion mount takes them as operands). */
+int hu_mount_spec_parse(const char *opts, bool take_dirs,
+			struct hu_mount_spec *sp, struct hu_error *e);
+void hu_mount_spec_free(struct hu_mount_spec *sp);
+
+/* A process keeping a mount busy. */
+struct hu_mount_holder {
+	pid_t pid;
+	char comm[32];
+	char what[32];		/* "cwd", "root", "fd 3", "mount" */
+	char *path;		/* "mount": the mount beneath */
+};
+
+/*
+ * Unmount @mountpoint, an overlay, union or fuse-overlayfs mount (any
+ * other is refused: hunion umount is not umount(8)).  A non-root user's
+ * fuse mount goes through fusermount3.  When it is busy: -1 with errno
+ * EBUSY and, in *@holders (*@n of them), the processes whose working
+ * directory, root or open files are in it, and the mounts beneath it.
+ */
+int hu_umount(const char *mountpoint, struct hu_mount_holder **holders,
+	      size_t *n, struct hu_error *e);
+void hu_mount_holders_free(struct hu_mount_holder *h, size_t n);
 
 /* ---- fsck: find and repair a layer's problems (fsck*.c) ---------------- */
 

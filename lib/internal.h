@@ -68,7 +68,7 @@ char *hu_oci_opaque_path(const char *dir);
 
 /* A conversion in place makes each new whiteout under such a name and
  * renames it into place: in a half-converted layer these names are never
- * entries (view.c), and a re-run removes them (convert_inplace.c). */
+ * entries (view_list.c), and a re-run removes them (convert_inplace.c). */
 #define HU_CONV_TEMP_PREFIX ".hunion-wh."
 bool hu_conv_temp_name(const struct hu_layer *l, const char *name);
 
@@ -86,7 +86,7 @@ int hu_problem_found(const struct hu_problem_sink *sink,
 		     const char *detail, int err, struct hu_error *e);
 
 /* Is overlay redirect @r one the kernel follows: "/a/b" with no empty,
- * "." or ".." component, or one name in the same parent?  (view.c) */
+ * "." or ".." component, or one name in the same parent?  (view_lookup.c) */
 bool hu_redirect_valid(const char *r);
 
 char *hu_path_join(const char *dir, const char *name);
@@ -96,7 +96,10 @@ char *hu_path_join(const char *dir, const char *name);
 int hu_interrupt_check(struct hu_error *e);
 
 /* Find @l's format and xattr namespace from the markers it holds (detect.c).
- * Refuses a layer with both union and overlay markers. */
+ * Refuses a layer with both union and overlay markers, unless its problem
+ * sink (hu_layer.problems) lets it go on: then the layer is read in the
+ * format of most of its markers, and each marker of the other is
+ * reported (formatMixed). */
 int hu_layer_detect(struct hu_layer *l, struct hu_error *e);
 
 /*
@@ -413,5 +416,11 @@ void hu_tarlayer_remove(struct hu_layer *l);
  * empty name, a path through a whiteout and whiteouts that hide nothing
  * (".wh.", ".wh..", ".wh..."). */
 char *hu_tar_path_norm(const char *in, bool *is_root, const char **why);
+/* Is entry name @in (as in the tarball; @is_dir: the entry is a
+ * directory) other than in the form every reader takes alike: names
+ * joined by one '/', none empty, "." or "..", not absolute, a trailing
+ * '/' on a directory only?  One leading "./" is that form too (GNU tar
+ * and docker write it).  NULL when it is in that form, else why not. */
+const char *hu_tar_path_unusual(const char *in, bool is_dir);
 
 #endif /* HUNION_INTERNAL_H */

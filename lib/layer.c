@@ -57,6 +57,8 @@ struct pending {
 	size_t n;			/* layers opened so far */
 	struct hu_error *errs;		/* per layer */
 	atomic_size_t next;		/* the next layer a thread takes */
+	bool one_thread;		/* a problem sink: call it from this
+					 * thread only, layer after layer */
 };
 
 static void *detect_worker(void *arg)
@@ -86,7 +88,8 @@ static int detect_pending(struct pending *p, struct hu_error *e)
 		return hu_error_set(e, ENOMEM, NULL, "out of memory");
 	atomic_store(&p->next, 0);
 	/* this thread is one of the workers */
-	while (nthreads + 1 < nwait && (long)nthreads + 1 < cpus &&
+	while (!p->one_thread && nthreads + 1 < nwait &&
+	       (long)nthreads + 1 < cpus &&
 	       nthreads < sizeof(threads) / sizeof(threads[0]) &&
 	       pthread_create(&threads[nthreads], NULL, detect_worker, p) == 0)
 		nthreads++;
@@ -175,6 +178,8 @@ static int layer_open(struct hu_layer *l, const char *path,
 
 	memset(l, 0, sizeof(*l));
 	l->fd = l->unpacked_lock = -1;
+	l->problems = o->problems;
+	l->report = o->report;
 	l->path = strdup(path);
 	if (!l->path)
 		return hu_error_set(e, ENOMEM, path, "out of memory");
@@ -254,6 +259,7 @@ int hu_stack_open(struct hu_stack *s, char *const paths[], size_t n,
 		return hu_error_set(e, ENOMEM, NULL, "out of memory");
 	}
 	p.layers = s->layers;
+	p.one_thread = o->problems != NULL;
 	for (size_t i = 0; i < n; i++) {
 		struct hu_stack below = { i, s->layers, o->problems };
 

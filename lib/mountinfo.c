@@ -9,10 +9,11 @@
  * options, as the mounter wrote them: relative, through a bind mount or a
  * symlink, or not at all (fuse-overlayfs keeps them to itself).  So paths
  * are never compared as strings: each one is stat'ed and its (st_dev,
- * st_ino) compared with the layers'.  One that cannot be stat'ed (another
- * mount namespace, gone, relative to a cwd we do not know) is passed
- * over; a relative one is tried from our cwd, where a match refuses, the
- * safe side.
+ * st_ino) compared with the layers'.  One that cannot be resolved is
+ * passed over: gone, in another mount namespace, or relative.  A relative
+ * path is relative to the mounter's working directory, which we do not
+ * know; tried from ours, "upper" of anybody's mount would be caught as
+ * the "upper" beside us, and every fsck there refused.
  *
  * The kernel's spelling (fs/overlayfs/params.c, ovl_show_options()): the
  * whole options field is escaped by seq_show_option() (",= \t\n\\" as
@@ -23,6 +24,7 @@
  * mounter's '\' escapes in them, which they undid at mount time).
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,8 +41,15 @@ struct wanted {
 	bool extra;
 	dev_t extra_dev;
 	ino_t extra_ino;
-	const char **hit;	/* the layer's path found, NULL: the extra */
+	/* The use reported is the most telling one found: the top layer
+	 * (the one fsck writes), then the extra directory, then the layers
+	 * beneath, upper ones first.  Rank 0 ends the search. */
+	int best;		/* the rank of *use filled, NO_RANK: none */
+	int cand;		/* the best rank met in this option */
+	const char *cand_layer;	/* its layer's path, NULL: the extra */
 };
+
+#define NO_RANK INT_MAX
 
 /* One mount of an overlay-like filesystem, its fields decoded. */
 struct mount {
@@ -97,44 +106,52 @@ static bool same_inode(const struct stat *st, dev_t dev, ino_t ino)
 }
 
 /* Is the directory at @path one of @w's?  The mounter's path: followed
- * like the kernel followed it. */
-static bool is_wanted(const struct wanted *w, const char *path)
+ * like the kernel followed it.  Notes it as the option's candidate when
+ * it ranks better than any use found yet. */
+static void path_check(struct wanted *w, const char *path)
 {
 	struct stat st;
+	size_t n = w->s ? w->s->n : 0;
 
-	if (!*path || stat(path, &st) < 0)
-		return false;
-	if (w->extra && same_inode(&st, w->extra_dev, w->extra_ino)) {
-		*w->hit = NULL;
-		return true;
-	}
-	for (size_t i = 0; w->s && i < w->s->n; i++)
-		if (same_inode(&st, w->s->layers[i].dev, w->s->layers[i].ino)) {
-			*w->hit = w->s->layers[i].path;
-			return true;
+	if (path[0] != '/' || stat(path, &st) < 0)
+		return;
+	for (size_t i = n; i-- > 0;) {
+		int rank = i + 1 == n ? 0 : (int)(n - i);
+
+		if (same_inode(&st, w->s->layers[i].dev, w->s->layers[i].ino) &&
+		    rank < w->cand) {
+			w->cand = rank;
+			w->cand_layer = w->s->layers[i].path;
 		}
-	return false;
+	}
+	if (w->extra && same_inode(&st, w->extra_dev, w->extra_ino) &&
+	    w->cand > 1) {
+		w->cand = 1;
+		w->cand_layer = NULL;
+	}
 }
 
-static int use_fill(const struct wanted *w, struct hu_mount_use *use,
-		    const struct mount *m,
-		    const char *role, struct hu_error *e)
+static int use_fill(struct wanted *w, struct hu_mount_use *use,
+		    const struct mount *m, const char *role,
+		    struct hu_error *e)
 {
+	hu_mount_use_free(use);
 	use->mountpoint = strdup(m->mountpoint);
 	use->fstype = strdup(m->fstype);
 	use->role = strdup(role);
-	use->layer = *w->hit ? strdup(*w->hit) : NULL;
+	use->layer = w->cand_layer ? strdup(w->cand_layer) : NULL;
 	if (!use->mountpoint || !use->fstype || !use->role ||
-	    (*w->hit && !use->layer)) {
+	    (w->cand_layer && !use->layer)) {
 		hu_mount_use_free(use);
 		return hu_error_set(e, ENOMEM, MOUNTINFO, "out of memory");
 	}
-	return 1;
+	w->best = w->cand;
+	return 0;
 }
 
 /* lowerdir=A:B::C (decoded already): the directories, each '\'-escaped,
  * split on the ':' that are not.  Cuts @list up. */
-static bool lowerdir_wanted(const struct wanted *w, char *list)
+static void lowerdir_check(struct wanted *w, char *list)
 {
 	char *start = list;
 
@@ -149,29 +166,28 @@ static bool lowerdir_wanted(const struct wanted *w, char *list)
 
 		*p = '\0';
 		unescape_backslash(start);
-		if (is_wanted(w, start))
-			return true;
+		path_check(w, start);
 		if (last)
-			return false;
+			return;
 		start = p + 1;
 	}
 }
 
 /* upperdir= or workdir=: as given, or, from an older kernel, with the
  * mounter's '\' escapes still in.  Cuts @path up. */
-static bool single_wanted(const struct wanted *w, char *path)
+static void single_check(struct wanted *w, char *path)
 {
-	if (is_wanted(w, path))
-		return true;
+	path_check(w, path);
 	if (!strchr(path, '\\'))
-		return false;
+		return;
 	unescape_backslash(path);
-	return is_wanted(w, path);
+	path_check(w, path);
 }
 
-/* One super option of @m, still escaped: 1 with *@use when it names a
- * wanted directory, 0 when not, -1 on error. */
-static int option_check(const struct wanted *w, const struct mount *m,
+/* One super option of @m, still escaped: *@use refilled when it names a
+ * wanted directory ranking better than the use found so far.  0, or -1
+ * on error. */
+static int option_check(struct wanted *w, const struct mount *m,
 			char *opt, struct hu_mount_use *use,
 			struct hu_error *e)
 {
@@ -190,14 +206,17 @@ static int option_check(const struct wanted *w, const struct mount *m,
 	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
 		size_t len = strlen(keys[i].prefix);
 		char *value = opt + len;
-		bool found;
 
 		if (strncmp(opt, keys[i].prefix, len) != 0)
 			continue;
 		unescape_octal(value);
-		found = keys[i].list ? lowerdir_wanted(w, value) :
-				       single_wanted(w, value);
-		return found ? use_fill(w, use, m, keys[i].role, e) : 0;
+		w->cand = NO_RANK;
+		if (keys[i].list)
+			lowerdir_check(w, value);
+		else
+			single_check(w, value);
+		return w->cand < w->best ?
+		       use_fill(w, use, m, keys[i].role, e) : 0;
 	}
 	return 0;
 }
@@ -207,7 +226,7 @@ static int option_check(const struct wanted *w, const struct mount *m,
  * OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPEROPTIONS.  Cuts @line up.
  * A line that does not parse is passed over: nothing of ours is in it.
  */
-static int line_check(const struct wanted *w, char *line,
+static int line_check(struct wanted *w, char *line,
 		      struct hu_mount_use *use, struct hu_error *e)
 {
 	char *field[5], *fstype, *superopts, *opt;
@@ -243,8 +262,7 @@ int hu_mountinfo_scan(FILE *f, const char *what, const struct hu_stack *s,
 		      int extra_fd, struct hu_mount_use *use,
 		      struct hu_error *e)
 {
-	const char *hit = NULL;
-	struct wanted w = { .s = s, .hit = &hit };
+	struct wanted w = { .s = s, .best = NO_RANK };
 	char *line = NULL;
 	size_t cap = 0;
 	int rc = 0;
@@ -260,13 +278,17 @@ int hu_mountinfo_scan(FILE *f, const char *what, const struct hu_stack *s,
 		w.extra_ino = st.st_ino;
 	}
 	errno = 0;
-	while (rc == 0 && getline(&line, &cap, f) >= 0)
+	while (rc == 0 && w.best > 0 && getline(&line, &cap, f) >= 0)
 		rc = line_check(&w, line, use, e);
 	if (rc == 0 && ferror(f))
 		rc = hu_error_set(e, errno ? errno : EIO, what,
 				  "cannot read");
 	free(line);
-	return rc;
+	if (rc < 0) {
+		hu_mount_use_free(use);
+		return -1;
+	}
+	return w.best != NO_RANK;
 }
 
 int hu_stack_mounted(const struct hu_stack *s, int extra_fd,

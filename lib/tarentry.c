@@ -313,6 +313,25 @@ static bool is_marker_name(const char *leaf)
 }
 
 /*
+ * A hard link to a path not made yet: refused, unless the caller's
+ * problem sink goes on (fsck): then it is reported there and left out,
+ * as GNU tar leaves it out (with an error), and the unpack goes on.
+ */
+static int link_forward(struct tl *t, const char *path, const char *esc)
+{
+	const struct hu_problem_sink *sink =
+		t->below ? t->below->problems : NULL;
+
+	if (!sink || sink->policy == HU_PB_FAIL)
+		return tl_fail(t, 0, "hard link to a path not yet seen: %s",
+			       esc);
+	if (hu_problem_found(sink, t->r, HU_PB_TAR_LINK_FORWARD, true,
+			     t->l->path, path, esc, 0, t->e) < 0)
+		return -1;
+	return 1;
+}
+
+/*
  * A hard link's target: a path an earlier entry made, not a directory.
  * Returns 1 when the link is to the entry itself (nothing to do).
  */
@@ -333,8 +352,7 @@ static int check_link_target(struct tl *t, const char *hl, const char *path,
 	id = ti_path(&t->ix, *norm, false);
 	nd = id != TI_NONE ? &t->ix.nodes[id] : NULL;
 	if (!nd || !(nd->flags & TI_EXPLICIT) || (nd->flags & TI_GONE))
-		return tl_fail(t, 0, "hard link to a path not yet seen: %s",
-			       esc);
+		return link_forward(t, path, esc);
 	if (nd->flags & TI_DIR)
 		return tl_fail(t, 0, "hard link to a directory: %s", esc);
 	if (strcmp(*norm, path) == 0) {
@@ -344,13 +362,38 @@ static int check_link_target(struct tl *t, const char *hl, const char *path,
 	return 0;
 }
 
-/* What is at @leaf already (an earlier entry, node @id, or a parent made
- * for one): warn, and remove it unless a directory meets a directory. */
+/*
+ * Path @path stated again (@msg says how): a warning.  Given a problem
+ * sink, tarDuplicate goes there instead, but for a directory restated
+ * (@dir_again), which only fsck, reading the tarball itself, can tell
+ * from a duplicate readers disagree on (fsck_tar.c).
+ */
+static int stated_again(struct tl *t, const char *path, const char *msg,
+			bool dir_again)
+{
+	const struct hu_problem_sink *sink =
+		t->below ? t->below->problems : NULL;
+
+	if (!sink) {
+		tl_warn(t, 0, "%s", msg);
+		return 0;
+	}
+	if (dir_again)
+		return 0;
+	return hu_problem_found(sink, t->r, HU_PB_TAR_DUPLICATE, false,
+				t->l->path, path, msg, 0, t->e);
+}
+
+/* What is at @leaf (@path) already (an earlier entry, node @id, or a
+ * parent made for one): warn, and remove it unless a directory meets a
+ * directory. */
 static int replace_earlier(struct tl *t, int dfd, const char *leaf,
-			   uint32_t id, bool want_dir, bool *keep_dir)
+			   const char *path, uint32_t id, bool want_dir,
+			   bool *keep_dir)
 {
 	struct ti_node *nd = &t->ix.nodes[id];
 	struct stat st;
+	int rc = 0;
 
 	*keep_dir = false;
 	/* The index may remember a path removed with a directory since. */
@@ -359,14 +402,16 @@ static int replace_earlier(struct tl *t, int dfd, const char *leaf,
 			return 0;
 		return tl_fail(t, errno, "cannot stat");
 	}
+	*keep_dir = want_dir && S_ISDIR(st.st_mode);
 	if (nd->flags & TI_EXPLICIT)
-		tl_warn(t, 0, "duplicate entry: the later one wins");
+		rc = stated_again(t, path, "duplicate entry: the later one "
+				  "wins", *keep_dir);
 	else if (!want_dir)
-		tl_warn(t, 0, "replaces the directory made for earlier entries");
-	if (want_dir && S_ISDIR(st.st_mode)) {
-		*keep_dir = true;	/* as tar does: children stay */
-		return 0;
-	}
+		rc = stated_again(t, path, "replaces the directory made for "
+				  "earlier entries", false);
+	if (rc < 0 || *keep_dir)
+		return rc;	/* as tar does: a directory's children stay */
+	nd = &t->ix.nodes[id];
 	nd->flags |= TI_GONE;
 	if (nd->dir != TI_NONE)
 		t->ix.dirs[nd->dir].gone = true;
@@ -427,7 +472,7 @@ static int put_entry(struct tl *t, const char *dir, const char *leaf,
 		goto out;
 	id = ti_child(&t->ix, parent, leaf, strlen(leaf), false);
 	if (id != TI_NONE && !(t->ix.nodes[id].flags & TI_GONE) &&
-	    replace_earlier(t, dfd, leaf, id, want_dir, &keep_dir) < 0)
+	    replace_earlier(t, dfd, leaf, path, id, want_dir, &keep_dir) < 0)
 		goto out;
 	rc = make_entry(t, dfd, leaf, marker, target, esc, keep_dir);
 	if (rc == 0)
@@ -445,8 +490,10 @@ static int root_entry(struct tl *t)
 	if (archive_entry_hardlink(t->ae) ||
 	    archive_entry_filetype(t->ae) != AE_IFDIR)
 		return tl_fail(t, 0, "the layer's root must be a directory");
-	if (root->flags & TI_EXPLICIT)
-		tl_warn(t, 0, "duplicate entry: the later one wins");
+	if ((root->flags & TI_EXPLICIT) &&
+	    stated_again(t, "", "duplicate entry: the later one wins",
+			 true) < 0)
+		return -1;
 	if (set_owner_xattrs(t, t->root, -1, NULL) < 0)
 		return -1;
 	root->flags = TI_DIR | TI_EXPLICIT;

@@ -82,6 +82,37 @@ refuse:
 	return NULL;
 }
 
+const char *hu_tar_path_unusual(const char *in, bool is_dir)
+{
+	const char *s = in;
+
+	/* One leading "./": what GNU tar (tar -C dir .) and docker write. */
+	if (s[0] == '.' && s[1] == '/')
+		s += 2;
+	else if (s[0] == '.' && !s[1])
+		return NULL;	/* the root, as "." */
+	if (*s == '/')
+		return "absolute";
+	while (*s) {
+		const char *end = strchrnul(s, '/');
+		size_t cl = (size_t)(end - s);
+
+		if (cl == 0)
+			return "empty name";
+		if (cl == 1 && s[0] == '.')
+			return "'.' name";
+		if (cl == 2 && s[0] == '.' && s[1] == '.')
+			return "'..' name";
+		if (*end && !end[1]) {
+			/* A trailing '/': a directory's, as tar writes it. */
+			return is_dir ? NULL :
+			       "trailing '/' on a non-directory";
+		}
+		s = *end ? end + 1 : end;
+	}
+	return NULL;
+}
+
 /* ---- the index ------------------------------------------------------------ */
 
 struct ti_chunk {

@@ -286,42 +286,22 @@ bool hu_tar_sniff(int fd)
 	return memcmp(b + 257, "ustar", 5) == 0 || memcmp(b, zero, 512) == 0;
 }
 
-static la_ssize_t src_read(struct archive *a, void *ctx, const void **buf)
-{
-	struct tar_src *src = ctx;
-	ssize_t n = tar_src_read(src, buf);
-
-	if (n < 0)
-		archive_set_error(a, 0, "%s", tar_src_error(src));
-	return n;
-}
-
 static int open_archive(struct tl *t, int fd)
 {
 	t->src = tar_src_open(fd);
 	t->a = archive_read_new();
 	if (!t->src || !t->a)
 		return tl_fail(t, ENOMEM, "out of memory");
-	/* Decompression is tarsrc.c's; libarchive reads the tar format. */
-	if (archive_read_support_filter_none(t->a) != ARCHIVE_OK ||
-	    archive_read_support_format_tar(t->a) != ARCHIVE_OK)
-		return tl_fail(t, 0, "libarchive cannot read tar: %s",
-			     archive_error_string(t->a));
-	if (archive_read_open(t->a, t->src, NULL, src_read, NULL) !=
-	    ARCHIVE_OK)
+	if (tar_src_archive_open(t->src, t->a) != ARCHIVE_OK)
 		return tl_archive_fail(t, "at its start");
-	tar_src_expect_end(t->src, 0);	/* an empty archive */
 	return 0;
 }
 
-/* Read the rest of the entry (the data no one wanted, the padding):
- * where it ends, the end-of-archive block begins, unless another entry
- * does. */
+/* Read the rest of the entry (tar_src_entry_skip). */
 static int entry_end(struct tl *t)
 {
-	if (archive_read_data_skip(t->a) < ARCHIVE_WARN)
+	if (tar_src_entry_skip(t->src, t->a) < ARCHIVE_WARN)
 		return tl_archive_fail(t, "in this entry's data");
-	tar_src_expect_end(t->src, (uint64_t)archive_filter_bytes(t->a, 0));
 	return 0;
 }
 
@@ -334,18 +314,9 @@ static int read_entries(struct tl *t)
 			return -1;
 		r = archive_read_next_header(t->a, &t->ae);
 
-		if (r == ARCHIVE_EOF) {
-			/* The rest of the stream must be whole too. */
-			if (tar_src_drain(t->src) < 0) {
-				archive_set_error(t->a, 0, "%s",
-						  tar_src_error(t->src));
-				return tl_archive_fail(t, "after this entry");
-			}
-			if (tar_src_end_found(t->src))
-				return 0;
-			archive_set_error(t->a, 0, "no end-of-archive block");
-			return tl_archive_fail(t, "after this entry");
-		}
+		if (r == ARCHIVE_EOF)
+			return tar_src_archive_end(t->src, t->a) < 0 ?
+			       tl_archive_fail(t, "after this entry") : 0;
 		if (r == ARCHIVE_WARN) {
 			t->raw = archive_entry_pathname(t->ae);
 			tl_warn(t, 0, "%s", archive_error_string(t->a));

@@ -158,5 +158,16 @@ bool tar_src_end_found(const struct tar_src *s);
 /* Read to the end, so that a stream cut short is found: 0, or -1. */
 int tar_src_drain(struct tar_src *s);
 const char *tar_src_error(const struct tar_src *s);
+/* Open @a (archive_read_new) to read the tar format from @s: libarchive's
+ * status, its message in @a. */
+int tar_src_archive_open(struct tar_src *s, struct archive *a);
+/* Read the rest of the entry @a is at (the data no one wanted, the
+ * padding): where it ends, the end-of-archive block begins, unless
+ * another entry does.  libarchive's status. */
+int tar_src_entry_skip(struct tar_src *s, struct archive *a);
+/* libarchive said ARCHIVE_EOF: 0 when the archive really ends there
+ * (tar_src_end_found) and the stream after it is whole (tar_src_drain);
+ * -1 with the message in @a. */
+int tar_src_archive_end(struct tar_src *s, struct archive *a);
 
 #endif /* HUNION_TARLAYER_H */

@@ -11,6 +11,7 @@
  * end-of-archive block must start (tar_src_expect_end) and the bytes
  * passing through tell whether it is there.
  */
+#include <archive.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -361,4 +362,52 @@ int tar_src_drain(struct tar_src *s)
 	while ((n = tar_src_read(s, &buf)) > 0)
 		;
 	return n < 0 ? -1 : 0;
+}
+
+/* ---- libarchive reading the tar format from here ---- */
+
+static la_ssize_t src_read(struct archive *a, void *ctx, const void **buf)
+{
+	struct tar_src *src = ctx;
+	ssize_t n = tar_src_read(src, buf);
+
+	if (n < 0)
+		archive_set_error(a, 0, "%s", tar_src_error(src));
+	return n;
+}
+
+int tar_src_archive_open(struct tar_src *s, struct archive *a)
+{
+	int r;
+
+	/* Decompression is ours; libarchive reads the tar format. */
+	if ((r = archive_read_support_filter_none(a)) != ARCHIVE_OK ||
+	    (r = archive_read_support_format_tar(a)) != ARCHIVE_OK)
+		return r;
+	r = archive_read_open(a, s, NULL, src_read, NULL);
+	if (r == ARCHIVE_OK)
+		tar_src_expect_end(s, 0);	/* an empty archive */
+	return r;
+}
+
+int tar_src_entry_skip(struct tar_src *s, struct archive *a)
+{
+	int r = archive_read_data_skip(a);
+
+	if (r >= ARCHIVE_WARN)
+		tar_src_expect_end(s, (uint64_t)archive_filter_bytes(a, 0));
+	return r;
+}
+
+int tar_src_archive_end(struct tar_src *s, struct archive *a)
+{
+	/* The rest of the stream must be whole too. */
+	if (tar_src_drain(s) < 0) {
+		archive_set_error(a, 0, "%s", tar_src_error(s));
+		return -1;
+	}
+	if (tar_src_end_found(s))
+		return 0;
+	archive_set_error(a, 0, "no end-of-archive block");
+	return -1;
 }

@@ -349,7 +349,7 @@ int hu_rmtree(int dirfd, const char *name)
 {
 	struct hu_names names;
 	struct stat st;
-	int fd, rc = 0;
+	int fd, rc = 0, first_err = 0;
 
 	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		return errno == ENOENT ? 0 : -1;
@@ -371,12 +371,14 @@ int hu_rmtree(int dirfd, const char *name)
 		return -1;
 	}
 	for (size_t i = 0; i < names.n; i++)
-		if (hu_rmtree(fd, names.v[i].name) < 0)
-			rc = -1;
+		if (hu_rmtree(fd, names.v[i].name) < 0 && rc == 0)
+			rc = -1, first_err = errno;
 	hu_names_free(&names);
 	close(fd);
-	if (hu_wr_unlinkat(dirfd, name, AT_REMOVEDIR) < 0)
-		rc = -1;
+	if (hu_wr_unlinkat(dirfd, name, AT_REMOVEDIR) < 0 && rc == 0)
+		rc = -1, first_err = errno;
+	/* The cause, not the ENOTEMPTY of the directories above it. */
+	errno = first_err;
 	return rc;
 }
 

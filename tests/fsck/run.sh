@@ -19,9 +19,16 @@
 #             its whole view is read and must equal `hunion merge -o` of
 #             the repaired stack.  Union layers are converted to overlay
 #             (`whiteout convert --to=overlay -o`) first.
+#   mount     optional, for a case with --workdir W in opts: the repaired
+#             stack must mount read-write as the overlay it is (lowerdir
+#             the layers beneath the top, upperdir the top, workdir W, this
+#             file's line as more options), and a file can be made in it
+#             (the kernel mounts read-only a workdir it cannot clean)
 #   healthy   optional: paths of the merged view (`hunion merge -o`, one
 #             per line) whose manifest lines must be the same before and
 #             after the repair
+# A mk may mount (a second filesystem under the temp dir): the runner
+# unmounts everything under the temp dir at the end.
 # Every case also checks that `fsck -n` changes no byte: a manifest of the
 # whole temp dir (modes, owners, mtimes, xattrs, data) before and after.
 # A mk that exits 77 skips the case.
@@ -138,6 +145,34 @@ kernel_proof() {	# LAYERS...
 	return 0
 }
 
+# The workdir proof: the repaired stack mounts read-write with its workdir
+# and takes a new file.
+workdir_proof() {	# WORKDIR LAYERS...
+	local opts work=$1 lower="" i rc=0
+	shift
+	opts=$(head -n 1 "$CASE/mount")
+	[ "$(id -u)" = 0 ] || { echo "(workdir proof skipped: not root)"; return 0; }
+	[ -n "$work" ] || { echo "mount: the case has no --workdir"; return 1; }
+	for ((i = 0; i < $# - 1; i++)); do
+		lower="$TMPD/${*:i + 1:1}${lower:+:$lower}"
+	done
+	mkdir -p $R/rw
+	if ! mount -t overlay overlay -o "lowerdir=$lower,upperdir=$TMPD/${*:$#:1},workdir=$TMPD/$work${opts:+,$opts}" \
+		"$R/rw" 2>$R/mount-err; then
+		echo "read-write mount with the workdir failed: $(cat $R/mount-err)"
+		dmesg 2>/dev/null | tail -n 2
+		return 1
+	fi
+	if ! touch $R/rw/.fsck-rw-probe 2>$R/mount-err; then
+		echo "the repaired stack mounts read only: $(cat $R/mount-err)"
+		dmesg 2>/dev/null | tail -n 2
+		rc=1
+	fi
+	rm -f $R/rw/.fsck-rw-probe
+	umount $R/rw
+	return $rc
+}
+
 # The lines of manifest $1 whose path is listed in $2.
 healthy_lines() {	# MANIFEST HEALTHY
 	awk 'NR == FNR { want[$0] = 1; next } ($1 in want)' "$2" "$1"
@@ -211,6 +246,16 @@ for name in "${cases[@]}"; do
 		if [ -f "$CASE/kernel" ]; then
 			kernel_proof "${layers[@]}" || bad=1
 		fi
+		if [ -f "$CASE/mount" ]; then
+			workdir=
+			for ((i = 0; i < ${#opts[@]}; i++)); do
+				case ${opts[i]} in
+				--workdir) workdir=${opts[i + 1]:-} ;;
+				--workdir=*) workdir=${opts[i]#--workdir=} ;;
+				esac
+			done
+			workdir_proof "$workdir" "${layers[@]}" || bad=1
+		fi
 		exit $bad
 	) >"$log" 2>&1 </dev/null
 	rc=$?
@@ -227,6 +272,10 @@ for name in "${cases[@]}"; do
 	fi
 	if [ $rc = 0 ] || [ "${HUNION_FSCK_KEEP:-0}" != 1 ]; then
 		umount "$TMPD/.fsck-run/mnt" 2>/dev/null
+		# what mk or a proof mounted under the temp dir, innermost first
+		awk -v d="$TMPD/" 'index($5, d) == 1 { print $5 }' \
+			/proc/self/mountinfo | sort -r |
+			while read -r m; do umount "$m"; done
 		rm -rf "$TMPD"
 	else
 		echo "  (kept $TMPD)"

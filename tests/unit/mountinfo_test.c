@@ -98,6 +98,13 @@ static char *mounted_as(const char *extra, int n, const char *const rel[])
 	} else {
 		cr_expect_str_eq(use.mountpoint, tu_path("mnt"));
 		cr_expect_str_eq(use.fstype, "overlay");
+		/* the layer named is the stack's, by the path it was given */
+		if (strcmp(use.role, "workdir") == 0 && extra)
+			cr_expect_null(use.layer);
+		else if (strcmp(use.role, "lowerdir") != 0)
+			cr_expect(use.layer &&
+				  strcmp(use.layer, paths[n - 1]) == 0,
+				  "layer %s", use.layer ? use.layer : "NULL");
 		role = strdup(use.role);
 	}
 	hu_mount_use_free(&use);
@@ -158,7 +165,18 @@ Test(mountinfo, finds_the_workdir_by_its_fd)
 	tu_expect_str(MOUNTED_AS("work", "other"), "workdir");
 }
 
-Test(mountinfo, finds_a_layer_the_mount_names_relatively_from_our_cwd)
+Test(mountinfo, names_the_top_layer_then_the_extra_then_a_lower)
+{
+	mount_overlay();
+	/* lowerdir= comes first in the options: still the upper is named,
+	 * the layer fsck writes */
+	tu_expect_str(MOUNTED_AS("work", "lower", "upp er"), "upperdir");
+	tu_mkdir("other");
+	tu_expect_str(MOUNTED_AS("work", "lower", "other"), "workdir");
+	tu_expect_str(MOUNTED_AS(NULL, "lower", "other"), "lowerdir");
+}
+
+Test(mountinfo, passes_over_a_path_the_mount_names_relatively)
 {
 	private_mounts();
 	tu_file("lo/a", "lower");
@@ -170,7 +188,9 @@ Test(mountinfo, finds_a_layer_the_mount_names_relatively_from_our_cwd)
 		  "lowerdir=lo,upperdir=up,workdir=wk") < 0)
 		cr_skip_test("cannot mount an overlay: %s", strerror(errno));
 	mounted_at(tu_path("mnt"));
-	tu_expect_str(MOUNTED_AS(NULL, "up"), "upperdir");
+	/* relative to the mounter's cwd, which no reader knows: from ours,
+	 * "up" of any mount anywhere would be taken for ours */
+	tu_expect_str(MOUNTED_AS(NULL, "up"), "none");
 }
 
 /* ---- mountinfo text, fed in ---------------------------------------------- */
@@ -308,7 +328,8 @@ Test(mountinfo, other_filesystems_and_invisible_options)
 	/* fuse-overlayfs as it usually shows: no directories at all. */
 	tu_expect_str(scan(line("fuse.fuse-overlayfs",
 				"rw,user_id=0,group_id=0"), "u"), "none");
-	/* Cut lines and garbage are passed over. */
+	/* A relative path, and cut lines and garbage, are passed over. */
+	tu_expect_str(scan(line("overlay", "rw,upperdir=u"), "u"), "none");
 	tu_expect_str(scan("1 2 3\n\n - overlay\n48 26 0:39 / /m rw -\n",
 			   "u"), "none");
 	free(opts);

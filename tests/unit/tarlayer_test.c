@@ -237,6 +237,39 @@ Test(tarlayer, bad_names_are_refused)
 	}
 }
 
+/* The form fsck's tarPathNotNormal holds entry names to: one leading
+ * "./" is fine (GNU tar and docker write it), the rest is not. */
+Test(tarlayer, names_in_normal_form)
+{
+	static const struct {
+		const char *name;
+		bool dir;
+		bool normal;
+	} cases[] = {
+		{ "x", false, true }, { "./x", false, true },
+		{ "a/b", false, true }, { "./a/b", false, true },
+		{ "d/", true, true }, { "./d/", true, true }, { "d", true, true },
+		{ ".", true, true }, { "./", true, true }, { "...", false, true },
+		{ ".wh..wh..opq", false, true },
+		{ "/x", false, false }, { "/", true, false },
+		{ "//x", false, false }, { "a//b", false, false },
+		{ "a/./b", false, false }, { "././x", false, false },
+		{ "./.", true, false }, { "a/.", true, false },
+		{ "x/", false, false }, { "d//", true, false },
+		{ "a/../b", false, false },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const char *why = hu_tar_path_unusual(cases[i].name,
+						      cases[i].dir);
+
+		if (cases[i].normal)
+			cr_expect_null(why, "%s: %s", cases[i].name, why);
+		else
+			cr_expect_not_null(why, "%s is normal?", cases[i].name);
+	}
+}
+
 Test(tarlayer, sniffs_by_content)
 {
 	static const struct tent v[] = { F("a", "x"), END };
