@@ -16,7 +16,11 @@
 # two flatten contenders only) on a 1M-entry stack of tiny files, for memory.
 # On the 1M stack it then writes ten changes into a fourth layer L3 and times
 # hunion diff L0 L1 L2 L3 against rsync -n --itemize-changes of the two
-# overlay views.  Every timed run includes the
+# overlay views.  On the first stack, damaged a little in its top layer
+# (bench_damage), it also times hunion fsck -n (the top layer against those
+# beneath) and fsck -n --all-layers against bench/walkx.c, a walk of all
+# three layers that lstats every entry and lists its xattrs (what a checker
+# without the upper-only walk must do).  Every timed run includes the
 # syncfs(2) that puts its output on disk; by default every run starts with its
 # inputs in the page cache (BENCH_CACHE=warm; cold drops the caches first and
 # takes about three times as long).  See bench/README.md for the knobs
@@ -36,11 +40,13 @@ ENTRIES=${BENCH_ENTRIES:-200000}
 BYTES=${BENCH_BYTES:-2G}
 BIG_ENTRIES=${BENCH_BIG_ENTRIES:-1000000}
 BIG_ROUNDS=${BENCH_BIG_ROUNDS:-1}
-read -ra CONTENDERS <<< "${BENCH_CONTENDERS:-merge link cp ovl flat tarz}"
+# set but empty: no contender (the fsck rows alone, say)
+read -ra CONTENDERS <<< "${BENCH_CONTENDERS-merge link cp ovl flat tarz}"
 read -ra BIG_CONTENDERS <<< "${BENCH_BIG_CONTENDERS:-merge cp flat tarz}"
 SKIP_MERGE=${BENCH_SKIP_MERGE:-0}
 DIFF_ROUNDS=${BENCH_DIFF_ROUNDS:-5}
 RSYNC_ROUNDS=${BENCH_RSYNC_ROUNDS:-1}
+FSCK_ROUNDS=${BENCH_FSCK_ROUNDS:-$ROUNDS}
 SEED=${BENCH_SEED:-1}
 CACHE=${BENCH_CACHE:-warm}
 IMG_SIZE=${BENCH_IMG_SIZE:-16G}
@@ -55,13 +61,13 @@ die() { echo "bench: $*" >&2; exit 1; }
 [ -x "$HUNION" ] || die "$1: not an executable (build it first: make)"
 [ "$(id -u)" = 0 ] || die "needs root (loop device, mounts, drop_caches)"
 [ -x /usr/bin/time ] || die "/usr/bin/time missing: apt-get install time"
-for t in mkfs.ext4 losetup mount umount getfattr "$CC"; do
+for t in mkfs.ext4 losetup mount umount getfattr setfattr "$CC"; do
 	command -v "$t" >/dev/null || die "$t missing (make deps)"
 done
 grep -qw overlay /proc/filesystems || modprobe overlay 2>/dev/null ||
 	die "no overlay filesystem in this kernel"
 case $CACHE in cold|warm) ;; *) die "BENCH_CACHE must be cold or warm" ;; esac
-case $ROUNDS$BIG_ROUNDS$DIFF_ROUNDS$RSYNC_ROUNDS in
+case $ROUNDS$BIG_ROUNDS$DIFF_ROUNDS$RSYNC_ROUNDS$FSCK_ROUNDS in
 *[!0-9]*) die "rounds must be numbers" ;; esac
 [ "$ROUNDS" -ge 1 ] || die "BENCH_ROUNDS must be at least 1"
 for k in "${CONTENDERS[@]}" "${BIG_CONTENDERS[@]}"; do
@@ -108,7 +114,7 @@ cleanup() {
 	if mountpoint -q "$FS"; then umount "$FS" || umount -l "$FS" || ok=0; fi
 	if [ -n "$LOOP" ]; then losetup -d "$LOOP" 2>/dev/null || true; fi
 	if [ "$ok" = 1 ]; then
-		rm -f "$IMG" "$W"/mkstack "$W"/*.txt "$W"/*.tsv "$W"/rss "$W"/run.* "$W"/*.out
+		rm -f "$IMG" "$W"/mkstack "$W"/walkx "$W"/*.txt "$W"/*.tsv "$W"/rss "$W"/run.* "$W"/*.out
 		rmdir "$FS" "$MNT" "$MNT2" "$W" 2>/dev/null || true
 	else
 		echo "bench: could not unmount; left $W in place" >&2
@@ -154,6 +160,9 @@ declare -A LABEL=(
 	[diff]="hunion diff --format=overlay"
 	[diffauto]="hunion diff (detect)"
 	[rsync]="rsync -n of 2 overlays"
+	[fsck]="hunion fsck -n"
+	[fsckall]="hunion fsck -n --all-layers"
+	[walkx]="walkx: lstat+listxattr all"
 )
 FAILED=0
 
@@ -161,14 +170,18 @@ timed() {
 	/usr/bin/time -f %M -o "$W/rss" "$@" >"$W/run.out" 2>"$W/run.err"
 }
 
+# The 1-minute load average now: how busy the machine was during a run.
+load1() { cut -d' ' -f1 /proc/loadavg; }
+
 # run PHASE KEY ROUND: time one contender into $W/results.tsv
 run() {
-	local phase=$1 key=$2 round=$3 rc=0 t0 t1 t2 rss status=ok
+	local phase=$1 key=$2 round=$3 rc=0 t0 t1 t2 rss status=ok load
 	local S=$FS/stack OUT=$FS/out
 	rm -rf "$OUT"
 	case $key in flat|tarz) mkdir "$OUT" ;; esac
 	settle
 	: > "$W/rss"
+	load=$(load1)
 	t0=$(now)
 	case $key in
 	merge)	timed "$HUNION" merge -o "$OUT" "$S/L0" "$S/L1" "$S/L2" || rc=$? ;;
@@ -188,7 +201,14 @@ run() {
 		timed bash -c 'set -o pipefail
 			tar -C "$1" -cf - . | zstd -T0 -3 -q -o "$2"' \
 			tarz "$FS/merged" "$OUT/tar.tar.zst" || rc=$? ;;
+	# fsck -n exits 4 when it finds problems (the damage put there), 0
+	# when clean: both are success here
+	fsck)	timed "$HUNION" fsck -n "$S/L0" "$S/L1" "$S/L2" || rc=$? ;;
+	fsckall) timed "$HUNION" fsck -n --all-layers "$S/L0" "$S/L1" "$S/L2" ||
+			rc=$? ;;
+	walkx)	timed "$W/walkx" "$S/L0" "$S/L1" "$S/L2" || rc=$? ;;
 	esac
+	case $key:$rc in fsck*:4) rc=0 ;; esac
 	t1=$(now)
 	sync -f "$FS"
 	t2=$(now)
@@ -214,14 +234,14 @@ run() {
 		[ "$single" = 0 ] || echo "bench: note: $single regular files of" \
 			"the --link output have one link only (copied, not linked)"
 	fi
-	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$phase" "$key" "$round" \
+	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$phase" "$key" "$round" \
 		"$(awk -v a="$t0" -v b="$t2" 'BEGIN { printf "%.3f", b - a }')" \
 		"$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')" \
-		"$rss" "$status" >> "$W/results.tsv"
-	printf '  %-7s round %s  %-24s %8.2f s  %7.1f MiB  %s\n' "$phase" \
-		"$round" "${LABEL[$key]}" \
+		"$rss" "$status" "$load" >> "$W/results.tsv"
+	printf '  %-7s round %s  %-27s %8.2f s  %7.1f MiB  load %5s  %s\n' \
+		"$phase" "$round" "${LABEL[$key]}" \
 		"$(awk -v a="$t0" -v b="$t2" 'BEGIN { print b - a }')" \
-		"$(awk -v k="$rss" 'BEGIN { print k / 1024 }')" "$status"
+		"$(awk -v k="$rss" 'BEGIN { print k / 1024 }')" "$load" "$status"
 }
 
 # ---- checking an output against the pre-merged tree -----------------------------
@@ -279,6 +299,8 @@ phase() {
 	sed 's/^/  /' "$W/$name.stack.txt"
 	awk -v a="$t0" -v b="$t1" \
 		'BEGIN { printf "  generated in %.1f s\n", b - a }'
+	# no contender (BENCH_CONTENDERS=""): no pre-merged tree to compare with
+	[ "${#order[@]}" -gt 0 ] || return 0
 
 	# the pre-merged tree, made by the kernel's own merge
 	settle
@@ -337,9 +359,10 @@ copy_up_dirs() {
 # run_ms KEY ROUND CMD...: time one run without /usr/bin/time (whose fork
 # would be a good part of a few milliseconds) into $W/results.tsv
 run_ms() {
-	local key=$1 round=$2 rc=0 t0 t1 status=ok
+	local key=$1 round=$2 rc=0 t0 t1 status=ok load
 	shift 2
 	settle
+	load=$(load1)
 	t0=$EPOCHREALTIME
 	"$@" >"$W/run.out" 2>"$W/run.err" || rc=$?
 	t1=$EPOCHREALTIME
@@ -351,10 +374,10 @@ run_ms() {
 		echo "bench: ${LABEL[$key]} failed (exit $rc):" >&2
 		tail -n 5 "$W/run.err" >&2 || true
 	fi
-	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' 1M "$key" "$round" \
+	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' 1M "$key" "$round" \
 		"$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.6f", b - a }')" \
 		"$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.6f", b - a }')" \
-		"${RSS_KIB:-0}" "$status" >> "$W/results.tsv"
+		"${RSS_KIB:-0}" "$status" "$load" >> "$W/results.tsv"
 	printf '  %-7s round %s  %-28s %9.1f ms  %s line(s) out  %s\n' 1M \
 		"$round" "${LABEL[$key]}" \
 		"$(awk -v a="$t0" -v b="$t1" 'BEGIN { print (b - a) * 1000 }')" \
@@ -436,6 +459,92 @@ rsync_views() {
 	return "$rc"
 }
 
+# ---- fsck: the top layer against a walk of every layer ------------------------------
+
+# Put some of what fsck looks for into the top layer L2, as a crash or a
+# careless copy leaves it, next to the whiteouts, opaque directories and
+# copy-ups mkstack wrote: orphan whiteouts, a whiteout in a new directory,
+# marker xattrs on the wrong entries or with wrong values, redundant
+# opaque marks, leftovers of killed hunion runs, markers of other formats,
+# copy-ups identical to the file beneath, an invalid redirect and a
+# metacopy xattr of 2 bytes.  (About 100 entries among 16k: the cost is
+# the walk's; the damage makes the checks report and look further.)  COUNT of each kind, spread over the
+# directories L2 shares with L0 (the same ones every time: sorted picks).
+bench_damage() {	# COUNT
+	local n=$1 S=$FS/stack i d f
+	local -a dirs files
+	mapfile -t dirs < <(cd "$S/L2" && find . -mindepth 1 -type d -printf '%P\n' |
+		LC_ALL=C sort | while read -r d; do
+			[ -d "$S/L0/$d" ] && [ ! -e "$S/L1/$d" ] && echo "$d"
+		done | awk -v n="$n" '{ a[NR] = $0 } END {
+			for (i = 1; i <= n * 4 && NR; i++)
+				print a[int(1 + (NR - 1) * i / (n * 4))] }')
+	[ "${#dirs[@]}" -ge "$n" ] || { echo "  no directories to damage"; return 1; }
+	# files of L0 in those directories that L1 and L2 leave alone
+	mapfile -t files < <(for d in "${dirs[@]}"; do
+		find "$S/L0/$d" -maxdepth 1 -type f -links 1 -printf '%f\n' |
+			LC_ALL=C sort | while read -r f; do
+				[ -e "$S/L1/$d/$f" ] || [ -L "$S/L1/$d/$f" ] ||
+				[ -e "$S/L2/$d/$f" ] || [ -L "$S/L2/$d/$f" ] ||
+				{ echo "$d/$f"; break; }
+			done
+		done)
+	for ((i = 0; i < n; i++)); do
+		d=$S/L2/${dirs[$((i % ${#dirs[@]}))]}
+		mknod "$d/bench-orphan-$i" c 0 0
+		mkdir "$d/bench-new-$i"
+		mknod "$d/bench-new-$i/gone" c 0 0
+		mkdir "$d/bench-redundant-$i"
+		setfattr -n trusted.overlay.opaque -v y "$d/bench-redundant-$i"
+		mkdir "$d/bench-badopaque-$i"
+		setfattr -n trusted.overlay.opaque -v 1 "$d/bench-badopaque-$i"
+		echo data > "$d/bench-opaquefile-$i"
+		setfattr -n trusted.overlay.opaque -v y "$d/bench-opaquefile-$i"
+		echo partial > "$d/.bench-out-$i.hunion-$(printf '%06x' "$i")"
+		: > "$d/.bench-out-$i.hunion-lock"
+		: > "$d/.wh.bench-oci-$i"
+		# a lookalike, not a union whiteout: a layer with markers of
+		# two formats is refused while the stack opens, before fsck
+		# can report it (the view's problem sink does not see it yet)
+		ln -s '(union-whiteout)' "$d/bench-union-$i"
+		mkdir "$d/bench-redirect-$i"
+		setfattr -n trusted.overlay.redirect -v "a/b" "$d/bench-redirect-$i"
+	done
+	for ((i = 0; i < n && i < ${#files[@]}; i++)); do
+		f=${files[$i]}
+		cp -a "$S/L0/$f" "$S/L2/$f"		# an identical copy-up
+		[ $((i % 2)) = 0 ] && [ -s "$S/L0/$f" ] &&
+			setfattr -n trusted.overlay.metacopy -v ab "$S/L2/$f"
+	done
+	sync -f "$FS"
+	echo "  L2 damaged: $n each of 10 kinds in ${#dirs[@]} directories," \
+		"$i identical copy-ups (half of them with a 2-byte metacopy xattr)"
+}
+
+fsck_bench() {
+	local S=$FS/stack r i k order=(fsck walkx fsckall)
+	echo "== fsck: the top layer checked against a walk of the three layers"
+	bench_damage "${BENCH_FSCK_DAMAGE:-8}" || FAILED=1
+	"$CC" -O2 -o "$W/walkx" "$HERE/walkx.c"
+	# what fsck finds (untimed): which checks did work
+	"$HUNION" fsck -n "$S/L0" "$S/L1" "$S/L2" > "$W/fsck.out" 2>&1 || true
+	echo "  hunion fsck -n finds (problem ID: count):"
+	awk '/^[a-z][A-Za-z]* (error|warning|info) / { n[$1]++ }
+		END { for (i in n) printf "    %s: %d\n", i, n[i] }' "$W/fsck.out" |
+		LC_ALL=C sort
+	tail -n 1 "$W/fsck.out" | sed 's/^/  /'
+	"$W/walkx" "$S/L0" "$S/L1" "$S/L2" | sed 's/^/  walkx: /'
+	if [ "$CACHE" = warm ]; then
+		"$W/walkx" "$S/L0" "$S/L1" "$S/L2" > /dev/null
+	fi
+	for ((r = 1; r <= FSCK_ROUNDS; r++)); do
+		for ((i = 0; i < ${#order[@]}; i++)); do
+			k=${order[$(((i + r - 1) % ${#order[@]}))]}
+			run stack "$k" "$r"
+		done
+	done
+}
+
 # ---- main --------------------------------------------------------------------------
 
 echo "bench: building mkstack"
@@ -446,6 +555,7 @@ echo "bench: $HUNION; $CACHE cache before every timed run;" \
 	"$ROUNDS rounds (1M stack: $BIG_ROUNDS); work dir $W"
 
 phase stack "$ROUNDS" "${CONTENDERS[*]}" -n "$ENTRIES" -b "$BYTES"
+if [ "$FSCK_ROUNDS" -gt 0 ]; then fsck_bench; fi
 if [ "$BIG_ENTRIES" -gt 0 ] && [ "$BIG_ROUNDS" -gt 0 ]; then
 	phase 1M "$BIG_ROUNDS" "${BIG_CONTENDERS[*]}" -t -n "$BIG_ENTRIES"
 	if [ "$DIFF_ROUNDS" -gt 0 ]; then diff_bench; fi
@@ -485,6 +595,7 @@ summarize() {
 			if (!(key in hi) || $4 + 0 > hi[key]) hi[key] = $4 + 0
 		} else bad[key]++
 		runs[key]++
+		if ($8 != "") loads[++nload] = $8 + 0
 	}
 	END {
 		label["merge"] = "hunion merge -o"
@@ -496,14 +607,18 @@ summarize() {
 		label["diff"] = "hunion diff --format=ovl"
 		label["diffauto"] = "hunion diff (detect)"
 		label["rsync"] = "rsync -n of 2 overlays"
+		label["fsck"] = "hunion fsck -n"
+		label["fsckall"] = "hunion fsck -n --all-layers"
+		label["walkx"] = "walkx: lstat+listxattr all"
 		# each row is compared with the baseline of its kind
 		basekey["merge"] = basekey["link"] = basekey["cp"] = "cp"
 		basekey["ovl"] = "cp"
 		basekey["flat"] = basekey["tarz"] = "tarz"
 		basekey["diff"] = basekey["diffauto"] = basekey["rsync"] = "rsync"
+		basekey["fsck"] = basekey["fsckall"] = basekey["walkx"] = "walkx"
 		# and the diff rows are in milliseconds
 		basems["diff"] = basems["diffauto"] = basems["rsync"] = 1
-		printf "\n%-6s %-24s %9s %15s %7s %9s %9s %s\n", "stack", \
+		printf "\n%-6s %-27s %9s %15s %7s %9s %9s %s\n", "stack", \
 			"contender", "median s", "(min - max)", "ratio", \
 			"cmd s", "peak MiB", "runs"
 		for (i = 1; i <= n; i++) {
@@ -512,21 +627,21 @@ summarize() {
 			base = median(p[1] SUBSEP basekey[p[2]])
 			ms = p[2] in basems
 			if (m < 0) {
-				printf "%-6s %-24s %9s %15s %7s %9s %9s %d failed\n", \
+				printf "%-6s %-27s %9s %15s %7s %9s %9s %d failed\n", \
 					p[1], label[p[2]], "-", "", "-", "-", "-", \
 					bad[order[i]]
 				continue
 			}
 			ratio[order[i]] = base > 0 ? m / base : -1
 			if (ms) {
-				printf "%-6s %-24s %7.1fms %6.1f - %6.1fms %6.3fx %9s %9s %d%s\n", \
+				printf "%-6s %-27s %7.1fms %6.1f - %6.1fms %6.3fx %9s %9s %d%s\n", \
 					p[1], label[p[2]], m * 1000, lo[order[i]] * 1000, \
 					hi[order[i]] * 1000, ratio[order[i]], "", "", \
 					runs[order[i]], \
 					bad[order[i]] ? " (" bad[order[i]] " failed)" : ""
 				continue
 			}
-			printf "%-6s %-24s %9.2f %6.2f - %6.2f %6.2fx %9.2f %9.1f %d%s\n", \
+			printf "%-6s %-27s %9.2f %6.2f - %6.2f %6.2fx %9.2f %9.1f %d%s\n", \
 				p[1], label[p[2]], m, lo[order[i]], hi[order[i]], \
 				ratio[order[i]], mmedian(order[i]), \
 				rss[order[i]] / 1024, runs[order[i]], \
@@ -548,6 +663,21 @@ summarize() {
 			"1M" SUBSEP "flat", 100, "MiB")
 		miss += target("diff of 10 changes over 1M entries <= 10 ms", \
 			"1M" SUBSEP "diff", 10, "ms")
+		miss += target("fsck -n wall <= 0.30x walkx of all layers (stack)", \
+			"stack" SUBSEP "fsck", 0.30, "x")
+		miss += target("fsck -n peak RSS <= 32 MiB (stack)", \
+			"stack" SUBSEP "fsck", 32, "MiB")
+		miss += target("fsck -n --all-layers wall <= 1.30x walkx (stack)", \
+			"stack" SUBSEP "fsckall", 1.30, "x")
+		if (nload) {
+			for (i = 2; i <= nload; i++)
+				for (j = i; j > 1 && loads[j - 1] > loads[j]; j--) {
+					t = loads[j]; loads[j] = loads[j - 1]; loads[j - 1] = t
+				}
+			printf "\nload (1-minute average at the start of each run," \
+				" %d runs): min %.2f, median %.2f, max %.2f\n", nload, \
+				loads[1], loads[int((nload + 1) / 2)], loads[nload]
+		}
 		exit strict && miss ? 3 : 0
 	}
 	function target(text, key, limit, unit,   v, verdict) {
@@ -570,7 +700,7 @@ rc=0
 summarize || rc=$?
 if [ -n "$RESULTS" ]; then
 	{
-		printf 'stack\tcontender\tround\twall_s\tcmd_s\tpeak_rss_kib\tstatus\n'
+		printf 'stack\tcontender\tround\twall_s\tcmd_s\tpeak_rss_kib\tstatus\tload1\n'
 		cat "$W/results.tsv"
 	} > "$RESULTS"
 	echo "raw results: $RESULTS"

@@ -44,6 +44,13 @@ struct fsck_run {
 	struct hu_fsck_finding cur;
 	char *cur_path, *cur_detail;
 	bool pending;
+	/* A repair can change what merges beneath it (a directory made
+	 * opaque, a redirect removed): the layer is then checked again,
+	 * passing over what an earlier pass reported and did not repair
+	 * (sorted, with their count at the start of this pass). */
+	unsigned int pass;
+	char **told;
+	size_t ntold, cap_told, nsorted;
 };
 
 const struct hu_layer *fsck_layer(const struct fsck_run *r)
@@ -96,6 +103,57 @@ static int tell(struct fsck_run *r, const struct hu_fsck_finding *f,
 	return 0;
 }
 
+static int key_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The key of a finding, or NULL (ENOMEM). */
+static char *told_key(const struct fsck_run *r, enum hu_problem_id id,
+		      const char *path)
+{
+	char *key;
+
+	if (asprintf(&key, "%c%zu/%d/%s", r->in_workdir ? 'w' : 'l', r->k,
+		     (int)id, path) < 0)
+		return NULL;
+	return key;
+}
+
+/* Was the finding told, and left, in an earlier pass? */
+static bool told_before(const struct fsck_run *r, const char *key)
+{
+	return r->nsorted && bsearch(&key, r->told, r->nsorted,
+				     sizeof(*r->told), key_cmp);
+}
+
+/* Remember a finding left unrepaired (@key taken); -1 ENOMEM. */
+static int told_add(struct fsck_run *r, char *key)
+{
+	if (r->ntold == r->cap_told) {
+		size_t cap = r->cap_told ? 2 * r->cap_told : 64;
+		char **v = realloc(r->told, cap * sizeof(*v));
+
+		if (!v) {
+			free(key);
+			return -1;
+		}
+		r->told = v;
+		r->cap_told = cap;
+	}
+	r->told[r->ntold++] = key;
+	return 0;
+}
+
+static void told_free(struct fsck_run *r)
+{
+	for (size_t i = 0; i < r->ntold; i++)
+		free(r->told[i]);
+	free(r->told);
+	r->told = NULL;
+	r->ntold = r->cap_told = r->nsorted = 0;
+}
+
 static void cur_free(struct fsck_run *r)
 {
 	free(r->cur_path);
@@ -113,17 +171,26 @@ int fsck_found(struct fsck_run *r, enum hu_problem_id id, const char *dir,
 		.layer = r->in_workdir ? r->o->workdir : fsck_layer(r)->path,
 		.detail = detail, .action = HU_FSCK_LEFT,
 	};
-	char *path;
+	char *path, *key;
 	int rc;
 
 	if (sev == HU_SEV_IGNORE)
 		return 0;
-	r->st->found[sev]++;
 	path = hu_path_join(dir ? dir : "", name ? name : "");
-	if (!path)
+	key = path ? told_key(r, id, path) : NULL;
+	if (!key) {
+		free(path);
 		return hu_error_set(e, ENOMEM, NULL, "out of memory");
+	}
+	if (told_before(r, key)) {
+		free(key);
+		free(path);
+		return 0;
+	}
+	r->st->found[sev]++;
 	f.path = path;
 	if (repair_allowed(r, id, sev)) {
+		free(key);
 		cur_free(r);
 		r->cur = f;
 		r->cur_path = path;
@@ -141,6 +208,8 @@ int fsck_found(struct fsck_run *r, enum hu_problem_id id, const char *dir,
 		r->st->left++;
 	rc = tell(r, &f, e);
 	free(path);
+	if (rc == 0 && told_add(r, key) < 0)
+		rc = hu_error_set(e, ENOMEM, NULL, "out of memory");
 	return rc;
 }
 
@@ -157,11 +226,18 @@ int fsck_done(struct fsck_run *r, int rc, struct hu_error *why,
 						HU_FSCK_REPAIRED;
 		r->st->repaired++;
 	} else {
+		char *key = told_key(r, r->cur.id, r->cur.path);
+
 		r->cur.action = HU_FSCK_FAILED;
 		r->cur.why = why;
 		r->st->failed++;
 		if (r->cur.severity >= HU_SEV_WARNING)
 			r->st->left++;
+		/* a failed repair is not tried again in a later pass */
+		if (!key || told_add(r, key) < 0) {
+			cur_free(r);
+			return hu_error_set(e, ENOMEM, NULL, "out of memory");
+		}
 	}
 	ret = tell(r, &r->cur, e);
 	cur_free(r);
@@ -310,10 +386,15 @@ static int entry(void *ctx, struct wh_dir *wd, const struct wh_ent *ent,
 	struct fsck_run *r = ctx;
 	struct fsck_level *lv = level(r);
 	struct fsck_dir d = { wd, lv->below, lv->merges };
+	int rc;
 
 	fsck_entry_checked(r);
-	if (fsck_marker_entry(r, &d, ent, e) < 0 ||
-	    fsck_overlay_entry(r, &d, ent, e) < 0 ||
+	rc = fsck_marker_entry(r, &d, ent, e);
+	if (rc < 0)
+		return -1;
+	if (rc > 0)	/* not the layer's own: no more checks, no descent */
+		return hu_interrupt_check(e);
+	if (fsck_overlay_entry(r, &d, ent, e) < 0 ||
 	    fsck_vacuum_entry(r, &d, ent, e) < 0 ||
 	    hu_interrupt_check(e) < 0)
 		return -1;
@@ -326,7 +407,7 @@ static int check_layer(struct fsck_run *r, struct hu_error *e)
 {
 	static const struct wh_walk_ops ops = {
 		.dir_pre = dir_pre, .entry = entry, .dir_post = dir_post,
-		.dir_abort = dir_abort,
+		.dir_abort = dir_abort, .oci_invalid_as_entries = true,
 	};
 	const struct hu_layer *l = fsck_layer(r);
 	int rc;
@@ -471,6 +552,30 @@ static int warn_mounted(const struct hu_stack *s, int workfd,
 	return rc < 0 ? -1 : 0;
 }
 
+/* Passes at most: a repair pass can only remove or mark entries, so what
+ * a repair exposes is found in the next; repairs that still do not
+ * converge in the last are left to the next run, whose -n shows them. */
+#define FSCK_PASSES 3
+
+/* One pass: each layer checked, against those beneath it. */
+static int check_stack(struct fsck_run *r, size_t first, struct hu_error *e)
+{
+	const struct hu_fsck_opts *o = r->o;
+	size_t n = r->s->n;
+
+	for (r->k = first; r->k < n; r->k++) {
+		bool top = r->k + 1 == n;
+
+		r->below = (struct hu_stack){ r->k, r->s->layers,
+					      r->s->problems };
+		r->may_write = o->mode != HU_FSCK_CHECK &&
+			       (top || o->repair_lowers);
+		if (check_layer(r, e) < 0)
+			return -1;
+	}
+	return 0;
+}
+
 int hu_fsck(char *const paths[], size_t n, const struct hu_stack_opts *so,
 	    const struct hu_fsck_opts *o, struct hu_fsck_stats *st,
 	    struct hu_error *e)
@@ -482,7 +587,9 @@ int hu_fsck(char *const paths[], size_t n, const struct hu_stack_opts *so,
 	struct hu_stack s;
 	struct fsck_run r = { 0 };
 	/* a dry run refuses what the real run would refuse */
-	bool writes = o->mode != HU_FSCK_CHECK;
+	bool writes = o->mode != HU_FSCK_CHECK, was_dry = hu_wr_dry_run();
+	bool opened = false;
+	uint64_t counted = 0, repaired;
 	int workfd = -1, rc = -1;
 
 	memset(st, 0, sizeof(*st));
@@ -492,7 +599,8 @@ int hu_fsck(char *const paths[], size_t n, const struct hu_stack_opts *so,
 	hu_wr_set_dry_run(o->dry_run);
 	sopts.problems = &sink;
 	if (hu_stack_open(&s, paths, n, &sopts, e) < 0)
-		return -1;
+		goto out;
+	opened = true;
 	sc.s = &s;
 	if (o->workdir) {
 		/* the user's path, outside every layer: followed */
@@ -510,32 +618,56 @@ int hu_fsck(char *const paths[], size_t n, const struct hu_stack_opts *so,
 	r.s = &s;
 	r.o = o;
 	r.st = st;
-	for (r.k = sc.first_checked; r.k < n; r.k++) {
-		bool top = r.k + 1 == n;
-
-		r.below = (struct hu_stack){ r.k, s.layers, s.problems };
-		r.may_write = o->mode != HU_FSCK_CHECK &&
-			      (top || o->repair_lowers);
-		if (check_layer(&r, e) < 0)
+	/*
+	 * Check, and again while the last pass repaired something (e2fsck
+	 * restarts the same way): a repair can change what merges with what
+	 * beneath it (a directory made opaque, a redirect gone), or what
+	 * the layer is (a conversion finished), so that what was checked
+	 * before it reads differently now.  Each pass opens the stack
+	 * afresh and passes over what an earlier one reported and left.
+	 */
+	for (r.pass = 1;; r.pass++) {
+		repaired = st->repaired;
+		if (check_stack(&r, sc.first_checked, e) < 0)
 			goto out;
-		if (top && o->workdir) {
-			r.in_workdir = true;
-			rc = fsck_workdir(&r, o->workdir, e);
-			r.in_workdir = false;
-			if (rc < 0)
-				goto out;
-		}
+		if (r.pass == 1)
+			counted = st->entries;
+		if (!writes || o->dry_run || st->repaired == repaired ||
+		    r.pass == FSCK_PASSES)
+			break;
+		qsort(r.told, r.ntold, sizeof(*r.told), key_cmp);
+		r.nsorted = r.ntold;
+		sc.s = NULL;
+		hu_stack_close(&s);
+		opened = false;
+		if (hu_stack_open(&s, paths, n, &sopts, e) < 0)
+			goto out;
+		opened = true;
+		sc.s = &s;
+	}
+	st->entries = counted;	/* each entry counted once */
+	if (o->workdir) {
+		r.k = n - 1;
+		r.below = (struct hu_stack){ r.k, s.layers, s.problems };
+		r.may_write = writes;
+		r.in_workdir = true;
+		rc = fsck_workdir(&r, o->workdir, e);
+		r.in_workdir = false;
+		if (rc < 0)
+			goto out;
 	}
 	rc = 0;
 out:
 	cur_free(&r);
+	told_free(&r);
 	free(r.lv);
 	if (workfd >= 0)
 		close(workfd);
-	hu_stack_close(&s);
+	if (opened)
+		hu_stack_close(&s);
 	for (size_t i = 0; i < sc.nseen; i++)
 		free(sc.seen[i]);
 	free(sc.seen);
-	hu_wr_set_dry_run(false);
+	hu_wr_set_dry_run(was_dry);
 	return rc;
 }

@@ -63,7 +63,20 @@ int fsck_done(struct fsck_run *r, int rc, struct hu_error *why,
  * does not (a tarball's) counts its own. */
 void fsck_entry_checked(struct fsck_run *r);
 
-/* The checks.  Each returns 0, or -1 when the run must stop (@e). */
+/* A repair that adds or removes entries of @d changes the times of the
+ * directory the view shows: fsck_keep_times() before the change records
+ * them on @d (-1 with @why), fsck_restore_times() after it (done or
+ * failed) puts them back and drops the record.  A run killed between the
+ * two leaves the record, which the next run finds (hunionLeftover) and
+ * restores from. */
+int fsck_keep_times(struct fsck_run *r, struct fsck_dir *d,
+		    struct hu_error *why);
+void fsck_restore_times(struct fsck_run *r, struct fsck_dir *d);
+
+/* The checks.  Each returns 0, or -1 when the run must stop (@e);
+ * fsck_marker_entry() 1 when @ent is no entry of the layer's own (what
+ * an interrupted run left, removed or not): no other check looks at it
+ * and the walk does not descend into it. */
 int fsck_marker_dir(struct fsck_run *r, struct fsck_dir *d,
 		    struct hu_error *e);
 int fsck_marker_entry(struct fsck_run *r, struct fsck_dir *d,

@@ -543,7 +543,9 @@ static int metacopy_data(struct fsck_run *r, struct fsck_dir *d,
 			 struct hu_error *e)
 {
 	struct ovl_below_path bp = { 0 };
-	struct hu_vdir *v = d->below;
+	/* by its own name or a relative redirect, only where the directory
+	 * merges (an opaque one reaches nothing beneath) */
+	struct hu_vdir *v = d->merges ? d->below : NULL;
 	struct hu_ventry ent;
 	char *dir = NULL;
 	const char *leaf = rd ? rd : name;

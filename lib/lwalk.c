@@ -168,9 +168,18 @@ static bool needs_stat(const struct hu_layer *l, mode_t type, bool xwh)
 	}
 }
 
+/* An OCI whiteout name that hides nothing, in a layer read as OCI. */
+static bool oci_invalid(const struct hu_layer *l, const char *name)
+{
+	const char *hidden = hu_oci_hidden(name);
+
+	return hu_layer_is(l, HU_FMT_OCI) && hidden &&
+	       hu_oci_hides_nothing(hidden);
+}
+
 static int classify(const struct hu_layer *l, struct wh_dir *d,
 		    struct wh_ent *ent, unsigned char dtype,
-		    struct hu_error *e)
+		    bool oci_invalid_ok, struct hu_error *e)
 {
 	/* As in the view: the kernel's lookup honours an xattr whiteout
 	 * wherever it is, not only under an "x" parent. */
@@ -183,6 +192,11 @@ static int classify(const struct hu_layer *l, struct wh_dir *d,
 			return hu_error_set(e, errno, ent->name,
 					    "cannot stat");
 		ent->type = st.st_mode & S_IFMT;
+	}
+	if (oci_invalid_ok && oci_invalid(l, ent->name)) {
+		ent->kind = HU_MARK_NONE;
+		ent->key = ent->name;
+		return 0;
 	}
 	if (hu_marker_classify(l, d->fd, ent->name, &st, xwh, &ent->kind,
 			       &ent->key, e) < 0)
@@ -204,7 +218,7 @@ static int ent_cmp(const void *pa, const void *pb)
 
 /* Read, classify and sort the entries of @d. */
 static int scan_entries(const struct hu_layer *l, struct wh_dir *d,
-			struct hu_error *e)
+			bool oci_invalid_ok, struct hu_error *e)
 {
 	size_t n = 0;
 
@@ -217,7 +231,8 @@ static int scan_entries(const struct hu_layer *l, struct wh_dir *d,
 		struct wh_ent *ent = &d->ents[n];
 
 		ent->name = d->names.v[i].name;
-		if (classify(l, d, ent, d->names.v[i].type, e) < 0)
+		if (classify(l, d, ent, d->names.v[i].type, oci_invalid_ok,
+			     e) < 0)
 			return -1;
 		if (ent->kind != HU_MARK_OPAQUE_FILE)
 			n++;
@@ -256,7 +271,8 @@ static int walk_dir(struct walk *w, struct wh_dir *d, struct hu_error *e)
 {
 	int rc = 0;
 
-	if (scan_self(w->l, d, e) < 0 || scan_entries(w->l, d, e) < 0)
+	if (scan_self(w->l, d, e) < 0 ||
+	    scan_entries(w->l, d, w->ops->oci_invalid_as_entries, e) < 0)
 		return wh_prefix(e, w->l->path, d->path);
 	if (w->ops->dir_pre && w->ops->dir_pre(w->ctx, d, e) < 0)
 		return -1;

@@ -2,6 +2,7 @@
 /* Small fd-relative helpers: sorted directory listings, xattrs of entries
  * that may be symlinks, and the relative paths used in messages. */
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -414,9 +415,19 @@ out:
 #define TEMP_TAG ".hunion-"
 #define TEMP_DIGITS 6
 
+/* How much of @base a temporary name holds: all of it, unless the name
+ * would then be longer than NAME_MAX. */
+static size_t temp_base_len(const char *base)
+{
+	size_t room = NAME_MAX - 1 - strlen(TEMP_TAG) - TEMP_DIGITS;
+	size_t len = strlen(base);
+
+	return len < room ? len : room;
+}
+
 bool hu_is_temp_of(const char *name, const char *base)
 {
-	size_t blen = strlen(base), tlen = strlen(TEMP_TAG);
+	size_t blen = temp_base_len(base), tlen = strlen(TEMP_TAG);
 
 	if (name[0] != '.' || strncmp(name + 1, base, blen) != 0 ||
 	    strncmp(name + 1 + blen, TEMP_TAG, tlen) != 0)
@@ -445,7 +456,8 @@ int hu_make_temp(int dirfd, const char *base,
 		return errno = ENOMEM, -1;
 	for (int tries = 0; tries < 100; tries++) {
 		seed = seed * 1103515245u + 12345u;
-		snprintf(tmp, len, ".%s" TEMP_TAG "%0*x", base, TEMP_DIGITS,
+		snprintf(tmp, len, ".%.*s" TEMP_TAG "%0*x",
+			 (int)temp_base_len(base), base, TEMP_DIGITS,
 			 (seed >> 8) & 0xffffff);
 		rc = make(dirfd, tmp, ctx);
 		if (rc >= 0) {

@@ -53,6 +53,10 @@ struct wh_walk_ops {
 	int (*dir_post)(void *ctx, struct wh_dir *d, struct hu_error *e);
 	/* Instead of dir_post when the walk fails inside the directory. */
 	void (*dir_abort)(void *ctx, struct wh_dir *d);
+	/* An OCI whiteout that hides nothing (".wh.", ".wh..", ".wh...")
+	 * is handed to @entry as an ordinary entry (kind NONE), for fsck
+	 * to report; else the walk refuses it. */
+	bool oci_invalid_as_entries;
 };
 
 /* Depth first from the root of @l, one open fd per level.  Errors of the

@@ -21,6 +21,10 @@
 #   diff    tests/kernel/diff-kernel.sh, changes made through a real overlay
 #           mount must come out of hunion diff exactly (10 seeds; 3 when
 #           HUNION_SANITIZED=1; HUNION_DIFF_SEEDS=N overrides)
+#   fsck-damage tests/kernel/fsck-damage.sh, random damage in a healthy
+#           stack: fsck -n finds it, fsck -y repairs it without touching
+#           a healthy entry, the kernel mounts the result (20 seeds; 5 when
+#           HUNION_SANITIZED=1; HUNION_FSCK_DAMAGE_SEEDS=N overrides)
 # A sanitizer's report makes the process exit 86 (ASAN_OPTIONS and
 # UBSAN_OPTIONS exitcode=86), a status no test accepts.
 # Every suite runs even when an earlier one failed.  Prints one summary
@@ -127,6 +131,11 @@ suite flatten "$HERE/kernel/flatten-roundtrip.sh" "$B/hunion" "$seeds"
 seeds=10
 [ "${HUNION_SANITIZED:-0}" = 1 ] && seeds=3
 suite diff "$HERE/kernel/diff-kernel.sh" "$B/hunion" "${HUNION_DIFF_SEEDS:-$seeds}"
+
+seeds=20
+[ "${HUNION_SANITIZED:-0}" = 1 ] && seeds=5
+suite fsck-damage "$HERE/kernel/fsck-damage.sh" "$B/hunion" \
+	"${HUNION_FSCK_DAMAGE_SEEDS:-$seeds}"
 
 echo "== summary ($B, $((SECONDS - t_all)) s)"
 printf '%s\n' "${summary[@]}"

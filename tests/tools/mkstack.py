@@ -127,8 +127,10 @@ ODD_XATTRS = [b"user.sp ace", "user.\u00fc".encode(), b"user.\xff",
 
 
 class Gen:
-    def __init__(self, seed, nlayers, features, odd_names):
+    def __init__(self, seed, nlayers, features, odd_names, healthy=False):
         self.r = random.Random(seed)
+        # --healthy: nothing fsck would report (see healthy_prune)
+        self.healthy = healthy
         r = self.r
         self.seed = seed
         self.k = nlayers or r.randint(2, 4)
@@ -145,7 +147,7 @@ class Gen:
         # lookalikes of another format's markers (".wh.NAME" files, union
         # xattrs in the overlay form...) make auto-detection ambiguous:
         # only some seeds use them, so the others can test detection
-        self.foreign = r.random() < 0.5
+        self.foreign = r.random() < 0.5 and not healthy
         self.layers = [self.mkdir_node() for _ in range(self.k)]
         self.used = set()
         self.counter = 0
@@ -298,7 +300,7 @@ class Gen:
                 if li > 0 and r.random() < (0.05 if name == b"deep"
                                             else 0.15):
                     d.opaque = "y"
-                elif r.random() < 0.05:
+                elif r.random() < 0.05 and not self.healthy:
                     d.opaque = "n"          # lookalike: not opaque
 
     def random_entry(self, li, depth, name):
@@ -307,7 +309,8 @@ class Gen:
             return self.new_file()          # lookalike: an ordinary file
         choices = [("d", 30 if depth < 4 else 4), ("f", 30), ("l", 8),
                    ("w", 14 if li > 0 else 2), ("p", 3), ("c", 2), ("b", 2),
-                   ("lk_sym", 2), ("lk_c01", 2), ("lk_b00", 2)]
+                   ("lk_sym", 0 if self.healthy else 2), ("lk_c01", 2),
+                   ("lk_b00", 2)]
         if self.foreign:
             choices += [("lk_symn", 2)]
         if self.ovl_only and self.foreign:
@@ -558,6 +561,7 @@ class Gen:
     def add_redirects(self):
         r = self.r
         for li in range(1, self.k):
+            origins = set()
             for _ in range(r.choice([0, 1, 1, 2])):
                 vis = [(c, e) for c, kind, e in self.visible(li - 1)
                        if kind == "dir" and
@@ -565,6 +569,16 @@ class Gen:
                 if not vis:
                     break
                 pcomps, _ = r.choice(vis)
+                # two redirects to one origin, or to origins one inside
+                # the other: the second would have been renamed from
+                # where the first one's rename put it (the kernel moves
+                # what it sees), and naming its old path leaves it
+                # reached twice (ESTALE)
+                if self.healthy and any(
+                        o[:len(pcomps)] == pcomps or pcomps[:len(o)] == o
+                        for o in origins):
+                    continue
+                origins.add(pcomps)
                 saved = copy.deepcopy(self.layers[li])
                 if not self.try_redirect(li, pcomps):
                     self.layers[li] = saved
@@ -601,9 +615,10 @@ class Gen:
         elif is_dir(old):
             old.opaque = "y"
             old.redirect = None
-        # sanity: the new dir must be a dir in the model
-        kind, _ = self.klookup(li, qparent + (q,))
-        return kind == "dir"
+        # sanity: the new dir must be a dir in the model (--healthy: one
+        # that merges with the origin, or the redirect points nowhere)
+        kind, ents = self.klookup(li, qparent + (q,))
+        return kind == "dir" and (not self.healthy or len(ents) > 1)
 
     def add_metacopy(self):
         r = self.r
@@ -677,13 +692,39 @@ class Gen:
                     n = self.meta(Node("xw"))
                     d.children[name] = n
                 # lookalike: a non-empty file with the xattr, in an x dir
-                if r.random() < 0.5:
+                if r.random() < 0.5 and not self.healthy:
                     f = self.new_file()
                     if f.size == 0:
                         f.chunks = [(0, b"not empty")]
                         f.size = 9
                     f.oxattrs[b"overlay.whiteout"] = b""
                     d.children[self.fresh(b"xwlk")] = f
+    def healthy_prune(self):
+        """--healthy: take out what fsck rightly reports in a generated
+        stack, and add what the kernel would have written: whiteouts that
+        hide nothing (in a directory that merges with nothing, or of a
+        name no layer below has), layer by layer from the bottom (a
+        whiteout gone in one layer can make one above it hide something);
+        and the overlay.impure mark on each directory that holds a
+        redirected directory or a metacopy file."""
+        for li in range(self.k):
+            for comps, n in self.walk_layer(li):
+                if n.kind != "w":
+                    continue
+                d = self.get(li, comps[:-1])
+                del d.children[comps[-1]]
+                kind = "neg" if li == 0 else self.klookup(li, comps)[0]
+                if kind != "neg":
+                    d.children[comps[-1]] = n       # it hides something
+        for li in range(1, self.k):
+            dirs = [((), self.layers[li])] + \
+                [(c, n) for c, n in self.walk_layer(li) if is_dir(n)]
+            for comps, d in dirs:
+                if any(ch.kind == "m" or
+                       (is_dir(ch) and ch.redirect is not None)
+                       for ch in d.children.values()):
+                    d.impure = True
+
     def oci_ok(self):
         """Whether the stack has an OCI spelling: no ordinary ".wh.*"
         names (they would be whiteouts) and no whiteout of a name longer
@@ -991,11 +1032,429 @@ class Writer:
                 assert self.form == "overlay"
                 self.setx(dirfd, name, self.ns + b"overlay.redirect",
                           d.redirect)
+            if self.form == "overlay" and getattr(d, "impure", False):
+                self.setx(dirfd, name, self.ns + b"overlay.impure", b"y")
             self.times(dirfd, name, d)
         finally:
             os.close(fd)
             if pfd is not None:
                 os.close(pfd)
+
+
+# --------------------------------------------------------------- damage
+
+# Every kind of damage --damage knows: (forms it applies to, the problem
+# IDs fsck should report for it).  Each is made in the top layer, the one
+# "hunion fsck" checks against those beneath.
+DAMAGE = {
+    "orphan-whiteout": (("overlay", "union"), "whiteoutOrphan"),
+    "whiteout-unmerged": (("overlay", "union"), "whiteoutInUnmergedDir"),
+    "lookalike-symlink": (("union",), "whiteoutUnmarked"),
+    "whiteout-mark-misplaced": (("union",), "whiteoutMarkMisplaced"),
+    "whiteout-mark-value": (("union",), "whiteoutMarkValue"),
+    "opaque-mark-misplaced": (("overlay", "union"), "opaqueMarkMisplaced"),
+    "opaque-mark-value": (("overlay", "union"), "opaqueMarkValue"),
+    # overlayfs marks opaque the directories it makes itself, over
+    # nothing or not: a redundant mark is a fault of the union format only
+    "opaque-redundant": (("union",), "opaqueRedundant"),
+    "leftover-temp": (("overlay", "union"), "hunionLeftover"),
+    "leftover-lock": (("overlay", "union"), "hunionLeftover"),
+    "foreign-whiteout": (("overlay", "union"), "formatMixed"),
+    "foreign-oci-name": (("overlay", "union"), "formatMixed"),
+    "foreign-opaque": (("overlay", "union"), "formatMixed"),
+    "redirect-invalid": (("overlay",), "redirectInvalid"),
+    "redirect-missing": (("overlay",), "redirectTargetMissing"),
+    "redirect-on-file": (("overlay",), "redirectOnFile"),
+    "redirect-shared": (("overlay",), "redirectShared"),
+    "redirect-uncovered": (("overlay",), "redirectOriginUncovered"),
+    "metacopy-bad-size": (("overlay",), "metacopyBadSize"),
+    "metacopy-no-data": (("overlay",), "metacopyNoData"),
+    "impure-missing": (("overlay",), "impureMissing"),
+    "xwhiteout-top": (("overlay",), "xwhiteoutIgnored"),
+    "namespace-mixed": (("overlay",), "namespaceMixed"),
+}
+
+
+class Damager:
+    """Damage the top layer of form @form of a --healthy stack on disk,
+    choosing targets with the model of @g (the same seed's).  Records
+    each damage as (kind, problem ID, path, subtree): @subtree when what
+    the view shows beneath the path may change with the repair too."""
+
+    def __init__(self, g, form, root, r):
+        self.g, self.form, self.r = g, form, r
+        self.t = g.k - 1
+        self.rootfd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+        self.ns = b"trusted."
+        self.own = b"trusted.overlay." if form == "overlay" \
+            else b"trusted.union."
+        self.done = []          # (kind, id, comps, subtree)
+        self.taken = set()      # paths already damaged (comps)
+        self.n = 0
+        top = g.layers[self.t]
+        linked = {id(n.link) for _, n in g.walk_layer(self.t)
+                  if n.kind == "h"}
+        self.tdirs = [((), top)] + [(c, n) for c, n in g.walk_layer(self.t)
+                                    if is_dir(n)]
+        self.merging = []       # top dirs that merge with one below
+        self.unmerged = []      # top dirs that merge with nothing
+        for c, n in self.tdirs:
+            kind, ents = g.klookup(self.t, c)
+            if kind != "dir":
+                continue
+            (self.merging if len(ents) > 1 or c == () else
+             self.unmerged).append((c, n))
+        self.files = [(c, n) for c, n in g.walk_layer(self.t)
+                      if n.kind == "f" and id(n) not in linked and
+                      n.size > 0]
+        self.metacopy = [(c, n) for c, n in g.walk_layer(self.t)
+                         if n.kind == "m" and id(n) not in linked]
+        # impure directories that need it: the kernel marks one that
+        # holds a redirected directory or file (or one with an origin,
+        # which the generator never writes); a metacopy file with
+        # neither does not need it
+        self.impure = [(c, n) for c, n in self.tdirs
+                       if getattr(n, "impure", False) and
+                       any(ch.redirect is not None and
+                           (is_dir(ch) or ch.kind == "m")
+                           for ch in n.children.values())]
+        # symlinks: a redirect on a regular file is the kernel's own
+        # (copying up a renamed metacopy file's data keeps it), on a
+        # symlink it is nobody's
+        self.symlinks = [(c, n) for c, n in g.walk_layer(self.t)
+                         if n.kind == "l" and id(n) not in linked]
+        # redirected directories of the top layer, with their origin
+        self.redirected = []
+        for c, n in self.tdirs:
+            if c and n.redirect is not None:
+                origin = tuple(n.redirect[1:].split(b"/")) \
+                    if n.redirect[:1] == b"/" else c[:-1] + (n.redirect,)
+                self.redirected.append((c, n, origin))
+        # names the layers beneath show, in a directory of the top layer
+        # that does not have them
+        self.below = []
+        for c, kind, ents in g.visible(self.t):
+            pd = g.get(self.t, c[:-1])
+            if ents[0][0] < self.t and is_dir(pd) and \
+                    c[-1] not in pd.children:
+                self.below.append((c, kind))
+        self.data_below = [c for c, kind in self.below if kind == "file" and
+                           real(g.klookup(self.t, c)[1][-1][1]).kind == "f"]
+
+    def close(self):
+        os.close(self.rootfd)
+
+    def fresh(self):
+        self.n += 1
+        return b"dmg-%d" % self.n
+
+    def pick(self, seq):
+        seq = [x for x in seq if x[0] not in self.taken]
+        return self.r.choice(seq) if seq else None
+
+    # keep the times of the directory an entry is added to (the view
+    # shows the top layer's directory: it must not change)
+    def in_dir(self, comps, fn):
+        fd = open_dir(self.rootfd, comps)
+        try:
+            st = os.stat(fd)
+            fn(fd)
+            os.utime(fd, ns=(st.st_atime_ns, st.st_mtime_ns))
+        finally:
+            os.close(fd)
+
+    def setx(self, comps, k, v):
+        fd = open_dir(self.rootfd, comps[:-1])
+        try:
+            os.setxattr(procpath(fd, comps[-1]), k, v, follow_symlinks=False)
+        finally:
+            os.close(fd)
+
+    def whiteout(self, fd, name, form):
+        if form == "overlay":
+            os.mknod(name, stat.S_IFCHR | 0o644, os.makedev(0, 0), dir_fd=fd)
+        else:
+            os.symlink(UW_TARGET, name, dir_fd=fd)
+            os.setxattr(procpath(fd, name), b"trusted.union.whiteout", b"y",
+                        follow_symlinks=False)
+
+    def record(self, kind, comps, subtree=False, pid=None):
+        """@pid "-": a path the damage changes, where fsck is not
+        expected to report it (the name an OCI whiteout hides)."""
+        self.taken.add(comps)
+        self.done.append((kind, pid or DAMAGE[kind][1], comps, subtree))
+        return True
+
+    def apply(self, kind):
+        """Make one damage of @kind; False when the stack offers no
+        target for it."""
+        g, r = self.g, self.r
+        if kind == "orphan-whiteout":
+            d = self.pick(self.merging)
+            if d is None:
+                return False
+            name = self.fresh()
+            self.in_dir(d[0], lambda fd: self.whiteout(fd, name, self.form))
+            return self.record(kind, d[0] + (name,))
+        if kind == "whiteout-unmerged":
+            d = self.pick(self.unmerged)
+            if d is None:
+                return False
+            name = self.fresh()
+            self.in_dir(d[0], lambda fd: self.whiteout(fd, name, self.form))
+            return self.record(kind, d[0] + (name,))
+        if kind in ("lookalike-symlink", "whiteout-mark-value",
+                    "foreign-whiteout", "foreign-oci-name", "xwhiteout-top"):
+            # something in place of a name the layers beneath show: a
+            # whiteout of it, meant or mangled
+            c = self.pick(self.below)
+            if c is None:
+                return False
+            comps = c[0]
+            name = comps[-1]
+            if kind == "foreign-oci-name" and len(name) > 251:
+                return False
+
+            def make(fd):
+                if kind == "lookalike-symlink":
+                    os.symlink(UW_TARGET, name, dir_fd=fd)
+                elif kind == "whiteout-mark-value":
+                    os.symlink(UW_TARGET, name, dir_fd=fd)
+                    os.setxattr(procpath(fd, name), b"trusted.union.whiteout",
+                                r.choice([b"n", b"yes", b"1"]),
+                                follow_symlinks=False)
+                elif kind == "foreign-whiteout":
+                    self.whiteout(fd, name, "union" if self.form == "overlay"
+                                  else "overlay")
+                elif kind == "foreign-oci-name":
+                    os.close(os.open(b".wh." + name, os.O_WRONLY |
+                                     os.O_CREAT | os.O_EXCL, 0o644,
+                                     dir_fd=fd))
+                else:
+                    os.close(os.open(name, os.O_WRONLY | os.O_CREAT |
+                                     os.O_EXCL, 0o644, dir_fd=fd))
+                    os.setxattr(procpath(fd, name),
+                                b"trusted.overlay.whiteout", b"",
+                                follow_symlinks=False)
+            self.in_dir(comps[:-1], make)
+            if kind == "foreign-oci-name":
+                self.record(kind, comps[:-1] + (b".wh." + name,))
+                return self.record(kind, comps, True, "-")
+            return self.record(kind, comps, True)
+        if kind == "whiteout-mark-misplaced":
+            f = self.pick(self.files)
+            if f is None:
+                return False
+            self.setx(f[0], b"trusted.union.whiteout", b"y")
+            return self.record(kind, f[0])
+        if kind == "opaque-mark-misplaced":
+            f = self.pick(self.files)
+            if f is None:
+                return False
+            self.setx(f[0], self.own + b"opaque", b"y")
+            return self.record(kind, f[0])
+        if kind == "opaque-mark-value":
+            d = self.pick([x for x in self.merging
+                           if x[0] and x[1].opaque is None])
+            if d is None:
+                return False
+            self.setx(d[0], self.own + b"opaque", r.choice([b"1", b"yes",
+                                                            b"Y"]))
+            return self.record(kind, d[0])
+        if kind in ("opaque-redundant", "redirect-missing"):
+            d = self.pick(self.merging)
+            if d is None:
+                return False
+            name = self.fresh()
+
+            def make(fd):
+                os.mkdir(name, 0o755, dir_fd=fd)
+                if kind == "opaque-redundant":
+                    os.setxattr(procpath(fd, name), self.own + b"opaque",
+                                b"y", follow_symlinks=False)
+                else:
+                    os.setxattr(procpath(fd, name),
+                                b"trusted.overlay.redirect",
+                                b"/no-such-%s/%s" % (name, name),
+                                follow_symlinks=False)
+            self.in_dir(d[0], make)
+            return self.record(kind, d[0] + (name,))
+        if kind in ("leftover-temp", "leftover-lock"):
+            d = self.pick(self.tdirs)
+            if d is None:
+                return False
+            base = self.r.choice(sorted(d[1].children) or [b"out"])
+            if len(base) > 200:
+                base = b"out"
+            name = b".%s.hunion-%s" % (base, b"lock" if kind ==
+                                       "leftover-lock" else
+                                       b"%06x" % r.randrange(1 << 24))
+
+            def make(fd):
+                f = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL,
+                            0o600, dir_fd=fd)
+                if kind == "leftover-temp":
+                    os.write(f, b"half written")
+                os.close(f)
+            self.in_dir(d[0], make)
+            return self.record(kind, d[0] + (name,))
+        if kind == "foreign-opaque":
+            # the other format's opaque mark on a directory: the repair
+            # makes it opaque in the layer's format
+            d = self.pick([x for x in self.merging
+                           if x[0] and x[1].opaque is None and
+                           x[1].redirect is None])
+            if d is None:
+                return False
+            other = b"trusted.union." if self.form == "overlay" \
+                else b"trusted.overlay."
+            self.setx(d[0], other + b"opaque", b"y")
+            return self.record(kind, d[0], True)
+        if kind == "redirect-invalid":
+            d = self.pick([x for x in self.merging
+                           if x[0] and x[1].redirect is None])
+            if d is None:
+                return False
+            self.setx(d[0], b"trusted.overlay.redirect",
+                      r.choice([b"a/b", b".", b"..", b""]))
+            return self.record(kind, d[0], True)
+        if kind == "redirect-on-file":
+            f = self.pick(self.symlinks)
+            if f is None:
+                return False
+            self.setx(f[0], b"trusted.overlay.redirect", b"/" + f[0][-1])
+            return self.record(kind, f[0])
+        if kind == "redirect-shared":
+            # a second directory redirecting to the origin of one
+            rd = self.pick([x for x in self.redirected
+                            if x[1].redirect[:1] == b"/"])
+            d = self.pick(self.merging)
+            if rd is None or d is None:
+                return False
+            name = self.fresh()
+
+            def make(fd):
+                os.mkdir(name, 0o755, dir_fd=fd)
+                os.setxattr(procpath(fd, name), b"trusted.overlay.redirect",
+                            rd[1].redirect, follow_symlinks=False)
+            self.in_dir(d[0], make)
+            # either of the two may lose its redirect
+            self.record(kind, rd[0], True, "-")
+            return self.record(kind, d[0] + (name,), True)
+        if kind == "redirect-uncovered":
+            # the whiteout or opaque mark that covers a redirect's origin
+            # in its layer taken away: the kernel answers ESTALE
+            rd = self.pick([x for x in self.redirected
+                            if x[2] not in self.taken])
+            if rd is None:
+                return False
+            cover = g.get(self.t, rd[2])
+            if cover is None or cover.kind not in ("w", "d"):
+                return False
+            if cover.kind == "d" and cover.opaque != "y":
+                return False
+            if cover.kind == "w":
+                self.in_dir(rd[2][:-1], lambda fd: os.unlink(rd[2][-1],
+                                                             dir_fd=fd))
+            else:
+                fd = open_dir(self.rootfd, rd[2])
+                try:
+                    os.removexattr(fd, b"trusted.overlay.opaque")
+                finally:
+                    os.close(fd)
+            self.record(kind, rd[0], True, "-")
+            return self.record(kind, rd[2], True)
+        if kind == "metacopy-bad-size":
+            m = self.pick(self.metacopy)
+            if m is None:
+                return False
+            self.setx(m[0], b"trusted.overlay.metacopy",
+                      bytes(r.randrange(1, 256) for _ in
+                            range(r.randint(1, 3))))
+            return self.record(kind, m[0], True)
+        if kind == "metacopy-no-data":
+            d = self.pick(self.merging)
+            if d is None:
+                return False
+            name = self.fresh()
+
+            def make(fd):
+                f = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL,
+                            0o644, dir_fd=fd)
+                os.write(f, b"own bytes")
+                os.close(f)
+                os.setxattr(procpath(fd, name), b"trusted.overlay.metacopy",
+                            b"", follow_symlinks=False)
+            self.in_dir(d[0], make)
+            return self.record(kind, d[0] + (name,))
+        if kind == "impure-missing":
+            d = self.pick(self.impure)
+            if d is None:
+                return False
+            fd = open_dir(self.rootfd, d[0])
+            try:
+                os.removexattr(fd, b"trusted.overlay.impure")
+            finally:
+                os.close(fd)
+            return self.record(kind, d[0])
+        if kind == "namespace-mixed":
+            # a mix only beside trusted.overlay.* markers of the layer
+            # (user.overlay.* alone would be a layer of the other
+            # namespace, which the mount option decides)
+            if not any(n.opaque or n.redirect is not None or
+                       getattr(n, "impure", False) or n.kind in ("m", "xw")
+                       for _, n in g.walk_layer(self.t)):
+                return False
+            d = self.pick([x for x in self.merging
+                           if x[0] and x[1].opaque is None and
+                           x[1].redirect is None])
+            if d is None:
+                return False
+            self.setx(d[0], b"user.overlay.opaque", b"y")
+            return self.record(kind, d[0], True)
+        raise AssertionError(kind)
+
+
+def damage(a):
+    """--damage: the stack in --out was written by the same arguments
+    with --healthy; damage the top layer of its overlay and union forms
+    and write FORM/damage.txt: one line per damage, KIND, the problem ID
+    expected ("-": none, the path is changed by a damage reported at
+    another path), 1 when the view beneath its path may change with the
+    repair (0: the path alone), the path in hex ("-" for the root) and
+    escaped as manifest.py escapes it."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from manifest import escape
+    g = Gen(a.seed, a.layers, a.features, not a.no_odd_names, healthy=True)
+    g.generate()
+    g.healthy_prune()
+    with open(os.path.join(a.out, "info.json")) as f:
+        forms = json.load(f)["forms"]
+    r = random.Random(a.seed * 104729 + 17)
+    kinds_wanted = a.damage_kinds.split(",") if a.damage_kinds else None
+    for form in forms:
+        if form not in ("overlay", "union"):
+            continue
+        kinds = [k for k, (fs, _) in sorted(DAMAGE.items())
+                 if form in fs and (not kinds_wanted or k in kinds_wanted)]
+        dm = Damager(g, form, os.path.join(a.out, form, "L%d" % (g.k - 1)),
+                     r)
+        try:
+            chosen = kinds if kinds_wanted else \
+                r.sample(kinds, min(len(kinds), r.randint(3, 8)))
+            for kind in chosen:
+                for _ in range(r.choice([1, 1, 2])):
+                    dm.apply(kind)
+        finally:
+            dm.close()
+        with open(os.path.join(a.out, form, "damage.txt"), "w") as f:
+            for kind, pid, comps, sub in dm.done:
+                path = b"/".join(comps)
+                f.write("%s %s %d %s %s\n" % (
+                    kind, pid, int(sub), path.hex() or "-",
+                    escape(path) if path else "."))
+        print("%s: %d damaged" % (form, len(dm.done)))
+    return 0
 
 
 def main():
@@ -1008,18 +1467,33 @@ def main():
     ap.add_argument("--no-odd-names", action="store_true")
     ap.add_argument("--userxattr", action="store_true",
                     help="markers under user.overlay.* (overlay form only)")
+    ap.add_argument("--healthy", action="store_true",
+                    help="nothing hunion fsck reports: no lookalikes, no "
+                    "whiteouts that hide nothing, impure marks")
+    ap.add_argument("--damage", action="store_true",
+                    help="damage the top layer of the --healthy stack "
+                    "already in --out (the same arguments wrote it); "
+                    "FORM/damage.txt says where")
+    ap.add_argument("--damage-kinds", metavar="K,K",
+                    help="with --damage: these kinds (each once), not a "
+                    "random choice")
     ap.add_argument("--fixed", metavar="NAME",
                     help="a fixed stack instead: deep, opaque-root, "
                     "xwhiteout-anywhere")
     a = ap.parse_args()
     if a.layers and not 2 <= a.layers <= 8:
         ap.error("--layers must be 2..8")
-    g = Gen(a.seed, a.layers, a.features, not a.no_odd_names)
+    if a.damage:
+        return damage(a)
+    g = Gen(a.seed, a.layers, a.features, not a.no_odd_names,
+            healthy=a.healthy)
     g.userxattr = a.userxattr
     if a.fixed:
         feats, forms = g.fixed(a.fixed)
     else:
         feats = g.generate()
+        if a.healthy:
+            g.healthy_prune()
         forms = ["overlay"] if g.ovl_only or a.userxattr \
             else ["overlay", "union"]
         if "union" in forms and g.oci_ok():

@@ -3,6 +3,7 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/filter.h>
 #include <linux/magic.h>
 #include <linux/seccomp.h>
@@ -190,4 +191,33 @@ Test(writebehind, leaves_pipes_alone)
 	cr_expect_eq(hu_writebehind_wrote(&wb, 1 << 30), 0);
 	close(p[0]);
 	close(p[1]);
+}
+
+static int make_file(int dirfd, const char *name, void *ctx)
+{
+	(void)ctx;
+	return openat(dirfd, name, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC,
+		      0600);
+}
+
+/* A temporary beside a name of NAME_MAX bytes: the name is shortened, not
+ * refused (ENAMETOOLONG), and still read as that name's temporary. */
+Test(temp_name, fits_beside_the_longest_name, .fini = tu_cleanup)
+{
+	char base[NAME_MAX + 1], *tmp = NULL;
+	int dirfd = open(tu_tmpdir(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int fd;
+
+	cr_assert_geq(dirfd, 0);
+	memset(base, 'n', NAME_MAX);
+	base[NAME_MAX] = '\0';
+	fd = hu_make_temp(dirfd, base, make_file, NULL, &tmp);
+	cr_assert_geq(fd, 0, "hu_make_temp: %s", strerror(errno));
+	cr_expect_leq(strlen(tmp), NAME_MAX);
+	cr_expect(hu_is_temp_of(tmp, base));
+	cr_expect_not(hu_is_temp_of(tmp, "n"));
+	close(fd);
+	cr_expect_eq(unlinkat(dirfd, tmp, 0), 0);
+	free(tmp);
+	close(dirfd);
 }
