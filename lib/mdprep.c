@@ -187,6 +187,93 @@ static bool has_redirect(const struct md *m, int fd)
 	return fgetxattr(fd, attr, NULL, 0) >= 0;
 }
 
+/* Has entry @name of target directory @fd (NULL: @fd itself) an overlay
+ * redirect or metacopy xattr?  1 yes, 0 no, -1 with errno. */
+static int has_reference(const struct md *m, int fd, const char *name)
+{
+	static const char *const what[] = { "redirect", "metacopy" };
+	char attr[64];
+
+	for (size_t i = 0; i < 2; i++) {
+		hu_marker_xattr(HU_FMT_OVERLAY, m->to->userxattr, what[i],
+				attr, sizeof(attr));
+		if ((name ? hu_lgetxattr_at(fd, name, attr, NULL, 0) :
+		     fgetxattr(fd, attr, NULL, 0)) >= 0)
+			return 1;
+		if (errno != ENODATA && errno != ENOTSUP)
+			return -1;
+	}
+	return 0;
+}
+
+static int find_reference(const struct md *m, int fd, const char *path,
+			  char **found, struct hu_error *e);
+
+/* The same for entry @name of target directory @dirfd (lstat @st), at
+ * @path: 1 with *@found (malloc'd), 0 none. */
+static int entry_reference(const struct md *m, int dirfd, const char *name,
+			   const struct stat *st, const char *path,
+			   char **found, struct hu_error *e)
+{
+	char *sub = hu_path_join(path, name);
+	int rc, fd;
+
+	if (!sub)
+		return hu_error_set(e, ENOMEM, NULL, "out of memory");
+	if (S_ISDIR(st->st_mode)) {
+		fd = hu_open_dir_at(dirfd, name);
+		rc = fd < 0 ? md_fail(m->to, sub, NULL, errno, "cannot open",
+				      e) :
+			find_reference(m, fd, sub, found, e);
+		if (fd >= 0)
+			close(fd);
+	} else {
+		rc = has_reference(m, dirfd, name);
+		if (rc < 0)
+			md_fail(m->to, sub, NULL, errno, "cannot read xattrs",
+				e);
+		if (rc > 0) {
+			*found = sub;
+			sub = NULL;
+		}
+	}
+	free(sub);
+	return rc;
+}
+
+/* The first entry of target tree @fd (at @path; @fd itself included) with
+ * an overlay redirect or a metacopy file: 1 with its path in *@found
+ * (malloc'd), 0 none. */
+static int find_reference(const struct md *m, int fd, const char *path,
+			  char **found, struct hu_error *e)
+{
+	struct hu_names names;
+	int rc = has_reference(m, fd, NULL);
+
+	if (rc != 0) {
+		if (rc < 0)
+			return md_fail(m->to, path, NULL, errno,
+				       "cannot read xattrs", e);
+		*found = strdup(path);
+		return *found ? 1 : hu_error_set(e, ENOMEM, NULL,
+						 "out of memory");
+	}
+	if (hu_names_read(fd, &names, NULL, e) < 0)
+		return md_prefix(m->to, path, NULL, e);
+	for (size_t i = 0; i < names.n && rc == 0; i++) {
+		const char *name = names.v[i].name;
+		struct stat st;
+
+		if (fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			rc = md_fail(m->to, path, name, errno, "cannot stat",
+				     e);
+		else
+			rc = entry_reference(m, fd, name, &st, path, found, e);
+	}
+	hu_names_free(&names);
+	return rc;
+}
+
 /*
  * Pull the entries of target directory @tfd that the view shows in upper
  * directory @ufd (through its redirect) up into @ufd, each with one
@@ -194,16 +281,22 @@ static bool has_redirect(const struct md *m, int fd)
  * after, so each step keeps it.  Where both hold a directory that merges,
  * the same one level down.  What the upper hides, and the target's
  * markers, stay behind.
+ *
+ * With @found, nothing is moved: 1 with *@found (malloc'd) when what
+ * would be pulled up holds an overlay redirect or metacopy file.  Such a
+ * marker of the target may reach layers beneath it, which it would no
+ * longer reach from the upper (looked up through the target first), nor
+ * once the upper's tree is swapped in with its markers dropped.
  */
 static int pull_dir(struct md *m, int ufd, int tfd, const char *path,
-		    struct hu_error *e)
+		    char **found, struct hu_error *e)
 {
 	struct hu_names names;
 	struct timespec times[2];
 	int rc = 0;
 
 	/* the upper directory's times, before the renames change them */
-	if (md_times_get(m, ufd, true, times, NULL, e) < 0)
+	if (!found && md_times_get(m, ufd, true, times, NULL, e) < 0)
 		return md_prefix(m->up, path, NULL, e);
 	if (hu_names_read(tfd, &names, NULL, e) < 0)
 		return md_prefix(m->to, path, NULL, e);
@@ -223,6 +316,12 @@ static int pull_dir(struct md *m, int ufd, int tfd, const char *path,
 		}
 		if (tk != HU_MARK_NONE)
 			continue;
+		if (fstatat(ufd, name, &us, AT_SYMLINK_NOFOLLOW) < 0 &&
+		    found) {
+			rc = entry_reference(m, tfd, name, &ts, path, found,
+					     e);
+			continue;
+		}
 		if (fstatat(ufd, name, &us, AT_SYMLINK_NOFOLLOW) < 0) {
 			md_step(m, "pull", path, name);
 			if (hu_wr_renameat2(tfd, name, ufd, name,
@@ -244,7 +343,7 @@ static int pull_dir(struct md *m, int ufd, int tfd, const char *path,
 		else if (op != HU_OPAQUE_YES && !has_redirect(m, u2)) {
 			char *sub = hu_path_join(path, name);
 
-			rc = sub ? pull_dir(m, u2, t2, sub, e) :
+			rc = sub ? pull_dir(m, u2, t2, sub, found, e) :
 				hu_error_set(e, ENOMEM, NULL, "out of memory");
 			free(sub);
 		}
@@ -273,7 +372,8 @@ static int pull_up(struct md *m, const struct item *x, struct hu_error *e)
 	ufd = hu_vdir_layer_fd(d, m->iup);
 	tfd = hu_vdir_layer_fd(d, m->ito);
 	md_step(m, "redirect", x->path, NULL);
-	rc = ufd >= 0 && tfd >= 0 ? pull_dir(m, ufd, tfd, x->path, e) : 0;
+	rc = ufd >= 0 && tfd >= 0 ? pull_dir(m, ufd, tfd, x->path, NULL, e) :
+		0;
 	hu_vdir_close(d);
 	if (rc < 0)
 		return -1;
@@ -288,6 +388,33 @@ static int pull_up(struct md *m, const struct item *x, struct hu_error *e)
 		close(ufd);
 	if (rc == 0)
 		m->st->prepared++;
+	return rc;
+}
+
+/* Redirected directory @path (view directory @d), whose entries in the
+ * target are to be pulled up: refused (-1) when those hold an overlay
+ * redirect or metacopy file, which may reach layers beneath the target
+ * and would not once pulled up (pull_dir).  Nothing is changed. */
+static int reaches_beneath(struct md *m, struct hu_vdir *d, const char *path,
+			   struct hu_error *e)
+{
+	int ufd = hu_vdir_layer_fd(d, m->iup), tfd = hu_vdir_layer_fd(d, m->ito);
+	char *found = NULL;
+	int rc;
+
+	if (ufd < 0 || tfd < 0)
+		return 0;
+	rc = pull_dir(m, ufd, tfd, path, &found, e);
+	if (rc > 0) {
+		hu_error_set(e, ENOTSUP, NULL, "a redirected directory under "
+			     "one that merges with nothing in the target, "
+			     "and the target's %s that it shows has a "
+			     "redirect or is a metacopy file, which may reach "
+			     "layers beneath the target: merge those first",
+			     found);
+		rc = md_prefix(m->up, path, NULL, e);
+	}
+	free(found);
 	return rc;
 }
 
@@ -368,6 +495,10 @@ static int resolve(struct md *m, struct items *it, size_t k,
 				       "merges with nothing, and the upper "
 				       "on another filesystem: not "
 				       "supported", e);
+		}
+		if (x->pull && reaches_beneath(m, d, x->path, e) < 0) {
+			hu_vdir_close(d);
+			return -1;
 		}
 	}
 	if (fd >= 0 && fstat(fd, &st) < 0)
