@@ -13,8 +13,9 @@
  *
  * A metacopy file (metadata in the upper, data beneath, perhaps under
  * another name) gets its data: a copy of the bytes the view reads for it,
- * with its own metadata, made under a temporary name beside it in the
- * upper and renamed over it: the view is the same before and after.
+ * written into its own inode, its metadata kept: the view is the same
+ * before and after.  These go first, before any directory of the target
+ * moves: the data a metacopy file's redirect names may lie in one.
  *
  * Which directory a redirect reaches and where a metacopy file's data
  * lies is the view's answer (view.c); the names here only say where to
@@ -943,12 +944,15 @@ int md_prepare(struct md *m, struct hu_error *e)
 	}
 	if (rc == 0)
 		rc = shown_twice(m, &it, e);
-	if (rc == 0)
-		rc = redirects(m, &it, e);
-	/* --keep-upper: phase 2 copies the data through the view */
+	/* Metacopy files first: the data a redirect of theirs names may lie
+	 * in a directory of the target that a redirected directory moves
+	 * (each fill-in keeps the view; --keep-upper: phase 2 copies the
+	 * data through the view). */
 	for (size_t i = 0; i < it.n && rc == 0 && !m->keep; i++)
 		if (it.v[i].kind == HU_WH_METACOPY)
 			rc = materialize(m, it.v[i].path, e);
+	if (rc == 0)
+		rc = redirects(m, &it, e);
 	items_free(&it);
 	return rc;
 }
