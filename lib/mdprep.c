@@ -889,8 +889,10 @@ static int materialize(struct md *m, const char *path, struct hu_error *e)
 	if (rc == 1 && ent.layer == m->iup && S_ISREG(ent.st.st_mode))
 		fd = hu_vdir_open_data(d, &ent, &own, e);
 	if (rc == 1 && ent.layer == m->iup && S_ISREG(ent.st.st_mode) &&
-	    fd < 0)
-		rc = -1;
+	    fd < 0) {
+		rc = -1;	/* the view's error names the layer and path */
+		goto out;
+	}
 	if (rc == 1 && fd >= 0 && !own) {
 		struct timespec ts[2];
 
