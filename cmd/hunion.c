@@ -18,6 +18,12 @@ static const struct cmd_opt merge_opts[] = {
 	  "write the merged view as a new tree OUT (must not exist)" },
 	{ "link", 0, OPT_NONE, NULL, NULL,
 	  "hard-link regular files to their source instead of copying" },
+	{ "into", 0, OPT_NONE, NULL, NULL,
+	  "merge the top layer down into the one beneath it, in place" },
+	{ "keep-upper", 0, OPT_NONE, NULL, NULL,
+	  "with --into: copy, and leave the top layer as it is" },
+	{ "force", 0, OPT_NONE, NULL, NULL,
+	  "with --into: go on while a layer is part of a mounted overlay" },
 	OPT_FORMAT, OPT_USERXATTR, OPT_DRY_RUN, OPT_VERBOSE, OPT_QUIET,
 	OPT_HELP, OPT_END
 };
@@ -150,7 +156,7 @@ static const struct cmd whiteout_cmds[] = {
 
 const struct cmd hunion_cmds[] = {
 	{ "merge", cmd_merge, "write the merged view of a stack of layers",
-	  "-o OUT LAYER...", merge_opts, NULL, "@layer" },
+	  "-o OUT LAYER... | --into LAYER...", merge_opts, NULL, "@layer" },
 	{ "diff", cmd_diff, "what the top layer changes over those beneath",
 	  "[--trees OLD NEW | LAYER...]", diff_opts, NULL, "@layer" },
 	{ "flatten", cmd_flatten, "squash a stack of layers into one tarball",

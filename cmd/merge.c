@@ -1,5 +1,9 @@
 /* SPDX-License-Identifier: MIT */
-/* hunion merge -o OUT LAYER...: the merged view as a new plain tree. */
+/*
+ * hunion merge -o OUT LAYER...: the merged view as a new plain tree.
+ * hunion merge --into LAYER...: the top layer merged down into the one
+ * beneath it, in place.
+ */
 #include <stdio.h>
 #include <string.h>
 
@@ -9,7 +13,7 @@ struct merge_args {
 	const struct cmd *c;
 	struct layer_opts lo;
 	const char *out;
-	bool link;
+	bool link, into, keep_upper, force;
 };
 
 static int merge_opt(void *ctx, const struct parsed_opt *o)
@@ -23,6 +27,12 @@ static int merge_opt(void *ctx, const struct parsed_opt *o)
 		a->out = o->arg;
 	else if (!strcmp(o->name, "link"))
 		a->link = true;
+	else if (!strcmp(o->name, "into"))
+		a->into = true;
+	else if (!strcmp(o->name, "keep-upper"))
+		a->keep_upper = true;
+	else if (!strcmp(o->name, "force"))
+		a->force = true;
 	return 0;
 }
 
@@ -42,6 +52,52 @@ static void print_stats(const struct merge_args *a,
 	printf(" from %zu layers\n", layers);
 }
 
+/* -n: the plan; -v: each step as it is done. */
+static void print_step(void *ctx, const char *what, const char *path)
+{
+	(void)ctx;
+	printf("%s ", what);
+	print_path_escaped(stdout, *path ? path : ".");
+	putchar('\n');
+}
+
+static void print_into_stats(const struct merge_args *a,
+			     const struct hu_stack *s,
+			     const struct hu_mergedown_stats *st)
+{
+	printf("%s %s into %s: %llu moved, %llu copied, %llu removed, "
+	       "%llu directories merged, %llu markers kept, %llu redirects "
+	       "and metacopy files resolved\n",
+	       a->lo.dry_run ? "would merge" : "merged",
+	       s->layers[s->n - 1].path, s->layers[s->n - 2].path,
+	       (unsigned long long)st->moved, (unsigned long long)st->copied,
+	       (unsigned long long)st->removed, (unsigned long long)st->dirs,
+	       (unsigned long long)st->markers,
+	       (unsigned long long)st->prepared);
+}
+
+static int merge_into(struct merge_args *a, struct hu_stack *s,
+		      const struct hu_report *report)
+{
+	struct hu_mergedown_opts o = {
+		.keep_upper = a->keep_upper, .force = a->force,
+		.dry_run = a->lo.dry_run, .report = report,
+		.step = (front.verbosity > 0 || a->lo.dry_run) ?
+			print_step : NULL,
+	};
+	struct hu_mergedown_stats st;
+	struct hu_error e = { 0 };
+	int rc = hu_merge_down(s, &o, &st, &e);
+
+	front_progress_done();
+	if (rc < 0)
+		print_error(&e);
+	else if (front.verbosity > 0 || a->lo.dry_run)
+		print_into_stats(a, s, &st);
+	hu_error_clear(&e);
+	return rc < 0 ? EXIT_TROUBLE : EXIT_OK;
+}
+
 int cmd_merge(const struct cmd *c, int argc, char **argv)
 {
 	struct merge_args a = { .c = c };
@@ -54,16 +110,35 @@ int cmd_merge(const struct cmd *c, int argc, char **argv)
 
 	if (first < 0)
 		return EXIT_USAGE;
-	if (!a.out)
-		return cmd_usage_error(c, "-o OUT is required"), EXIT_USAGE;
+	if (a.into && (a.out || a.link))
+		return cmd_usage_error(c, "--into merges in place: no -o, no "
+				       "--link"), EXIT_USAGE;
+	if (!a.into && (a.keep_upper || a.force))
+		return cmd_usage_error(c, "--keep-upper and --force go with "
+				       "--into"), EXIT_USAGE;
+	if (a.into && argc - first < 2)
+		return cmd_usage_error(c, "--into needs two layers at least"),
+			EXIT_USAGE;
+	if (!a.out && !a.into)
+		return cmd_usage_error(c, "-o OUT or --into is required"),
+			EXIT_USAGE;
 	if (first >= argc)
 		return cmd_usage_error(c, "no layers given"), EXIT_USAGE;
 	a.lo.stack.report = &report;
+	/* --into reads the layers beneath the target only where the upper
+	 * leads: their formats are detected there, not by a walk of each */
+	if (a.into && a.lo.stack.format == HU_FMT_AUTO)
+		a.lo.stack.defer_below = (size_t)(argc - first) - 2;
 	if (hu_stack_open(&s, argv + first, argc - first, &a.lo.stack,
 			  &e) < 0) {
 		print_error(&e);
 		hu_error_clear(&e);
 		return EXIT_TROUBLE;
+	}
+	if (a.into) {
+		rc = merge_into(&a, &s, &report);
+		hu_stack_close(&s);
+		return rc;
 	}
 	mo.data = a.link ? HU_DATA_LINK : HU_DATA_COPY;
 	mo.dry_run = a.lo.dry_run;

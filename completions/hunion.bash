@@ -16,7 +16,7 @@ _hunion_spec()
 		;;
 	'hunion merge')
 		subs=''
-		longs='--output= --link --format= --userxattr --dry-run --verbose --quiet --help'
+		longs='--output= --link --into --keep-upper --force --format= --userxattr --dry-run --verbose --quiet --help'
 		shorts='-o -n -v -q -h'
 		args='-o --output --format'
 		operands='@layer'

@@ -26,6 +26,9 @@ complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck m
 # hunion merge
 complete -c hunion -n '__fish_seen_subcommand_from merge' -s o -l output -x -a '(__fish_complete_directories)' -d 'write the merged view as a new tree OUT (must not exist)'
 complete -c hunion -n '__fish_seen_subcommand_from merge' -l link -d 'hard-link regular files to their source instead of copying'
+complete -c hunion -n '__fish_seen_subcommand_from merge' -l into -d 'merge the top layer down into the one beneath it, in place'
+complete -c hunion -n '__fish_seen_subcommand_from merge' -l keep-upper -d 'with --into: copy, and leave the top layer as it is'
+complete -c hunion -n '__fish_seen_subcommand_from merge' -l force -d 'with --into: go on while a layer is part of a mounted overlay'
 complete -c hunion -n '__fish_seen_subcommand_from merge' -l format -x -a 'auto union overlay oci' -d 'layer format (default: detect per layer)'
 complete -c hunion -n '__fish_seen_subcommand_from merge' -l userxattr -d 'markers live under user.* instead of trusted.*'
 complete -c hunion -n '__fish_seen_subcommand_from merge' -s n -l dry-run -d 'show what would be done, change nothing'

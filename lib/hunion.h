@@ -384,6 +384,43 @@ int hu_merge_tree(const struct hu_stack *s, const char *out,
 		  const struct hu_merge_opts *o, struct hu_merge_stats *st,
 		  struct hu_error *e);
 
+/* ---- merge down: the top layer into the one beneath (mergedown.c) ----- */
+
+struct hu_mergedown_opts {
+	bool keep_upper;	/* copy into the target; the upper stays */
+	bool force;		/* go on while a layer is part of a mount */
+	bool dry_run;		/* report the steps, change nothing */
+	/* Each step, before it is done (dry: instead): @what says what
+	 * ("remove", "move", "whiteout"...), @path the path in the view. */
+	void (*step)(void *ctx, const char *what, const char *path);
+	void *ctx;
+	const struct hu_report *report;
+};
+
+struct hu_mergedown_stats {
+	uint64_t moved;		/* entries renamed from the upper */
+	uint64_t copied;	/* entries copied (other fs, --keep-upper) */
+	uint64_t removed;	/* target entries a whiteout or a swap removed */
+	uint64_t dirs;		/* directories merged */
+	uint64_t markers;	/* whiteouts and opaque marks the target keeps */
+	uint64_t prepared;	/* redirects and metacopy files resolved */
+};
+
+/*
+ * Merge the top layer of @s into the one directly beneath it, in place,
+ * so that the stack without the top layer shows the view the whole stack
+ * showed.  Every change goes through the write wrapper; each step keeps
+ * that view, or is written down first (an intent record on the upper's
+ * root), so that a run stopped at any instant is finished by running it
+ * again.  The upper ends empty, its root kept (unless @keep_upper).
+ * Refused before any change: fewer than two layers, a tarball layer, a
+ * half-converted one, upper and target in different formats, a layer on
+ * a read-only filesystem, a layer part of a mounted overlay (unless
+ * @force), OCI layers.
+ */
+int hu_merge_down(const struct hu_stack *s, const struct hu_mergedown_opts *o,
+		  struct hu_mergedown_stats *st, struct hu_error *e);
+
 /* ---- mounted overlays (mountinfo.c) ------------------------------------ */
 
 /* Where a directory is in use by a mounted overlay (or union) fs. */

@@ -170,6 +170,18 @@ void hu_vdir_close_fds(struct hu_vdir *d);
 size_t hu_vdir_prefetch(struct hu_vdir *d, size_t from);
 /* How many layer directories make up view directory @d (one fd each). */
 size_t hu_vdir_width(const struct hu_vdir *d);
+/* The directory of layer @layer that is part of @d (after redirects, as
+ * the lookup found it), or -1 when that layer has none in @d. */
+int hu_vdir_layer_fd(const struct hu_vdir *d, size_t layer);
+/* hu_vdir_lookup() among the layer directories of @d below layer
+ * @below only: what the stack of the layers beneath @below shows of
+ * @name in @d, as if the layers from @below up had no entry there (they
+ * still decide, by their opaque marks and redirects, which directories
+ * @d holds). */
+int hu_vdir_lookup_below(struct hu_vdir *d, const char *name, size_t below,
+			 struct hu_ventry *ent, struct hu_error *e);
+/* The lowest layer with a directory in @d. */
+size_t hu_vdir_bottom_layer(const struct hu_vdir *d);
 /* Read the xattr names of every entry of listed @d from layer @from_layer
  * up into the entries.  An entry whose names are not read (or cannot be,
  * or copied) keeps xattr_names NULL: its reader reads them itself, and
@@ -317,6 +329,8 @@ ssize_t hu_wr_copy_range(int in, off_t *in_off, int out, off_t *out_off,
 int hu_wr_sync_range(int fd, off_t off, off_t len, unsigned int flags);
 int hu_wr_clone(int in, int out);
 int hu_wr_ftruncate(int fd, off_t len);
+/* fsync(2): fault injection counts it as "fsync". */
+int hu_wr_fsync(int fd);
 
 /* Write-behind for a long stream written to a regular file (outfile.c):
  * each window's writeback starts as soon as it is full, and the window

@@ -111,9 +111,10 @@ int view_lookup_layer(const struct hu_stack *s, size_t j, int base,
 		      int *found, struct stat *st, struct hu_error *e);
 /* The records view_list.c's collect() would make of @name in @d, topmost
  * first, into @recs (room for 2 * d->nd): the entry, then an OCI
- * whiteout of it in the same layer. */
-int view_name_records(struct hu_vdir *d, const char *name, struct vrec *recs,
-		      size_t *n, struct hu_error *e);
+ * whiteout of it in the same layer.  Only the layer directories of @d
+ * below layer @below count (s->n: all). */
+int view_name_records(struct hu_vdir *d, const char *name, size_t below,
+		      struct vrec *recs, size_t *n, struct hu_error *e);
 
 /* ---- view_list.c ------------------------------------------------------- */
 

@@ -314,13 +314,19 @@ done:
 int hu_vdir_lookup(struct hu_vdir *d, const char *name, struct hu_ventry *ent,
 		   struct hu_error *e)
 {
+	return hu_vdir_lookup_below(d, name, d->s->n, ent, e);
+}
+
+int hu_vdir_lookup_below(struct hu_vdir *d, const char *name, size_t below,
+			 struct hu_ventry *ent, struct hu_error *e)
+{
 	struct vrec *recs = malloc(2 * d->nd * sizeof(*recs));
 	size_t n = 0;
 	int rc;
 
 	if (!recs)
 		return hu_error_set(e, ENOMEM, NULL, "out of memory");
-	rc = view_name_records(d, name, recs, &n, e);
+	rc = view_name_records(d, name, below, recs, &n, e);
 	if (rc == 0 && n > 0)
 		rc = decide(d, recs, n, false, ent, e);
 	free(recs);

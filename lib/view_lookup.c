@@ -380,6 +380,18 @@ struct vlayer *view_vlayer_of(const struct hu_vdir *d, size_t layer)
 	return NULL;
 }
 
+int hu_vdir_layer_fd(const struct hu_vdir *d, size_t layer)
+{
+	const struct vlayer *v = view_vlayer_of(d, layer);
+
+	return v ? v->fd : -1;
+}
+
+size_t hu_vdir_bottom_layer(const struct hu_vdir *d)
+{
+	return d->d[d->nd - 1].layer;
+}
+
 /* The path, relative to its layer's root, of the directory @lk finds
  * from @base_path (@pv's, or the root's), into *@out: NULL when it is
  * @child's path, as it is unless a redirect moved the lookup. */
@@ -642,8 +654,8 @@ size_t hu_vdir_width(const struct hu_vdir *d)
 	return d->nd;
 }
 
-int view_name_records(struct hu_vdir *d, const char *name, struct vrec *recs,
-		      size_t *n, struct hu_error *e)
+int view_name_records(struct hu_vdir *d, const char *name, size_t below,
+		      struct vrec *recs, size_t *n, struct hu_error *e)
 {
 	int rc = 0;
 
@@ -654,6 +666,8 @@ int view_name_records(struct hu_vdir *d, const char *name, struct vrec *recs,
 		bool oci_wh = false;
 		struct stat st;
 
+		if (d->d[i].layer >= below)
+			continue;
 		if (hu_layer_probe_name(l, fd, name, e) < 0) {
 			rc = view_fail(d, d->d[i].layer, e);
 			break;

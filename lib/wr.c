@@ -263,3 +263,9 @@ int hu_wr_ftruncate(int fd, off_t len)
 	WR_GUARD("truncate");
 	return ftruncate(fd, len);
 }
+
+int hu_wr_fsync(int fd)
+{
+	WR_GUARD("fsync");
+	return fsync(fd);
+}

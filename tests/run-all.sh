@@ -25,6 +25,10 @@
 #           stack: fsck -n finds it, fsck -y repairs it without touching
 #           a healthy entry, the kernel mounts the result (20 seeds; 5 when
 #           HUNION_SANITIZED=1; HUNION_FSCK_DAMAGE_SEEDS=N overrides)
+#   mergedown tests/kernel/mergedown.sh, merge --into of random stacks: the
+#           stack without its top layer shows the kernel's view of the
+#           whole stack, or the merge is refused (20 seeds; 5 when
+#           HUNION_SANITIZED=1; HUNION_MERGEDOWN_SEEDS=N overrides)
 # A sanitizer's report makes the process exit 86 (ASAN_OPTIONS and
 # UBSAN_OPTIONS exitcode=86), a status no test accepts.
 # Every suite runs even when an earlier one failed.  Prints one summary
@@ -136,6 +140,11 @@ seeds=20
 [ "${HUNION_SANITIZED:-0}" = 1 ] && seeds=5
 suite fsck-damage "$HERE/kernel/fsck-damage.sh" "$B/hunion" \
 	"${HUNION_FSCK_DAMAGE_SEEDS:-$seeds}"
+
+seeds=20
+[ "${HUNION_SANITIZED:-0}" = 1 ] && seeds=5
+suite mergedown "$HERE/kernel/mergedown.sh" "$B/hunion" \
+	"${HUNION_MERGEDOWN_SEEDS:-$seeds}"
 
 echo "== summary ($B, $((SECONDS - t_all)) s)"
 printf '%s\n' "${summary[@]}"

@@ -1,0 +1,664 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * merge --into: the top layer (the upper) merged down into the one
+ * beneath it (the target), in place.
+ *
+ * The invariant that makes it safe to stop at any instant: every step
+ * keeps the view of the whole stack as it was.  A step only removes from
+ * the target what the upper hides, moves an entry from the upper to the
+ * same place in the target (rename(2): the view shows the same inode
+ * before and after), or takes from the upper a marker that hides nothing
+ * any more.  So after a kill the stack shows what it showed, and running
+ * the same command again finds less to do and finishes.  The two steps
+ * that cannot keep the view (a redirected directory of the target moved
+ * to its new name, then the upper's redirect removed) are written down
+ * first (mdjournal.c, mdprep.c) and finished by a re-run before it reads
+ * the view.
+ *
+ * Phase 1 (mdprep.c) makes the upper plain: redirected directories moved
+ * in the target, metacopy files given their data.  Phase 2 (here) walks
+ * the upper: a whiteout removes the target's entry (and stays as a
+ * target whiteout only where a layer beneath still shows the name); a
+ * file, symlink or device is renamed over the target's entry; a directory
+ * that merges with the target's is merged (its entries first, then its
+ * mode, owner, xattrs and times, then the emptied upper directory goes); a
+ * directory that merges with nothing beneath (opaque, or new) is swapped
+ * in whole.  Which directory merges with which is the view's answer
+ * (view.c), never a rule of this file.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include "mergedown.h"
+
+void md_step(struct md *m, const char *what, const char *dir,
+	     const char *name)
+{
+	char *p;
+
+	if (!m->o->step)
+		return;
+	p = hu_path_join(dir ? dir : "", name ? name : "");
+	m->o->step(m->o->ctx, what, p ? p : "?");
+	free(p);
+}
+
+int md_prefix(const struct hu_layer *l, const char *dir, const char *name,
+	      struct hu_error *e)
+{
+	hu_error_prefix(e, name && *name ? name : NULL);
+	hu_error_prefix(e, dir && *dir ? dir : NULL);
+	hu_error_prefix(e, l->path);
+	return -1;
+}
+
+int md_fail(const struct hu_layer *l, const char *dir, const char *name,
+	    int err, const char *what, struct hu_error *e)
+{
+	hu_error_set(e, err, NULL, "%s", what);
+	return md_prefix(l, dir, name, e);
+}
+
+int md_vopen(const struct hu_stack *s, const char *path, struct hu_vdir **out,
+	     struct hu_error *e)
+{
+	char *copy = strdup(path), *save = NULL;
+	struct hu_vdir *d;
+	int rc = 1;
+
+	*out = NULL;
+	if (!copy)
+		return hu_error_set(e, ENOMEM, NULL, "out of memory");
+	if (hu_vdir_open_root(s, &d, e) < 0) {
+		free(copy);
+		return -1;
+	}
+	for (char *c = strtok_r(copy, "/", &save); c && rc == 1;
+	     c = strtok_r(NULL, "/", &save)) {
+		struct hu_ventry ent;
+		struct hu_vdir *child;
+
+		if (!strcmp(c, "."))
+			continue;
+		rc = hu_vdir_lookup(d, c, &ent, e);
+		if (rc == 1 && !S_ISDIR(ent.st.st_mode))
+			rc = 0;
+		if (rc == 1 && hu_vdir_open_child(d, &ent, &child, e) < 0)
+			rc = -1;
+		hu_vdir_close(d);
+		d = rc == 1 ? child : NULL;
+	}
+	free(copy);
+	*out = d;
+	return rc;
+}
+
+int md_below_has_v(struct md *m, struct hu_vdir *v, const char *name,
+		   struct hu_error *e)
+{
+	struct hu_ventry ent;
+
+	if (m->ito == 0)
+		return 0;	/* nothing beneath the target */
+	return hu_vdir_lookup_below(v, name, m->ito, &ent, e);
+}
+
+int md_below_has(struct md *m, const char *dir, const char *name,
+		 struct hu_error *e)
+{
+	struct hu_ventry ent;
+	struct hu_vdir *d;
+	int rc;
+
+	if (m->ito == 0)
+		return 0;	/* nothing beneath the target */
+	/* A dry run removed nothing from the target: ask the layers
+	 * beneath it alone (the plan may then show a marker too many
+	 * under an opaque directory of the target). */
+	rc = md_vopen(hu_wr_dry_run() ? &m->beneath : &m->after, dir, &d, e);
+	if (rc == 1)
+		rc = hu_vdir_lookup(d, name, &ent, e);
+	hu_vdir_close(d);
+	return rc;
+}
+
+int md_open_parent(int rootfd, const char *path, const char **leaf)
+{
+	const char *p = path, *slash;
+	int fd = rootfd;
+
+	while ((slash = strchr(p, '/'))) {
+		char comp[NAME_MAX + 1];
+		size_t len = slash - p;
+		int next;
+
+		if (len > NAME_MAX) {
+			errno = ENAMETOOLONG;
+			next = -1;
+		} else if (len == 0) {
+			p = slash + 1;
+			continue;
+		} else {
+			memcpy(comp, p, len);
+			comp[len] = '\0';
+			next = hu_open_dir_at(fd, comp);
+		}
+		if (fd != rootfd) {
+			int err = errno;
+
+			close(fd);
+			errno = err;
+		}
+		if (next < 0)
+			return -1;
+		fd = next;
+		p = slash + 1;
+	}
+	*leaf = p;
+	return fd == rootfd ? dup(rootfd) : fd;
+}
+
+static void progress(struct md *m)
+{
+	const struct hu_report *r = m->o->report;
+
+	if (++m->done % 4096 == 0 && r && r->progress)
+		r->progress(r->ctx, m->done);
+}
+
+/* Remove the target's entry @name, which the upper hides. */
+static int remove_target(struct md *m, int tfd, const char *name,
+			 struct hu_error *e)
+{
+	struct stat st;
+
+	if (tfd < 0 || fstatat(tfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return 0;
+	md_step(m, "remove", m->path.s, name);
+	if (hu_rmtree(tfd, name) < 0)
+		return md_fail(m->to, m->path.s, name, errno, "cannot remove",
+			       e);
+	m->st->removed++;
+	return 0;
+}
+
+/* A whiteout of the upper: the target's entry goes; the target keeps a
+ * whiteout of its own only where a layer beneath still shows the name. */
+static int do_whiteout(struct md *m, struct hu_vdir *v, int ufd, int tfd,
+		       const char *name, struct hu_error *e)
+{
+	int need;
+
+	if (remove_target(m, tfd, name, e) < 0)
+		return -1;
+	need = tfd < 0 ? 0 : md_below_has_v(m, v, name, e);
+	if (need < 0)
+		return md_prefix(m->to, NULL, NULL, e);
+	if (need) {
+		md_step(m, "whiteout", m->path.s, name);
+		if (hu_marker_add_whiteout(&m->tofmt, m->tofmt.format, tfd,
+					   name, e) < 0)
+			return md_prefix(m->to, m->path.s, NULL, e);
+		m->st->markers++;
+	}
+	if (m->keep)
+		return 0;
+	if (hu_wr_unlinkat(ufd, name, 0) < 0)
+		return md_fail(m->up, m->path.s, name, errno,
+			       "cannot remove the whiteout", e);
+	return 0;
+}
+
+/* The bytes of upper file @name as the view reads them (a metacopy
+ * file's from beneath), or -1 with *@fd -1 when they are its own. */
+static int view_data(struct md *m, struct hu_vdir *v, const char *name,
+		     const struct stat *st, int *fd, struct hu_error *e)
+{
+	struct hu_ventry ent;
+	bool own = true;
+	int rc;
+
+	*fd = -1;
+	if (!S_ISREG(st->st_mode) || !hu_layer_is(m->up, HU_FMT_OVERLAY))
+		return 0;
+	rc = hu_vdir_lookup(v, name, &ent, e);
+	if (rc <= 0)
+		return rc;
+	*fd = hu_vdir_open_data(v, &ent, &own, e);
+	if (*fd < 0)
+		return -1;
+	if (own) {
+		close(*fd);
+		*fd = -1;
+	}
+	return 0;
+}
+
+static int copy_nondir(struct md *m, struct hu_vdir *v, int ufd, int tfd,
+		       const char *name, const struct stat *st,
+		       struct hu_error *e)
+{
+	int datafd, rc;
+
+	md_step(m, "copy", m->path.s, name);
+	if (view_data(m, v, name, st, &datafd, e) < 0)
+		return -1;
+	rc = md_copy_nondir(m, ufd, name, st, datafd, tfd, m->path.s, name,
+			    e);
+	if (datafd >= 0)
+		close(datafd);
+	if (rc < 0)
+		return md_prefix(m->to, m->path.s, NULL, e);
+	if (!m->keep && hu_wr_unlinkat(ufd, name, 0) < 0)
+		return md_fail(m->up, m->path.s, name, errno,
+			       "cannot remove", e);
+	return 0;
+}
+
+/* A file, symlink or device: renamed over the target's entry. */
+static int do_nondir(struct md *m, struct hu_vdir *v, int ufd, int tfd,
+		     const char *name, const struct stat *st,
+		     struct hu_error *e)
+{
+	struct stat tst;
+
+	if (tfd >= 0 && fstatat(tfd, name, &tst, AT_SYMLINK_NOFOLLOW) == 0 &&
+	    S_ISDIR(tst.st_mode) && remove_target(m, tfd, name, e) < 0)
+		return -1;
+	if (m->keep || !m->same_fs)
+		return copy_nondir(m, v, ufd, tfd, name, st, e);
+	/* the kernel's bookkeeping (origin, nlink...) stays behind */
+	if (md_strip_private(ufd, name, NULL, e) < 0)
+		return md_prefix(m->up, m->path.s, NULL, e);
+	md_step(m, "move", m->path.s, name);
+	if (hu_wr_renameat2(ufd, name, tfd, name, 0) == 0) {
+		m->st->moved++;
+		return 0;
+	}
+	if (errno != EXDEV)
+		return md_fail(m->to, m->path.s, name, errno,
+			       "cannot move into place", e);
+	m->same_fs = false;	/* a mount inside a layer */
+	return copy_nondir(m, v, ufd, tfd, name, st, e);
+}
+
+/*
+ * An upper directory that merges with nothing beneath, taken out of the
+ * view's way of merging: its whiteouts (which hide nothing) go, and every
+ * private xattr but @keep on its root.  The times of a directory whose
+ * whiteouts go are recorded first and put back after.
+ */
+static int clean_tree(struct md *m, int fd, const char *keep,
+		      struct hu_error *e)
+{
+	struct hu_names names;
+	bool *wh = NULL, any = false, rec = false;
+	struct timespec ts[2];
+	int rc = 0;
+
+	if (hu_names_read(fd, &names, NULL, e) < 0)
+		return -1;
+	wh = calloc(names.n ? names.n : 1, sizeof(*wh));
+	if (!wh) {
+		hu_names_free(&names);
+		return hu_error_set(e, ENOMEM, NULL, "out of memory");
+	}
+	for (size_t i = 0; i < names.n && rc == 0; i++) {
+		const char *name = names.v[i].name, *target;
+		enum hu_marker kind;
+		struct stat st;
+
+		if (fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+			rc = hu_error_set(e, errno, name, "cannot stat");
+			break;
+		}
+		rc = hu_marker_classify(m->up, fd, name, &st, true, &kind,
+					&target, e);
+		if (rc == 0 && kind == HU_MARK_WHITEOUT) {
+			wh[i] = any = true;
+		} else if (rc == 0 && S_ISDIR(st.st_mode)) {
+			int sub = hu_open_dir_at(fd, name);
+
+			if (sub < 0)
+				rc = hu_error_set(e, errno, name,
+						  "cannot open directory");
+			else if (clean_tree(m, sub, NULL, e) < 0)
+				rc = md_prefix_name(e, name);
+			if (sub >= 0)
+				close(sub);
+		} else if (rc == 0) {
+			rc = md_strip_private(fd, name, NULL, e);
+		}
+	}
+	if (rc == 0 && md_times_get(m, fd, any, ts, &rec, e) < 0)
+		rc = -1;
+	for (size_t i = 0; i < names.n && rc == 0; i++)
+		if (wh[i] && hu_wr_unlinkat(fd, names.v[i].name, 0) < 0)
+			rc = hu_error_set(e, errno, names.v[i].name,
+					  "cannot remove the whiteout");
+	if (rc == 0 && rec && hu_wr_futimens(fd, ts) < 0)
+		rc = hu_error_set(e, errno, NULL, "cannot set the times");
+	if (rc == 0 && rec)
+		rc = md_times_clear(m, fd, e);
+	if (rc == 0)
+		rc = md_strip_private(fd, NULL, keep, e);
+	free(wh);
+	hu_names_free(&names);
+	return rc;
+}
+
+/* A directory that merges with nothing beneath it (opaque, new, or over
+ * a non-directory): swapped in whole, opaque where a layer beneath the
+ * target still has the name. */
+static int swap_in(struct md *m, struct hu_vdir *v, struct hu_vdir *c,
+		   int ufd, int tfd, const char *name, struct hu_error *e)
+{
+	char attr[64];
+	const char *keep = NULL;
+	int need, cufd = hu_vdir_layer_fd(c, m->iup);
+
+	if (remove_target(m, tfd, name, e) < 0)
+		return -1;
+	need = tfd < 0 ? 0 : md_below_has_v(m, v, name, e);
+	if (need < 0)
+		return md_prefix(m->to, NULL, NULL, e);
+	if (need) {
+		keep = hu_marker_xattr(m->tofmt.format, m->tofmt.userxattr,
+				       "opaque", attr, sizeof(attr));
+		m->st->markers++;
+	}
+	if (m->keep || !m->same_fs) {
+		md_step(m, "copy", m->path.s, name);
+		if (md_copy_tree(m, ufd, name, tfd, m->path.s, need, e) < 0)
+			return md_prefix(m->to, m->path.s, NULL, e);
+		if (!m->keep && hu_rmtree(ufd, name) < 0)
+			return md_fail(m->up, m->path.s, name, errno,
+				       "cannot remove", e);
+		return 0;
+	}
+	if (need && hu_marker_set_opaque(&m->tofmt, m->tofmt.format, ufd,
+					 name, true, e) < 0)
+		return md_prefix(m->up, m->path.s, NULL, e);
+	if (clean_tree(m, cufd, keep, e) < 0)
+		return md_prefix(m->up, m->path.s, name, e);
+	md_step(m, "move", m->path.s, name);
+	if (hu_wr_renameat2(ufd, name, tfd, name, 0) < 0) {
+		if (errno != EXDEV)
+			return md_fail(m->to, m->path.s, name, errno,
+				       "cannot move into place", e);
+		m->same_fs = false;
+		return swap_in(m, v, c, ufd, tfd, name, e);
+	}
+	m->st->moved++;
+	return 0;
+}
+
+static int merge_dir(struct md *m, struct hu_vdir *v, int ufd, int tfd,
+		     struct hu_error *e);
+
+/* An upper directory: merged when the view merges it with a directory
+ * beneath, else swapped in. */
+static int do_dir(struct md *m, struct hu_vdir *v, int ufd, int tfd,
+		  const char *name, struct hu_error *e)
+{
+	struct hu_ventry ent;
+	struct hu_vdir *c = NULL;
+	size_t saved;
+	int rc, ctfd;
+
+	rc = hu_vdir_lookup(v, name, &ent, e);
+	if (rc == 0 || (rc == 1 && ent.layer != m->iup))
+		rc = md_fail(m->up, m->path.s, name, 0,
+			     "a directory of the upper the view does not "
+			     "show", e);
+	if (rc < 0 || hu_vdir_open_child(v, &ent, &c, e) < 0)
+		return -1;
+	if (hu_vdir_width(c) == 1) {
+		rc = swap_in(m, v, c, ufd, tfd, name, e);
+		hu_vdir_close(c);
+		return rc;
+	}
+	ctfd = hu_vdir_layer_fd(c, m->ito);
+	if (ctfd < 0 && tfd >= 0) {
+		/* the target has nothing here, a layer beneath has: an
+		 * empty directory between them changes no view */
+		md_step(m, "mkdir", m->path.s, name);
+		if (hu_wr_mkdirat(tfd, name, 0700) < 0 && errno != EEXIST) {
+			hu_vdir_close(c);
+			return md_fail(m->to, m->path.s, name, errno,
+				       "cannot create", e);
+		}
+		hu_vdir_close(c);
+		if (hu_vdir_open_child(v, &ent, &c, e) < 0)
+			return -1;
+		ctfd = hu_vdir_layer_fd(c, m->ito);
+	}
+	if (hu_pathbuf_push(&m->path, name, &saved) < 0) {
+		hu_vdir_close(c);
+		return hu_error_set(e, ENOMEM, NULL, "out of memory");
+	}
+	rc = merge_dir(m, c, hu_vdir_layer_fd(c, m->iup), ctfd, e);
+	hu_pathbuf_pop(&m->path, saved);
+	hu_vdir_close(c);
+	if (rc < 0 || m->keep)
+		return rc;
+	if (hu_wr_unlinkat(ufd, name, AT_REMOVEDIR) < 0)
+		return md_fail(m->up, m->path.s, name, errno,
+			       "cannot remove the emptied directory", e);
+	return 0;
+}
+
+static int merge_entry(struct md *m, struct hu_vdir *v, int ufd, int tfd,
+		       const char *name, struct hu_error *e)
+{
+	enum hu_marker kind;
+	const char *target;
+	struct stat st;
+
+	if (hu_interrupt_check(e) < 0)
+		return -1;
+	progress(m);
+	if (fstatat(ufd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return md_fail(m->up, m->path.s, name, errno, "cannot stat",
+			       e);
+	if (hu_marker_classify(m->up, ufd, name, &st, true, &kind, &target,
+			       e) < 0)
+		return md_prefix(m->up, m->path.s, NULL, e);
+	if (kind == HU_MARK_WHITEOUT)
+		return do_whiteout(m, v, ufd, tfd, name, e);
+	if (kind != HU_MARK_NONE)
+		return 0;
+	if (S_ISDIR(st.st_mode))
+		return do_dir(m, v, ufd, tfd, name, e);
+	return do_nondir(m, v, ufd, tfd, name, &st, e);
+}
+
+/* Upper directory @ufd merged into target directory @tfd (-1 only in a
+ * dry run, where it is not made), then given its metadata. */
+static int merge_dir(struct md *m, struct hu_vdir *v, int ufd, int tfd,
+		     struct hu_error *e)
+{
+	struct hu_names names;
+	struct timespec ts[2];
+	int rc = 0;
+
+	if (md_times_get(m, ufd, true, ts, NULL, e) < 0 ||
+	    hu_names_read(ufd, &names, NULL, e) < 0)
+		return md_prefix(m->up, m->path.s, NULL, e);
+	for (size_t i = 0; i < names.n && rc == 0; i++)
+		rc = merge_entry(m, v, ufd, tfd, names.v[i].name, e);
+	hu_names_free(&names);
+	if (rc < 0 || tfd < 0)
+		return rc;
+	md_step(m, "metadata", m->path.s, NULL);
+	if (md_dir_meta(m, ufd, tfd, ts, e) < 0)
+		return md_prefix(m->to, m->path.s, NULL, e);
+	m->st->dirs++;
+	return 0;
+}
+
+/* The format of the markers written into the target. */
+static int target_format(struct md *m, struct hu_error *e)
+{
+	const struct hu_layer *uf = m->up, *tf = m->to;
+	bool um = uf->format == HU_FMT_UNION || uf->format == HU_FMT_OVERLAY;
+	bool tm = tf->format == HU_FMT_UNION || tf->format == HU_FMT_OVERLAY;
+
+	if (um && tm && (uf->format != tf->format ||
+			 uf->userxattr != tf->userxattr))
+		return hu_error_set(e, EINVAL, uf->path,
+				    "the upper is in the %s%s format, the "
+				    "target %s in the %s%s one: convert one "
+				    "first (hunion whiteout convert)",
+				    hu_format_name(uf->format),
+				    uf->userxattr ? " (user.*)" : "",
+				    tf->path, hu_format_name(tf->format),
+				    tf->userxattr ? " (user.*)" : "");
+	m->tofmt = *tf;
+	if (tm)
+		return 0;
+	m->tofmt.format = HU_FMT_UNION;
+	m->tofmt.userxattr = uf->userxattr;
+	if (um) {
+		m->tofmt.format = uf->format;
+		return 0;
+	}
+	for (size_t j = m->ito; j-- > 0;) {
+		const struct hu_layer *l = &m->s->layers[j];
+
+		if (hu_layer_settle(l, e) < 0)
+			return -1;
+		if (l->format == HU_FMT_UNION || l->format == HU_FMT_OVERLAY) {
+			m->tofmt.format = l->format;
+			m->tofmt.userxattr = l->userxattr;
+			break;
+		}
+	}
+	return 0;
+}
+
+static int writable(const struct hu_layer *l, struct hu_error *e)
+{
+	struct statvfs sv;
+
+	if (fstatvfs(l->fd, &sv) == 0 && (sv.f_flag & ST_RDONLY))
+		return hu_error_set(e, EROFS, l->path, "cannot merge into "
+				    "a layer on a read-only filesystem");
+	return 0;
+}
+
+/* What is refused before anything is changed. */
+static int preflight(struct md *m, struct hu_error *e)
+{
+	const struct hu_stack *s = m->s;
+
+	if (s->n < 2)
+		return hu_error_set(e, EINVAL, NULL, "merge --into needs two "
+				    "layers at least: the target and the "
+				    "upper");
+	for (size_t j = m->ito; j < s->n; j++) {
+		const struct hu_layer *l = &s->layers[j];
+
+		if (l->unpacked)
+			return hu_error_set(e, EINVAL, l->path, "a tarball "
+					    "layer cannot be merged in "
+					    "place");
+		if (hu_layer_half(l))
+			return hu_error_set(e, EINVAL, l->path, "the layer is "
+					    "half-converted: run its "
+					    "'whiteout convert --in-place' "
+					    "again first");
+		if (l->format == HU_FMT_OCI)
+			return hu_error_set(e, EINVAL, l->path, "an OCI layer "
+					    "cannot be merged in place: "
+					    "convert it first (hunion "
+					    "whiteout convert --to=overlay "
+					    "--in-place)");
+	}
+	if (target_format(m, e) < 0 || writable(m->to, e) < 0 ||
+	    (!m->keep && writable(m->up, e) < 0))
+		return -1;
+	if (!m->o->force) {
+		struct hu_mount_use use;
+		int rc = hu_stack_mounted(s, -1, &use, e);
+
+		if (rc < 0)
+			return -1;
+		if (rc > 0) {
+			hu_error_set(e, EBUSY, use.layer, "the layer is a "
+				     "%s of the %s mounted at %s: unmount it "
+				     "first (or --force)", use.role,
+				     use.fstype, use.mountpoint);
+			hu_mount_use_free(&use);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static int merge_down(struct md *m, struct hu_error *e)
+{
+	struct hu_vdir *root;
+	struct timespec ts[2];
+	int rc;
+
+	/* before phase 1 changes the upper's root */
+	if (md_times_get(m, m->up->fd, true, ts, NULL, e) < 0)
+		return md_prefix(m->up, NULL, NULL, e);
+	if (md_prepare(m, e) < 0)
+		return -1;
+	if (hu_vdir_open_root(m->s, &root, e) < 0)
+		return -1;
+	rc = merge_dir(m, root, m->up->fd, m->to->fd, e);
+	hu_vdir_close(root);
+	if (rc < 0)
+		return -1;
+	/* the root's times went to the target's root from the record */
+	if (md_times_clear(m, m->up->fd, e) < 0)
+		return md_prefix(m->up, NULL, NULL, e);
+	return 0;
+}
+
+int hu_merge_down(const struct hu_stack *s, const struct hu_mergedown_opts *o,
+		  struct hu_mergedown_stats *st, struct hu_error *e)
+{
+	struct md m = { .s = s, .o = o, .st = st, .keep = o->keep_upper };
+	bool was_dry = hu_wr_dry_run();
+	struct stat us, ts;
+	size_t saved;
+	int rc;
+
+	memset(st, 0, sizeof(*st));
+	if (s->n >= 2) {
+		m.iup = s->n - 1;
+		m.ito = s->n - 2;
+		m.up = &s->layers[m.iup];
+		m.to = &s->layers[m.ito];
+		m.after = (struct hu_stack){ .n = s->n - 1,
+					     .layers = s->layers,
+					     .problems = s->problems };
+		m.beneath = m.after;
+		m.beneath.n--;
+	}
+	if (preflight(&m, e) < 0)
+		return -1;
+	if (!o->dry_run && flock(m.up->fd, LOCK_EX | LOCK_NB) < 0 &&
+	    errno == EWOULDBLOCK)
+		return hu_error_set(e, EBUSY, m.up->path, "another 'hunion "
+				    "merge --into' is merging this layer");
+	if (hu_pathbuf_push(&m.path, "", &saved) < 0)
+		return hu_error_set(e, ENOMEM, NULL, "out of memory");
+	m.same_fs = fstat(m.up->fd, &us) == 0 && fstat(m.to->fd, &ts) == 0 &&
+		    us.st_dev == ts.st_dev;
+	hu_wr_set_dry_run(was_dry || o->dry_run);
+	rc = merge_down(&m, e);
+	hu_wr_set_dry_run(was_dry);
+	hu_linkmap_free(&m.links);
+	hu_pathbuf_free(&m.path);
+	return rc;
+}

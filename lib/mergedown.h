@@ -1,0 +1,131 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * merge --into (mergedown.c, mdprep.c, mdcopy.c, mdjournal.c): the state of
+ * one merge-down and what its modules share.
+ */
+#ifndef HUNION_MERGEDOWN_H
+#define HUNION_MERGEDOWN_H
+
+#include "internal.h"
+#include "linkmap.h"
+
+struct md {
+	const struct hu_stack *s;
+	const struct hu_mergedown_opts *o;
+	struct hu_mergedown_stats *st;
+	const struct hu_layer *up;	/* the layer merged down */
+	const struct hu_layer *to;	/* the one beneath it, changed */
+	size_t iup, ito;		/* their indexes */
+	/* The format and namespace of the markers written into @to: its
+	 * own, or (a layer without markers) the upper's, or the nearest
+	 * below's. */
+	struct hu_layer tofmt;
+	/* The stack as it is after: layers [0, ito]. */
+	struct hu_stack after;
+	struct hu_stack beneath;	/* layers [0, ito) */
+	bool same_fs;		/* rename(2) from the upper to the target */
+	bool keep;		/* --keep-upper: copy, change nothing above */
+	struct hu_copy_state cs;
+	struct hu_linkmap links;	/* copies: first target path of an
+					 * upper inode with several names */
+	struct hu_pathbuf path;		/* the directory being merged */
+	uint64_t done;
+};
+
+/* Report step @what of @dir/@name (either may be NULL or ""). */
+void md_step(struct md *m, const char *what, const char *dir,
+	     const char *name);
+/* Errors: prefix @e with @dir/@name and the layer's path. */
+int md_fail(const struct hu_layer *l, const char *dir, const char *name,
+	    int err, const char *what, struct hu_error *e);
+/* Prefix @e with @name; returns -1. */
+static inline int md_prefix_name(struct hu_error *e, const char *name)
+{
+	hu_error_prefix(e, name);
+	return -1;
+}
+int md_prefix(const struct hu_layer *l, const char *dir, const char *name,
+	      struct hu_error *e);
+
+/* The view directory of @path in @s: 1 with *@out, 0 when the view has
+ * no directory there, -1 on error. */
+int md_vopen(const struct hu_stack *s, const char *path, struct hu_vdir **out,
+	     struct hu_error *e);
+/* Does the stack after the merge (the target and those beneath) show
+ * @dir/@name?  Asked once the target's own entry is gone: 1 when a
+ * layer beneath still has it, so the target needs a marker. */
+int md_below_has(struct md *m, const char *dir, const char *name,
+		 struct hu_error *e);
+/* The same for @name in view directory @v of the whole stack. */
+int md_below_has_v(struct md *m, struct hu_vdir *v, const char *name,
+		   struct hu_error *e);
+/* Open the parent directory of @path below @rootfd, never following a
+ * symlink; *@leaf points into @path.  -1 with errno. */
+int md_open_parent(int rootfd, const char *path, const char **leaf);
+
+/* ---- phase 1 (mdprep.c): redirected directories and metacopy files made
+ * plain, each step keeping the view or recorded in the intent record. */
+int md_prepare(struct md *m, struct hu_error *e);
+
+/* ---- copies (mdcopy.c) ---------------------------------------------- */
+
+/* The fixed temporary name for @name in its directory, into @buf (32
+ * bytes): the same on every run, so a re-run removes a killed one's. */
+const char *md_temp_name(char *buf, const char *name);
+/* Copy non-directory @name of @sfd (lstat @st; a regular file's bytes
+ * from @datafd when >= 0, which it does not close) to @dname in @dfd,
+ * made whole under the temporary name and renamed over @dname. */
+int md_copy_nondir(struct md *m, int sfd, const char *name,
+		   const struct stat *st, int datafd, int dfd,
+		   const char *ddir, const char *dname, struct hu_error *e);
+/* Copy directory @name of @sfd (a tree of the upper that merges with
+ * nothing) to @name in @dfd: built under the temporary name, markers and
+ * private xattrs left out, @opaque marked opaque in the target's format,
+ * renamed over @name. */
+int md_copy_tree(struct md *m, int sfd, const char *name, int dfd,
+		 const char *ddir, bool opaque, struct hu_error *e);
+/* Give directory @tfd the upper's @ufd mode, owner and public xattrs
+ * (the target's own public ones not in the upper removed) and times
+ * @ts. */
+int md_dir_meta(struct md *m, int ufd, int tfd, const struct timespec ts[2],
+		struct hu_error *e);
+/* Remove the private xattrs of @name in @dirfd (NULL: @dirfd itself),
+ * except @keep (may be NULL). */
+int md_strip_private(int dirfd, const char *name, const char *keep,
+		     struct hu_error *e);
+
+/* ---- records (mdjournal.c) ------------------------------------------- */
+
+/* The times directory @fd of the upper had before this merge changed
+ * it: recorded on it at the first visit (with @create), read back at a
+ * re-run.  *@found (may be NULL): a record was there or is now. */
+int md_times_get(const struct md *m, int fd, bool create,
+		 struct timespec ts[2], bool *found, struct hu_error *e);
+int md_times_clear(const struct md *m, int fd, struct hu_error *e);
+
+/* The intent record of the steps that change the view for a moment (the
+ * target's redirected directories moved to their new names, through a
+ * staging directory, then the upper's redirects removed): on the upper's
+ * root, written before the first and removed after the last.  A re-run
+ * finishes them first. */
+struct md_move {
+	ino_t ino;		/* the target's directory being moved */
+	char *src, *dst;	/* its path in the target, from and to */
+	char *redirect;		/* "": none; else the redirect the moved
+				 * directory keeps, for the layers beneath
+				 * the target still merge with it */
+};
+struct md_intent {
+	struct md_move *v;
+	size_t n;
+};
+#define MD_STAGE ".hunion-md.stage"
+int md_intent_write(const struct md *m, const struct md_intent *in,
+		    struct hu_error *e);
+/* 1 with *@in filled (free with md_intent_free), 0 when none. */
+int md_intent_read(const struct md *m, struct md_intent *in,
+		   struct hu_error *e);
+int md_intent_clear(const struct md *m, struct hu_error *e);
+void md_intent_free(struct md_intent *in);
+
+#endif /* HUNION_MERGEDOWN_H */

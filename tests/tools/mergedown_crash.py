@@ -1,0 +1,243 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: MIT
+"""mergedown_crash.py [--kernel=OPTS] [--fault=OP] [ARG...] -- HUNION LAYER...
+- merge the top layer down at every step, killed there, and re-run.
+
+LAYER... is a stack, bottom first.  The reference is its merged view: the
+kernel's (mount -t overlay -o OPTS,lowerdir=..., read only) with
+--kernel=OPTS, else `hunion merge -o` (a union stack).  Then, on fresh
+copies of the stack (cp -a):
+  - `HUNION merge --into -q ARG... LAYER...` run clean: it must succeed,
+    and the number of changes it makes is counted (the N at which
+    HUNION_FAULT=kill:N no longer kills it);
+  - for every N from 1 to that number: the run killed at N, then run
+    again without a fault: the re-run must succeed, and
+  - after every finished run (clean or killed and re-run): the stack
+    without its top layer shows the reference view (the kernel's, with
+    no mount options, when --kernel is given; `hunion merge -o` for
+    union), the top layer is empty (its root kept), no private state of
+    the merge is left anywhere (.hunion-md.* names, *.union.mergedown-*
+    xattrs), the target holds no private xattr it did not hold but
+    whiteout and opaque markers (none at all in a two-layer stack), and
+    the layers beneath the target are unchanged byte for byte.
+With --clean-only: the clean run alone (the kernel proof of random stacks).
+With --fault=OP: also HUNION_FAULT=OP:N:ENOSPC for each N until a run gets
+through, each failed run then re-run.
+Prints one line per mode.  Exit status 1 when any check failed.
+"""
+
+import os
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import manifest  # noqa: E402
+
+OPTS = dict(no_dir_mtime=False, no_mtime=False, no_xattrs=False,
+            no_owner=False, holes=False)
+
+
+def walk_manifest(top):
+    return manifest.Walker(OPTS).run(os.fsencode(top))
+
+
+def private_rows(top):
+    """(path, xattr) of every private xattr, and every name of ours."""
+    rows, ours = set(), []
+    for dirpath, dirs, files in os.walk(top):
+        for name in [""] + sorted(dirs + files):
+            p = os.path.join(dirpath, name) if name else dirpath
+            rel = os.path.relpath(p, top)
+            if name.startswith(".hunion-md."):
+                ours.append("name " + rel)
+            try:
+                names = os.listxattr(p, follow_symlinks=False)
+            except OSError:
+                names = []
+            for x in names:
+                if ".union.mergedown" in x:
+                    ours.append("xattr %s %s" % (rel, x))
+                if x.split(".")[1:2] in (["overlay"], ["union"]):
+                    rows.add((rel, x))
+    return rows, ours
+
+
+def counts(rows):
+    """How many entries carry each private xattr (paths change when a
+    redirected directory moves)."""
+    c = {}
+    for _, x in rows:
+        c[x] = c.get(x, 0) + 1
+    return c
+
+
+def layer_bytes(top):
+    """A layer byte for byte: the manifest, private xattrs included."""
+    rows, _ = private_rows(top)
+    return walk_manifest(top) + sorted("%s %s" % r for r in rows)
+
+
+def hunion_view(hunion, layers, tmp, args):
+    out = tempfile.mkdtemp(dir=tmp) + "/view"
+    r = subprocess.run([hunion, "merge", "-q", "-o", out] + [
+        a for a in args if a.startswith(("--format", "--userxattr"))] +
+        layers,
+                       capture_output=True)
+    if r.returncode != 0:
+        return ["merge -o failed: " + r.stderr.decode(errors="replace")]
+    return walk_manifest(out)
+
+
+def kernel_view(layers, opts, tmp):
+    """The kernel's read-only view of @layers (bottom first).  One layer
+    alone is mounted over an empty one (the kernel wants two)."""
+    mnt = tempfile.mkdtemp(dir=tmp)
+    if len(layers) == 1:
+        layers = [tempfile.mkdtemp(dir=tmp)] + layers
+    o = "%slowerdir=%s" % (opts + "," if opts else "", ":".join(
+        os.path.abspath(x) for x in reversed(layers)))
+    r = subprocess.run(["mount", "-t", "overlay", "overlay", "-o", o, mnt],
+                       capture_output=True)
+    if r.returncode != 0:
+        return ["mount failed: " + r.stderr.decode(errors="replace")]
+    try:
+        return walk_manifest(mnt)
+    finally:
+        subprocess.run(["umount", mnt], check=True)
+
+
+def copy(layers, tmp):
+    top = tempfile.mkdtemp(dir=tmp)
+    out = []
+    for i, layer in enumerate(layers):
+        dst = "%s/L%d" % (top, i)
+        subprocess.run(["cp", "-a", layer, dst], check=True)
+        out.append(dst)
+    return out
+
+
+def run(hunion, args, layers, fault=None):
+    env = dict(os.environ)
+    env.pop("HUNION_FAULT", None)
+    if fault:
+        env["HUNION_FAULT"] = fault
+    return subprocess.run([hunion, "merge", "--into", "-q"] + args + layers,
+                          env=env, capture_output=True)
+
+
+def diff(what, want, got):
+    a, b = set(want), set(got)
+    return ["  %s: - %s" % (what, x) for x in sorted(a - b)] + \
+        ["  %s: + %s" % (what, x) for x in sorted(b - a)]
+
+
+class Check:
+    def __init__(self, hunion, layers, kernel, tmp, args):
+        self.hunion, self.kernel, self.tmp = hunion, kernel, tmp
+        self.args = args
+        self.n = len(layers)
+        if kernel is not None:
+            self.want = kernel_view(layers, kernel, tmp)
+        else:
+            self.want = hunion_view(hunion, layers, tmp, args)
+        self.below = [layer_bytes(x) for x in layers[:-2]]
+        rows, _ = private_rows(layers[-2])
+        self.target_private = counts(rows)
+        # The stack after needs the options its own layers need (their
+        # own redirects and metacopy files), and no more.
+        self.after_opts = ""
+        for layer in layers[:-1]:
+            rows, _ = private_rows(layer)
+            if any(x.endswith((".redirect", ".metacopy")) for _, x in rows):
+                self.after_opts = kernel
+        if kernel and "userxattr" in kernel:
+            self.after_opts = "userxattr"
+
+    def after(self, what, layers):
+        """Every check of a finished merge-down of copy @layers."""
+        rest = layers[:-1]
+        got = kernel_view(rest, self.after_opts, self.tmp) \
+            if self.kernel is not None \
+            else hunion_view(self.hunion, rest, self.tmp, self.args)
+        problems = diff(what + ": view", self.want, got)
+        if os.listdir(layers[-1]):
+            problems.append("  %s: the upper is not empty: %s" % (
+                what, sorted(os.listdir(layers[-1]))))
+        for layer in layers:
+            _, ours = private_rows(layer)
+            problems += ["  %s: left: %s" % (what, x) for x in ours]
+        rows, _ = private_rows(layers[-2])
+        for x, n in sorted(counts(rows).items()):
+            extra = n - self.target_private.get(x, 0)
+            if extra > 0 and (self.n == 2 or not x.endswith(
+                    (".opaque", ".whiteout", ".redirect"))):
+                problems.append("  %s: %d more %s in the target: %s" % (
+                    what, extra, x, " ".join(sorted(
+                        p for p, y in rows if y == x))[:200]))
+        for i, want in enumerate(self.below):
+            problems += diff("%s: layer %d" % (what, i), want,
+                             layer_bytes(layers[i]))
+        return problems
+
+
+def main(argv):
+    kernel, fault, args, kills = None, None, [], True
+    if "--" not in argv:
+        print(__doc__, file=sys.stderr)
+        return 2
+    sep = argv.index("--")
+    for a in argv[1:sep]:
+        if a.startswith("--kernel="):
+            kernel = a[len("--kernel="):]
+        elif a.startswith("--fault="):
+            fault = a[len("--fault="):]
+        elif a == "--clean-only":
+            kills = False
+        else:
+            args.append(a)
+    hunion, layers = argv[sep + 1], argv[sep + 2:]
+    bad = False
+    with tempfile.TemporaryDirectory(dir=".") as tmp:
+        chk = Check(hunion, layers, kernel, tmp, args)
+        work = copy(layers, tmp)
+        r = run(hunion, args, work)
+        if r.returncode != 0:
+            print("the clean run failed: %s" %
+                  r.stderr.decode(errors="replace"))
+            return 1
+        problems = chk.after("clean run", work)
+        print("clean run: %s" % ("the view kept, nothing private left, "
+                                 "the layers beneath unchanged"
+                                 if not problems else "FAILED"))
+        for p in problems[:20]:
+            print(p)
+        bad = bad or bool(problems)
+        for op in (["kill"] if kills else []) + ([fault] if fault else []):
+            n, problems = 0, []
+            while n < 2000:
+                n += 1
+                work = copy(layers, tmp)
+                spec = "kill:%d" % n if op == "kill" else \
+                    "%s:%d:ENOSPC" % (op, n)
+                r = run(hunion, args, work, spec)
+                if r.returncode == 0:
+                    break
+                r = run(hunion, args, work)
+                if r.returncode != 0:
+                    problems.append("  re-run after %s: %s" % (
+                        spec, r.stderr.decode(errors="replace").strip()))
+                    continue
+                problems += chk.after("after %s and a re-run" % spec, work)
+            print("%s: %d interrupted run%s%s" % (
+                op, n - 1, "" if n == 2 else "s",
+                ", each finished by a re-run: the view kept, nothing "
+                "private left" if not problems else ""))
+            for p in problems[:20]:
+                print(p)
+            bad = bad or bool(problems)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
