@@ -605,13 +605,23 @@ static int merge_down(struct md *m, struct hu_error *e)
 {
 	struct hu_vdir *root;
 	struct timespec ts[2];
+	struct hu_error ignored = { 0 };
+	bool had;
 	int rc;
 
-	/* before phase 1 changes the upper's root */
-	if (md_times_get(m, m->up->fd, true, ts, NULL, e) < 0)
+	/* before phase 1 changes the upper's root; an interrupted run's
+	 * record, if there is one, holds the times from before it */
+	if (md_times_get(m, m->up->fd, false, ts, &had, e) < 0 ||
+	    (!had && md_times_get(m, m->up->fd, true, ts, NULL, e) < 0))
 		return md_prefix(m->up, NULL, NULL, e);
-	if (md_prepare(m, e) < 0)
+	if (md_prepare(m, e) < 0) {
+		/* A refusal (ENOTSUP) comes from the analysis before phase 1
+		 * changes anything: the record made for it goes too. */
+		if (!had && e->err == ENOTSUP &&
+		    md_times_clear(m, m->up->fd, &ignored) < 0)
+			hu_error_clear(&ignored);
 		return -1;
+	}
 	if (hu_vdir_open_root(m->s, &root, e) < 0)
 		return -1;
 	rc = merge_dir(m, root, m->up->fd, m->to->fd, e);
