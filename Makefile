@@ -124,6 +124,7 @@ demo: deps all
 
 bench: deps all
 	bench/run.sh ./hunion
+	bench/mergedown.sh ./hunion
 
 completions: hunion
 	./hunion __complete bash > completions/hunion.bash
