@@ -194,10 +194,9 @@ int fsck_entry_facts(struct fsck_run *r, const struct fsck_dir *d,
 	return 0;
 }
 
-bool fsck_facts_has(const struct fsck_facts *f, const char *attr)
+bool fsck_xattr_listed(const char *list, ssize_t len, const char *attr)
 {
-	for (const char *a = f->xattrs; a && a < f->xattrs + f->xlen;
-	     a += strlen(a) + 1)
+	for (const char *a = list; a && a < list + len; a += strlen(a) + 1)
 		if (strcmp(a, attr) == 0)
 			return true;
 	return false;
@@ -257,7 +256,9 @@ int fsck_found(struct fsck_run *r, enum hu_problem_id id, const char *dir,
 		r->st->left++;
 	rc = tell(r, &f, e);
 	free(path);
-	if (rc == 0 && told_add(r, key) < 0)
+	if (rc < 0)
+		free(key);
+	else if (told_add(r, key) < 0)
 		rc = hu_error_set(e, ENOMEM, NULL, "out of memory");
 	return rc;
 }

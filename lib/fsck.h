@@ -73,8 +73,8 @@ struct fsck_facts {
 int fsck_entry_facts(struct fsck_run *r, const struct fsck_dir *d,
 		     const char *name, const struct fsck_facts **out,
 		     struct hu_error *e);
-/* Is xattr @attr among @f's? */
-bool fsck_facts_has(const struct fsck_facts *f, const char *attr);
+/* Is xattr @attr among the @len bytes of names @list? */
+bool fsck_xattr_listed(const char *list, ssize_t len, const char *attr);
 
 /* One more entry checked, for the count and the progress report: the
  * engine counts those of its walk; a check that reads entries the walk

@@ -103,6 +103,11 @@ static bool foreign_xattr(const struct hu_layer *l, const char *a)
 	return false;
 }
 
+static bool listed(const struct look *k, const char *attr)
+{
+	return fsck_xattr_listed(k->xattrs, k->xlen, attr);
+}
+
 /* Is @k a whiteout of another format than @l's: a device 0/0, a union
  * whiteout symlink, an overlay xattr whiteout (an empty file with
  * overlay.whiteout)? */
@@ -112,14 +117,14 @@ static bool foreign_whiteout(const struct hu_layer *l, const struct look *k)
 
 	if (S_ISREG(k->st.st_mode) && k->st.st_size == 0 &&
 	    l->format != HU_FMT_OVERLAY)
-		xwh = fm_has_xattr(k->xattrs, k->xlen, "trusted.overlay.whiteout") ||
-		      fm_has_xattr(k->xattrs, k->xlen, "user.overlay.whiteout");
+		xwh = listed(k, "trusted.overlay.whiteout") ||
+		      listed(k, "user.overlay.whiteout");
 	if (k->dev00)
 		return l->format != HU_FMT_OVERLAY;
 	if (k->wh_target && l->format != HU_FMT_UNION) {
 		/* the union whiteout xattr in either namespace */
-		return fm_has_xattr(k->xattrs, k->xlen, "trusted.union.whiteout") ||
-		       fm_has_xattr(k->xattrs, k->xlen, "user.union.whiteout");
+		return listed(k, "trusted.union.whiteout") ||
+		       listed(k, "user.union.whiteout");
 	}
 	return xwh;
 }

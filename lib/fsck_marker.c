@@ -117,16 +117,7 @@ static bool beneath_known(const struct fsck_run *r)
 	return fsck_below(r)->n > 0 || fsck_opts(r)->all_layers;
 }
 
-bool fm_has_xattr(const char *list, ssize_t len, const char *attr)
-{
-	for (const char *a = list; a && a < list + len; a += strlen(a) + 1)
-		if (strcmp(a, attr) == 0)
-			return true;
-	return false;
-}
-
 /* ---- what one entry is ---------------------------------------------------- */
-
 
 static int look_at(struct fsck_run *r, const struct fsck_dir *d,
 		   const char *name, struct look *k, struct hu_error *e)
@@ -188,7 +179,7 @@ static int check_union_whiteout(struct fsck_run *r, const struct fsck_dir *d,
 		return 0;
 	hu_marker_xattr(HU_FMT_UNION, l->userxattr, "whiteout", attr,
 			sizeof(attr));
-	if (!fm_has_xattr(k->xattrs, k->xlen, attr) && !k->wh_target)
+	if (!fsck_xattr_listed(k->xattrs, k->xlen, attr) && !k->wh_target)
 		return 0;
 	if (wh_xattr_read(d->wd->fd, name, attr, &v, &len) < 0)
 		return wh_fail(e, errno, l->path, d->wd->path, name,
@@ -227,7 +218,7 @@ static int check_opaque_misplaced(struct fsck_run *r, const struct fsck_dir *d,
 	    (l->format != HU_FMT_UNION && l->format != HU_FMT_OVERLAY))
 		return 0;
 	hu_marker_xattr(l->format, l->userxattr, "opaque", attr, sizeof(attr));
-	if (!fm_has_xattr(k->xattrs, k->xlen, attr))
+	if (!fsck_xattr_listed(k->xattrs, k->xlen, attr))
 		return 0;
 	rc = fm_found(r, d, HU_PB_OPAQUE_MARK_MISPLACED, name, NULL, e);
 	if (rc != 1)

@@ -35,8 +35,6 @@ int fm_done(struct fsck_run *r, const struct fsck_dir *d, int rc,
 /* -1 with @why: errno, "@d/@name: @what". */
 int fm_fail(struct hu_error *why, const struct fsck_dir *d,
 	    const char *name, const char *what);
-/* Is @attr in the xattr name list @list of @len bytes? */
-bool fm_has_xattr(const char *list, ssize_t len, const char *attr);
 /* Remove entry @name of @d, a tree too (through the write wrapper). */
 int fm_remove_entry(const struct fsck_dir *d, const char *name,
 		    struct hu_error *why);

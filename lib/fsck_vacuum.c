@@ -29,10 +29,10 @@ static bool has_overlay_names(const struct hu_layer *l,
 			      size_t size)
 {
 	hu_marker_xattr(HU_FMT_OVERLAY, l->userxattr, "metacopy", attr, size);
-	if (fsck_facts_has(f, attr))
+	if (fsck_xattr_listed(f->xattrs, f->xlen, attr))
 		return true;
 	hu_marker_xattr(HU_FMT_OVERLAY, l->userxattr, "redirect", attr, size);
-	return fsck_facts_has(f, attr);
+	return fsck_xattr_listed(f->xattrs, f->xlen, attr);
 }
 
 /* Is @ent, lstat @st, a plain copy-up candidate: a regular file or
