@@ -142,32 +142,19 @@ static int put_whiteout(struct conv *c, struct wh_dir *d, const char *name,
 			const char *src, unsigned int flags,
 			struct hu_error *e)
 {
-	char tmp[32];
-	int tries = 0;
+	struct timespec ts[2];
+	struct stat st;
 
 	if (started(c, d, e) < 0)
 		return -1;
-	for (;;) {
-		c->seed = c->seed * 1103515245u + 12345u;
-		snprintf(tmp, sizeof(tmp), HU_CONV_TEMP_PREFIX "%06x",
-			 c->seed & 0xffffff);
-		if (hu_marker_add_whiteout(&c->to, c->to.format, d->fd, tmp,
-					   e) == 0)
-			break;
-		if (e->err != EEXIST || ++tries == 100)
-			return wh_prefix(e, c->l->path, d->path);
-	}
-	if (cv_marker_times(d, src, d->fd, tmp, c->l->path, e) < 0) {
-		(void)hu_wr_unlinkat(d->fd, tmp, 0);
-		return -1;
-	}
-	if (hu_wr_renameat2(d->fd, tmp, d->fd, name, flags) < 0) {
-		int err = errno;
-
-		(void)hu_wr_unlinkat(d->fd, tmp, 0);
-		return wh_fail(e, err, c->l->path, d->path, name,
-			       "cannot rename the new whiteout into place");
-	}
+	if (fstatat(d->fd, src, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return wh_fail(e, errno, c->l->path, d->path, src,
+			       "cannot stat");
+	ts[0] = st.st_atim;
+	ts[1] = st.st_mtim;
+	if (hu_marker_put_whiteout(&c->to, c->to.format, d->fd, name, ts,
+				   flags, &c->seed, e) < 0)
+		return wh_prefix(e, c->l->path, d->path);
 	return 0;
 }
 

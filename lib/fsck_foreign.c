@@ -34,7 +34,6 @@ static int put_whiteout(const struct hu_layer *l, const struct fsck_dir *d,
 	char tmp[NAME_MAX + 1];
 	struct timespec ts[2];
 	struct stat st;
-	int tries = 0;
 
 	if (fstatat(d->wd->fd, times_of, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		return fm_fail(why, d, times_of, "cannot stat");
@@ -57,31 +56,9 @@ static int put_whiteout(const struct hu_layer *l, const struct fsck_dir *d,
 	}
 	if (!temp_seed)
 		temp_seed = (unsigned)getpid() ^ (unsigned)time(NULL);
-	for (;;) {
-		temp_seed = temp_seed * 1103515245u + 12345u;
-		snprintf(tmp, sizeof(tmp), HU_CONV_TEMP_PREFIX "%06x",
-			 temp_seed & 0xffffff);
-		if (hu_marker_add_whiteout(l, l->format, d->wd->fd, tmp,
-					   why) == 0)
-			break;
-		if (why->err != EEXIST || ++tries == 100) {
-			/* named by the entry: the temporary is gone */
-			char msg[sizeof(why->msg)];
-
-			memcpy(msg, why->msg, sizeof(msg));
-			return hu_error_setat(why, why->err, d->wd->path, name,
-					      "cannot make its new whiteout "
-					      "(%s)", msg);
-		}
-	}
-	if (hu_wr_utimensat(d->wd->fd, tmp, ts, AT_SYMLINK_NOFOLLOW) < 0 ||
-	    hu_wr_renameat2(d->wd->fd, tmp, d->wd->fd, name, flags) < 0) {
-		int err = errno;
-
-		(void)hu_wr_unlinkat(d->wd->fd, tmp, 0);
-		return hu_error_setat(why, err, d->wd->path, name,
-				      "cannot put the new whiteout in place");
-	}
+	if (hu_marker_put_whiteout(l, l->format, d->wd->fd, name, ts, flags,
+				   &temp_seed, why) < 0)
+		return wh_prefix(why, "", d->wd->path);
 	return 0;
 }
 

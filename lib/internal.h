@@ -73,6 +73,19 @@ char *hu_oci_opaque_path(const char *dir);
 bool hu_conv_temp_name(const struct hu_layer *l, const char *name);
 
 /*
+ * A whiteout of format @f (union or overlay) for @name in @dirfd, with
+ * the times @ts: made whole under such a temporary name and renamed to
+ * @name with @flags (0: over the old marker, so the name is never
+ * unhidden; RENAME_NOREPLACE: into place).  A failure leaves no
+ * temporary.  *@seed carries the temporary names from call to call.
+ * Errors name @name (marker.c).
+ */
+int hu_marker_put_whiteout(const struct hu_layer *l, enum hu_format f,
+			   int dirfd, const char *name,
+			   const struct timespec ts[2], unsigned int flags,
+			   unsigned int *seed, struct hu_error *e);
+
+/*
  * Report problem @id (problem.c) met in layer @layer (the path the user
  * gave; NULL: the stack) at @path (relative to the layer root; NULL or
  * "": the root), @detail the offending value or NULL.  @stops: what a

@@ -363,6 +363,36 @@ int hu_marker_add_whiteout(const struct hu_layer *l, enum hu_format f,
 	}
 }
 
+int hu_marker_put_whiteout(const struct hu_layer *l, enum hu_format f,
+			   int dirfd, const char *name,
+			   const struct timespec ts[2], unsigned int flags,
+			   unsigned int *seed, struct hu_error *e)
+{
+	char tmp[sizeof(HU_CONV_TEMP_PREFIX) + 8], msg[sizeof(e->msg)];
+	int tries = 0, err;
+
+	for (;;) {
+		*seed = *seed * 1103515245u + 12345u;
+		snprintf(tmp, sizeof(tmp), HU_CONV_TEMP_PREFIX "%06x",
+			 *seed & 0xffffff);
+		if (hu_marker_add_whiteout(l, f, dirfd, tmp, e) == 0)
+			break;
+		if (e->err != EEXIST || ++tries == 100) {
+			/* named by the entry: the temporary is gone */
+			memcpy(msg, e->msg, sizeof(msg));
+			return hu_error_set(e, e->err, name, "cannot make its "
+					    "new whiteout (%s)", msg);
+		}
+	}
+	if (hu_wr_utimensat(dirfd, tmp, ts, AT_SYMLINK_NOFOLLOW) == 0 &&
+	    hu_wr_renameat2(dirfd, tmp, dirfd, name, flags) == 0)
+		return 0;
+	err = errno;
+	(void)hu_wr_unlinkat(dirfd, tmp, 0);
+	return hu_error_set(e, err, name, "cannot put the new whiteout in "
+			    "place");
+}
+
 int hu_marker_set_opaque(const struct hu_layer *l, enum hu_format f,
 			 int dirfd, const char *name, bool opaque,
 			 struct hu_error *e)
