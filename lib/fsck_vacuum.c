@@ -23,15 +23,21 @@
 #include "changes.h"
 #include "fsck.h"
 
-/* Might @f's xattrs make a file a metacopy or redirected one? */
-static bool has_overlay_names(const struct hu_layer *l,
-			      const struct fsck_facts *f, char *attr,
-			      size_t size)
+/* Do @f's xattrs put a regular file's data or name elsewhere: an overlay
+ * metacopy or redirect? */
+static bool overlay_elsewhere(const struct hu_layer *l,
+			      const struct fsck_facts *f)
 {
-	hu_marker_xattr(HU_FMT_OVERLAY, l->userxattr, "metacopy", attr, size);
+	char attr[64];
+
+	if (l->format != HU_FMT_OVERLAY)
+		return false;
+	hu_marker_xattr(HU_FMT_OVERLAY, l->userxattr, "metacopy", attr,
+			sizeof(attr));
 	if (fsck_xattr_listed(f->xattrs, f->xlen, attr))
 		return true;
-	hu_marker_xattr(HU_FMT_OVERLAY, l->userxattr, "redirect", attr, size);
+	hu_marker_xattr(HU_FMT_OVERLAY, l->userxattr, "redirect", attr,
+			sizeof(attr));
 	return fsck_xattr_listed(f->xattrs, f->xlen, attr);
 }
 
@@ -44,11 +50,8 @@ static int candidate(struct fsck_run *r, const struct fsck_dir *d,
 {
 	const struct hu_layer *l = fsck_layer(r);
 	const struct fsck_facts *f;
-	char attr[64];
-	enum hu_marker kind;
+	enum hu_marker kind = HU_MARK_NONE;
 	const char *key;
-	char *redirect = NULL;
-	bool metacopy = false;
 
 	/* An OCI .wh.* name the walk hands over (one that hides nothing)
 	 * is no copy-up either. */
@@ -57,7 +60,8 @@ static int candidate(struct fsck_run *r, const struct fsck_dir *d,
 	    (hu_layer_is(l, HU_FMT_OCI) && hu_oci_is_marker(ent->name)))
 		return 0;
 	/* Afresh: a check before this one may have repaired the entry
-	 * (the engine forgets what it read of it then). */
+	 * (the engine forgets what it read of it then); a file it replaced
+	 * by a whiteout is no file. */
 	if (fsck_entry_facts(r, d, ent->name, &f, e) < 0)
 		return -1;
 	if (!f)
@@ -66,24 +70,13 @@ static int candidate(struct fsck_run *r, const struct fsck_dir *d,
 	if ((!S_ISREG(st->st_mode) && !S_ISLNK(st->st_mode)) ||
 	    st->st_nlink > 1)
 		return 0;
-	/* A symlink a marker check just made a union whiteout is one now;
-	 * a file it replaced by a whiteout is no file. */
-	kind = HU_MARK_NONE;
-	if ((S_ISLNK(st->st_mode) &&
-	     hu_marker_classify(l, d->wd->fd, ent->name, st, true, &kind,
-				&key, e) < 0) ||
-	    (S_ISREG(st->st_mode) && has_overlay_names(l, f, attr,
-							sizeof(attr)) &&
-	     wh_file_overlay(l, d->wd->fd, ent->name, &metacopy, &redirect,
-			     e) < 0))
+	if (S_ISREG(st->st_mode))
+		return !overlay_elsewhere(l, f);
+	/* A symlink a marker check just made a union whiteout is one now. */
+	if (hu_marker_classify(l, d->wd->fd, ent->name, st, true, &kind, &key,
+			       e) < 0)
 		return wh_prefix(e, l->path, d->wd->path);
-	if (kind != HU_MARK_NONE)
-		return 0;
-	if (redirect) {
-		free(redirect);
-		return 0;
-	}
-	return !metacopy;
+	return kind == HU_MARK_NONE;
 }
 
 /* Does @ent (lstat @st) equal @below in every way the view shows? */
