@@ -317,13 +317,12 @@ static int pull_dir(struct md *m, int ufd, int tfd, const char *path,
 		}
 		if (tk != HU_MARK_NONE)
 			continue;
-		if (fstatat(ufd, name, &us, AT_SYMLINK_NOFOLLOW) < 0 &&
-		    found) {
-			rc = entry_reference(m, tfd, name, &ts, path, found,
-					     e);
-			continue;
-		}
 		if (fstatat(ufd, name, &us, AT_SYMLINK_NOFOLLOW) < 0) {
+			if (found) {	/* only looking */
+				rc = entry_reference(m, tfd, name, &ts, path,
+						     found, e);
+				continue;
+			}
 			md_step(m, "pull", path, name);
 			if (hu_wr_renameat2(tfd, name, ufd, name,
 					    RENAME_NOREPLACE) < 0)
