@@ -2,8 +2,8 @@
 /* Small fd-relative helpers: sorted directory listings, xattrs of entries
  * that may be symlinks, and the relative paths used in messages. */
 #include <errno.h>
-#include <limits.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1189,15 +1189,11 @@ class Damager:
         """Make one damage of @kind; False when the stack offers no
         target for it."""
         g, r = self.g, self.r
-        if kind == "orphan-whiteout":
-            d = self.pick(self.merging)
-            if d is None:
-                return False
-            name = self.fresh()
-            self.in_dir(d[0], lambda fd: self.whiteout(fd, name, self.form))
-            return self.record(kind, d[0] + (name,))
-        if kind == "whiteout-unmerged":
-            d = self.pick(self.unmerged)
+        if kind in ("orphan-whiteout", "whiteout-unmerged"):
+            # a whiteout of a fresh name: in a directory that merges, it
+            # hides nothing; in one that does not, the kernel lists it
+            d = self.pick(self.merging if kind == "orphan-whiteout" else
+                          self.unmerged)
             if d is None:
                 return False
             name = self.fresh()
