@@ -195,6 +195,15 @@ int hu_vdir_lookup_below(struct hu_vdir *d, const char *name, size_t below,
 			 struct hu_ventry *ent, struct hu_error *e);
 /* The lowest layer with a directory in @d. */
 size_t hu_vdir_bottom_layer(const struct hu_vdir *d);
+/* The path, relative to its layer's root, of the directory of layer
+ * @layer in @d (where the lookup found it), or NULL when it has none. */
+const char *hu_vdir_layer_path(const struct hu_vdir *d, size_t layer);
+/* Would a directory of layer @below carrying overlay redirect @r ("/a/b")
+ * merge with exactly the directories @d holds of the layers beneath
+ * @below, as the kernel follows it?  1 yes, 0 no, -1 on error.  What a
+ * merge-down writes into a layer to keep a directory's view. */
+int hu_vdir_redirect_keeps(struct hu_vdir *d, size_t below, const char *r,
+			   struct hu_error *e);
 /* Read the xattr names of every entry of listed @d from layer @from_layer
  * up into the entries.  An entry whose names are not read (or cannot be,
  * or copied) keeps xattr_names NULL: its reader reads them itself, and

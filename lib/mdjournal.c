@@ -108,7 +108,7 @@ int md_intent_write(const struct md *m, const struct md_intent *in,
 		size_t hl = (size_t)snprintf(head, sizeof(head), "%" PRIuMAX,
 					     (uintmax_t)mv->ino) + 1;
 		size_t sl = strlen(mv->src) + 1, dl = strlen(mv->dst) + 1;
-		size_t rl = strlen(mv->redirect) + 1;
+		size_t rl = strlen(mv->marker) + 1;
 		char *nv;
 
 		if (len + hl + sl + dl + rl > cap) {
@@ -124,7 +124,7 @@ int md_intent_write(const struct md *m, const struct md_intent *in,
 		memcpy(v + len, head, hl);
 		memcpy(v + len + hl, mv->src, sl);
 		memcpy(v + len + hl + sl, mv->dst, dl);
-		memcpy(v + len + hl + sl + dl, mv->redirect, rl);
+		memcpy(v + len + hl + sl + dl, mv->marker, rl);
 		len += hl + sl + dl + rl;
 	}
 	if (hu_wr_setxattr_at(m->up->fd, NULL, attr, v, len, 0) < 0)
@@ -187,9 +187,9 @@ int md_intent_read(const struct md *m, struct md_intent *in,
 		nv[in->n] = (struct md_move){
 			.ino = (ino_t)strtoumax(ino, NULL, 10),
 			.src = strdup(src), .dst = strdup(dst),
-			.redirect = strdup(redir) };
+			.marker = strdup(redir) };
 		if (!nv[in->n].src || !nv[in->n].dst ||
-		    !nv[in->n].redirect) {
+		    !nv[in->n].marker) {
 			in->n++;
 			break;
 		}
@@ -198,7 +198,7 @@ int md_intent_read(const struct md *m, struct md_intent *in,
 	free(v);
 	if ((size_t)n > off || (in->n && (!in->v[in->n - 1].src ||
 					  !in->v[in->n - 1].dst ||
-					  !in->v[in->n - 1].redirect))) {
+					  !in->v[in->n - 1].marker))) {
 		md_intent_free(in);
 		return hu_error_set(e, ENOMEM, NULL, "out of memory");
 	}
@@ -222,7 +222,7 @@ void md_intent_free(struct md_intent *in)
 	for (size_t i = 0; i < in->n; i++) {
 		free(in->v[i].src);
 		free(in->v[i].dst);
-		free(in->v[i].redirect);
+		free(in->v[i].marker);
 	}
 	free(in->v);
 	in->v = NULL;

@@ -9,7 +9,13 @@
  * not the old one, so the step is written down first (mdjournal.c) and
  * a re-run finishes it before anything else.  All of them go before the
  * rest, parents first: phase 2 may remove the target's "a" for the
- * whiteout.
+ * whiteout.  The moved directory gets the marker that keeps what lies
+ * beneath the target as the view had it: a redirect where it merges with
+ * layers there (the view's hu_vdir_redirect_keeps() checks it), opaque
+ * where it merges with none but one has its new name.  Where the target
+ * has nothing to move, a new directory takes its place; it is made in
+ * the staging directory before the record is written, so that the
+ * record holds its inode and a re-run moves it like the others.
  *
  * A metacopy file (metadata in the upper, data beneath, perhaps under
  * another name) gets its data: a copy of the bytes the view reads for it,
@@ -31,28 +37,28 @@
 
 #include "mergedown.h"
 
-/* Where a redirected directory merges beneath the target. */
-struct lowdir {
-	size_t layer;		/* the highest layer beneath with it */
-	ino_t ino;
-	bool redirected;	/* the target's directory has a redirect */
-};
-
 struct item {
 	enum hu_wh_kind kind;	/* HU_WH_REDIRECT (directories), METACOPY */
 	char *path;
 	char *target;		/* the redirect */
-	ino_t src;		/* the target's directory it reaches */
-	char *srcpath;		/* and its path there */
-	bool beneath;		/* it merges with layers beneath the
-				 * target too: the target keeps a
-				 * redirect, @keep */
-	char *keep;
-	struct lowdir lowdir;
+	ino_t src;		/* the target's directory it reaches, 0: none
+				 * (a new one is made for @keep) */
+	char *srcpath;		/* and its path there (NULL: none) */
+	char *keep;		/* it merges with layers beneath the target:
+				 * the redirect ("/a/b") the target's
+				 * directory keeps to reach them */
+	bool opaque;		/* it merges with nothing beneath the target,
+				 * and a layer beneath has a directory of
+				 * its name there: the target's made opaque */
 	bool pull;		/* its parent merges with nothing in the
 				 * target: its entries there are pulled
 				 * up into it instead (pull_up) */
 	bool skip;		/* reaches nothing: nothing to move */
+	size_t swapped;		/* with @keep: the length of the path of
+				 * its highest ancestor that merges with
+				 * nothing (0: none); that one and those
+				 * down to it get new directories in the
+				 * target (redirects()) */
 };
 
 struct items {
@@ -133,49 +139,92 @@ static ino_t ino_at(int rootfd, const char *path, struct stat *st)
 	return ino;
 }
 
-/* Of view directory @d: the highest layer beneath the target with a
- * directory in it, that directory's inode, and whether the target's own
- * has a redirect. */
-static int beneath_lowdir(struct md *m, struct hu_vdir *d,
-			  struct lowdir *lo)
+/*
+ * Redirected directory @x (view directory @d) merges with layers beneath
+ * the target: the redirect the target's directory is to keep, from the
+ * highest of them (its path there, where the view found it), into
+ * @x->keep.  Refused unless the kernel, following it, would find just
+ * the directories the view has beneath the target.
+ */
+static int redirect_to_keep(struct md *m, struct hu_vdir *d, struct item *x,
+			    struct hu_error *e)
 {
-	int tfd = hu_vdir_layer_fd(d, m->ito);
-	char attr[64];
-	struct stat st;
+	const char *p = NULL;
+	int rc;
 
-	hu_marker_xattr(HU_FMT_OVERLAY, m->to->userxattr, "redirect", attr,
-			sizeof(attr));
-	lo->redirected = fgetxattr(tfd, attr, NULL, 0) >= 0;
-	for (size_t j = m->ito; j-- > 0;) {
-		int fd = hu_vdir_layer_fd(d, j);
-
-		if (fd < 0)
-			continue;
-		if (fstat(fd, &st) < 0)
-			return -1;
-		lo->layer = j;
-		lo->ino = st.st_ino;
-		return 0;
-	}
-	return -1;
+	for (size_t j = m->ito; j-- > 0 && !p;)
+		p = hu_vdir_layer_path(d, j);
+	if (m->tofmt.format != HU_FMT_OVERLAY || !p)
+		return md_fail(m->up, x->path, NULL, ENOTSUP, "a redirected "
+			       "directory that merges with layers beneath "
+			       "the target, which has no overlay redirects: "
+			       "merge those first", e);
+	x->keep = malloc(strlen(p) + 2);
+	if (!x->keep)
+		return hu_error_set(e, ENOMEM, NULL, "out of memory");
+	sprintf(x->keep, "/%s", p);
+	rc = hu_vdir_redirect_keeps(d, m->ito, x->keep, e);
+	if (rc == 0)
+		return md_fail(m->up, x->path, NULL, ENOTSUP, "a redirected "
+			       "directory whose directories beneath the "
+			       "target no redirect of the target's reaches "
+			       "as they are: merge those first", e);
+	return rc < 0 ? -1 : 0;	/* the view's error names the layer */
 }
 
-/* Does the view's parent directory of @path merge with the target's? */
-static int parent_merges(struct md *m, const char *path, struct hu_error *e)
+/* The highest directory above @path that merges with nothing beneath the
+ * upper (phase 2 would move its tree in whole, markers dropped): the
+ * length of its path into *@len, 0 when none. */
+static int under_swapped(struct md *m, const char *path, size_t *len,
+			 struct hu_error *e)
+{
+	char *p = strdup(path);
+	int rc = 0;
+
+	*len = 0;
+	if (!p)
+		return hu_error_set(e, ENOMEM, NULL, "out of memory");
+	for (char *s = strchr(p, '/'); s && rc >= 0 && !*len;
+	     s = strchr(s + 1, '/')) {
+		struct hu_vdir *d;
+
+		*s = '\0';
+		rc = md_vopen(m->s, p, &d, e);
+		if (rc == 1 && hu_vdir_width(d) == 1)
+			*len = s - p;
+		hu_vdir_close(d);
+		*s = '/';
+	}
+	free(p);
+	return rc < 0 ? md_prefix(m->up, NULL, NULL, e) : 0;
+}
+
+/* Of the view's parent directory of @path: does it merge with the
+ * target's (*@merges), and do the layers beneath the target have a
+ * directory of @path's name in it (*@below: with no redirect, the
+ * target's directory there would merge with it)? */
+static int parent_facts(struct md *m, const char *path, bool *merges,
+			bool *below, struct hu_error *e)
 {
 	const char *slash = strrchr(path, '/');
 	char *dir = slash ? strndup(path, slash - path) : strdup("");
+	struct hu_ventry ent;
 	struct hu_vdir *d;
 	int rc;
 
+	*merges = *below = false;
 	if (!dir)
 		return hu_error_set(e, ENOMEM, NULL, "out of memory");
 	rc = md_vopen(m->s, dir, &d, e);
-	if (rc == 1)
-		rc = hu_vdir_layer_fd(d, m->ito) >= 0;
+	if (rc == 1) {
+		*merges = hu_vdir_layer_fd(d, m->ito) >= 0;
+		rc = m->ito ? hu_vdir_lookup_below(d, slash ? slash + 1 : path,
+						   m->ito, &ent, e) : 0;
+		*below = rc == 1 && S_ISDIR(ent.st.st_mode);
+	}
 	hu_vdir_close(d);
 	free(dir);
-	return rc < 0 ? md_prefix(m->up, NULL, NULL, e) : rc;
+	return rc < 0 ? md_prefix(m->up, NULL, NULL, e) : 0;
 }
 
 /* Has upper directory @fd a redirect (its own item, then)? */
@@ -359,7 +408,9 @@ static int pull_dir(struct md *m, int ufd, int tfd, const char *path,
 /* Redirected directory @x whose parent merges with nothing in the
  * target: what the view shows of the target's directory is pulled up
  * into the upper's, then the redirect goes (it reaches nothing the view
- * shows any more). */
+ * shows any more).  Where a layer beneath has a directory of its name,
+ * the upper's is made opaque first: without the redirect it would merge
+ * with that one. */
 static int pull_up(struct md *m, const struct item *x, struct hu_error *e)
 {
 	struct hu_vdir *d;
@@ -380,8 +431,14 @@ static int pull_up(struct md *m, const struct item *x, struct hu_error *e)
 	hu_marker_xattr(HU_FMT_OVERLAY, m->up->userxattr, "redirect", attr,
 			sizeof(attr));
 	ufd = md_open_parent(m->up->fd, x->path, &leaf);
-	if (ufd < 0 || (hu_wr_removexattr_at(ufd, leaf, attr) < 0 &&
-			errno != ENODATA))
+	if (ufd < 0)
+		rc = md_fail(m->up, x->path, NULL, errno, "cannot open", e);
+	else if (x->opaque &&
+		 hu_marker_set_opaque(m->up, HU_FMT_OVERLAY, ufd, leaf, true,
+				      e) < 0)
+		rc = md_prefix(m->up, x->path, NULL, e);
+	else if (hu_wr_removexattr_at(ufd, leaf, attr) < 0 &&
+		 errno != ENODATA)
 		rc = md_fail(m->up, x->path, NULL, errno, "cannot remove the "
 			     "redirect", e);
 	if (ufd >= 0)
@@ -392,27 +449,47 @@ static int pull_up(struct md *m, const struct item *x, struct hu_error *e)
 }
 
 /* Redirected directory @path (view directory @d), whose entries in the
- * target are to be pulled up: refused (-1) when those hold an overlay
- * redirect or metacopy file, which may reach layers beneath the target
- * and would not once pulled up (pull_dir).  Nothing is changed. */
+ * target are to be pulled up: 1 with *@found (malloc'd) when those hold
+ * an overlay redirect or metacopy file, which may reach layers beneath
+ * the target and would not once pulled up (pull_dir).  Nothing is
+ * changed. */
 static int reaches_beneath(struct md *m, struct hu_vdir *d, const char *path,
-			   struct hu_error *e)
+			   char **found, struct hu_error *e)
 {
 	int ufd = hu_vdir_layer_fd(d, m->iup), tfd = hu_vdir_layer_fd(d, m->ito);
-	char *found = NULL;
-	int rc;
 
 	if (ufd < 0 || tfd < 0)
 		return 0;
-	rc = pull_dir(m, ufd, tfd, path, &found, e);
-	if (rc > 0) {
+	return pull_dir(m, ufd, tfd, path, found, e);
+}
+
+/*
+ * Redirected directory @x (view directory @d) under one that merges with
+ * nothing in the target (@merges: not its own parent, but one pulled up
+ * above it): its entries there are pulled up, unless they hold markers
+ * that may reach layers beneath the target.  Then the target's directory
+ * is moved instead, as where the parent merges: the parents the target
+ * lacks are made (make_parents), and where a directory above merges with
+ * nothing at all (opaque, or new), that one and those down to it get new
+ * directories (@x->swapped).  Under one pulled up: refused.
+ */
+static int pull_or_move(struct md *m, struct hu_vdir *d, struct item *x,
+			bool merges, struct hu_error *e)
+{
+	char *found = NULL;
+	int rc = reaches_beneath(m, d, x->path, &found, e);
+
+	if (rc > 0 && !merges) {
+		x->pull = false;
+		rc = under_swapped(m, x->path, &x->swapped, e);
+	} else if (rc > 0) {
 		hu_error_set(e, ENOTSUP, NULL, "a redirected directory under "
 			     "one that merges with nothing in the target, "
 			     "and the target's %s that it shows has a "
 			     "redirect or is a metacopy file, which may reach "
 			     "layers beneath the target: merge those first",
 			     found);
-		rc = md_prefix(m->up, path, NULL, e);
+		rc = md_prefix(m->up, x->path, NULL, e);
 	}
 	free(found);
 	return rc;
@@ -430,7 +507,7 @@ static char *target_path(const struct items *it, size_t upto, const char *path)
 		const struct item *y = &it->v[i];
 		size_t yl = strlen(y->path);
 
-		if (y->kind != HU_WH_REDIRECT || y->skip || yl <= bl ||
+		if (y->kind != HU_WH_REDIRECT || !y->srcpath || yl <= bl ||
 		    strncmp(path, y->path, yl) != 0 ||
 		    (path[yl] != '/' && path[yl] != '\0'))
 			continue;
@@ -461,24 +538,15 @@ static int resolve(struct md *m, struct items *it, size_t k,
 		return rc < 0 ? md_prefix(m->up, NULL, NULL, e) : 0;
 	}
 	fd = hu_vdir_layer_fd(d, m->ito);
-	x->beneath = hu_vdir_bottom_layer(d) < m->ito;
-	if (x->beneath && (fd < 0 || m->tofmt.format != HU_FMT_OVERLAY ||
-			   beneath_lowdir(m, d, &x->lowdir) < 0)) {
-		hu_vdir_close(d);
-		return md_fail(m->up, x->path, NULL, ENOTSUP, "a redirected "
-			       "directory that merges with layers beneath "
-			       "the target, which cannot keep a redirect: "
-			       "merge those first", e);
-	}
-	x->skip = fd < 0;
-	if (!x->skip && !x->beneath) {
-		int pm = parent_merges(m, x->path, e);
+	if (hu_vdir_bottom_layer(d) < m->ito) {
+		rc = under_swapped(m, x->path, &x->swapped, e);
+		if (rc == 0)
+			rc = redirect_to_keep(m, d, x, e);
+	} else if (fd >= 0) {
+		bool merges;
 
-		if (pm < 0) {
-			hu_vdir_close(d);
-			return -1;
-		}
-		x->pull = !pm;
+		rc = parent_facts(m, x->path, &merges, &x->opaque, e);
+		x->pull = !merges;
 		/* under a directory pulled up: pulled up too */
 		for (size_t i = 0; i < k && !x->pull; i++) {
 			const struct item *y = &it->v[i];
@@ -488,25 +556,22 @@ static int resolve(struct md *m, struct items *it, size_t k,
 				  strncmp(x->path, y->path, yl) == 0 &&
 				  x->path[yl] == '/';
 		}
-		if (x->pull && !m->same_fs) {
-			hu_vdir_close(d);
-			return md_fail(m->up, x->path, NULL, EXDEV, "a "
-				       "redirected directory under one that "
-				       "merges with nothing, and the upper "
-				       "on another filesystem: not "
-				       "supported", e);
-		}
-		if (x->pull && reaches_beneath(m, d, x->path, e) < 0) {
-			hu_vdir_close(d);
-			return -1;
-		}
+		if (rc == 0 && x->pull && !m->same_fs)
+			rc = md_fail(m->up, x->path, NULL, EXDEV, "a "
+				     "redirected directory under one that "
+				     "merges with nothing, and the upper "
+				     "on another filesystem: not "
+				     "supported", e);
+		if (rc == 0 && x->pull)
+			rc = pull_or_move(m, d, x, merges, e);
 	}
-	if (fd >= 0 && fstat(fd, &st) < 0)
+	x->skip = fd < 0 && !x->keep;
+	if (rc == 0 && fd >= 0 && fstat(fd, &st) < 0)
 		rc = md_fail(m->to, x->path, NULL, errno, "cannot stat", e);
-	else if (fd >= 0)
+	else if (rc == 0 && fd >= 0)
 		x->src = st.st_ino;
 	hu_vdir_close(d);
-	if (rc < 0 || x->skip)
+	if (rc < 0 || fd < 0)	/* nothing of the target's to move */
 		return rc < 0 ? -1 : 0;
 	if (x->target[0] == '/') {
 		x->srcpath = strdup(x->target + 1);
@@ -529,19 +594,6 @@ static int resolve(struct md *m, struct items *it, size_t k,
 		return md_fail(m->up, x->path, NULL, ENOTSUP, "the directory "
 			       "this redirect reaches is not at its name in "
 			       "the target", e);
-	/* The layers beneath looked up the same path (the target's
-	 * directory had no redirect of its own): the moved one says so. */
-	if (x->beneath && (ino_at(m->s->layers[x->lowdir.layer].fd,
-				  x->srcpath, &st) != x->lowdir.ino ||
-			   x->lowdir.redirected))
-		return md_fail(m->up, x->path, NULL, ENOTSUP, "a redirected "
-			       "directory that merges with layers beneath "
-			       "the target at another path: merge those "
-			       "first", e);
-	if (x->beneath && !(x->keep = malloc(strlen(x->srcpath) + 2)))
-		return hu_error_set(e, ENOMEM, NULL, "out of memory");
-	if (x->beneath)
-		sprintf(x->keep, "/%s", x->srcpath);
 	return 0;
 }
 
@@ -561,6 +613,43 @@ static int shown_at(struct md *m, const char *path, ino_t ino,
 	return rc;
 }
 
+/* Is @path @dir or below it? */
+static bool is_below(const char *path, const char *dir)
+{
+	size_t n = strlen(dir);
+
+	return strncmp(path, dir, n) == 0 &&
+	       (path[n] == '/' || path[n] == '\0');
+}
+
+/* A new directory of the target replaces what the target holds at its
+ * name, hidden there; what a redirected directory pulls up from there
+ * (after the new one is made) would be lost: refused.  What the other
+ * redirects move from there is staged first. */
+static int fresh_over_pulled(struct md *m, const struct items *it,
+			     struct hu_error *e)
+{
+	for (size_t i = 0; i < it->n; i++) {
+		const struct item *x = &it->v[i];
+
+		if (x->kind != HU_WH_REDIRECT || x->skip || x->srcpath)
+			continue;
+		for (size_t j = 0; j < it->n; j++) {
+			const struct item *y = &it->v[j];
+
+			if (y->kind == HU_WH_REDIRECT && y->pull &&
+			    y->srcpath && is_below(y->srcpath, x->path))
+				return md_fail(m->up, y->path, NULL, ENOTSUP,
+					       "a redirected directory under "
+					       "one that merges with nothing, "
+					       "reaching a directory of the "
+					       "target that another one hides: "
+					       "not supported", e);
+		}
+	}
+	return 0;
+}
+
 /* A directory of the target that the view shows at two places (reached
  * by a redirect and still seen where it was, or through another redirected
  * directory) cannot be moved to one of them: refused.  The kernel's own
@@ -572,7 +661,7 @@ static int shown_twice(struct md *m, const struct items *it,
 		const struct item *x = &it->v[i];
 		int rc;
 
-		if (x->kind != HU_WH_REDIRECT || x->skip)
+		if (x->kind != HU_WH_REDIRECT || !x->srcpath)
 			continue;
 		rc = strcmp(x->srcpath, x->path) ?
 			shown_at(m, x->srcpath, x->src, e) : 0;
@@ -581,7 +670,8 @@ static int shown_twice(struct md *m, const struct items *it,
 			size_t yl;
 			char *p;
 
-			if (j == i || y->kind != HU_WH_REDIRECT || y->skip)
+			if (j == i || y->kind != HU_WH_REDIRECT ||
+			    !y->srcpath)
 				continue;
 			yl = strlen(y->srcpath);
 			if (strncmp(x->srcpath, y->srcpath, yl) != 0 ||
@@ -607,8 +697,9 @@ static int shown_twice(struct md *m, const struct items *it,
 }
 
 /* The parents of @path in the target, made where missing.  Where the
- * target holds something else (hidden by the upper's directory), it is
- * replaced, and made opaque where a layer beneath has the name. */
+ * target holds something else (hidden by the upper's directory, and so
+ * what a layer beneath has there), it is replaced, and made opaque where
+ * a layer beneath has the name. */
 static int make_parents(struct md *m, const char *path, struct hu_error *e)
 {
 	char *p = strdup(path);
@@ -620,12 +711,14 @@ static int make_parents(struct md *m, const char *path, struct hu_error *e)
 		const char *leaf;
 		struct stat st;
 		int fd, need;
+		bool had;
 
 		*s = '\0';
 		fd = md_open_parent(m->to->fd, p, &leaf);
 		if (fd < 0) {
 			rc = md_fail(m->to, p, NULL, errno, "cannot open", e);
-		} else if (fstatat(fd, leaf, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+		} else if ((had = fstatat(fd, leaf, &st,
+					  AT_SYMLINK_NOFOLLOW) == 0) &&
 			   S_ISDIR(st.st_mode)) {
 			/* there */
 		} else if (hu_rmtree(fd, leaf) < 0 ||
@@ -635,7 +728,10 @@ static int make_parents(struct md *m, const char *path, struct hu_error *e)
 		} else {
 			char *dir = strndup(p, leaf > p ? leaf - p - 1 : 0);
 
-			need = dir ? md_below_has(m, dir, leaf, e) : -1;
+			/* with nothing there before, the upper's merged
+			 * with the layers beneath, and still does */
+			need = !had ? 0 :
+				dir ? md_below_has(m, dir, leaf, e) : -1;
 			if (!dir)
 				hu_error_set(e, ENOMEM, NULL, "out of memory");
 			if (need > 0 &&
@@ -684,10 +780,11 @@ static int move_dir(struct md *m, ino_t ino, const char *from, const char *to,
 	return rc < 0 ? -1 : 1;
 }
 
-/* The moved directory still merges with layers beneath the target: it
- * takes over the upper's redirect (in the target's namespace). */
-static int keep_redirect(struct md *m, const struct md_move *mv,
-			 struct hu_error *e)
+/* The moved directory's marker: the redirect by which it still merges
+ * with layers beneath the target (in the target's namespace), or opaque,
+ * where it merges with nothing beneath and one there has its name. */
+static int mark_moved(struct md *m, const struct md_move *mv,
+		      struct hu_error *e)
 {
 	const char *leaf;
 	char attr[64];
@@ -695,8 +792,14 @@ static int keep_redirect(struct md *m, const struct md_move *mv,
 
 	hu_marker_xattr(HU_FMT_OVERLAY, m->tofmt.userxattr, "redirect", attr,
 			sizeof(attr));
-	if (fd < 0 || hu_wr_setxattr_at(fd, leaf, attr, mv->redirect,
-					strlen(mv->redirect), 0) < 0)
+	if (fd < 0)
+		rc = md_fail(m->to, mv->dst, NULL, errno, "cannot open", e);
+	else if (strcmp(mv->marker, MD_MARK_OPAQUE) == 0)
+		rc = hu_marker_set_opaque(&m->tofmt, m->tofmt.format, fd, leaf,
+					  true, e) < 0 ?
+			md_prefix(m->to, mv->dst, NULL, e) : 0;
+	else if (hu_wr_setxattr_at(fd, leaf, attr, mv->marker,
+				   strlen(mv->marker), 0) < 0)
 		rc = md_fail(m->to, mv->dst, NULL, errno, "cannot set the "
 			     "redirect", e);
 	if (fd >= 0)
@@ -749,7 +852,7 @@ static int finish_intent(struct md *m, const struct md_intent *in,
 
 		stage_name(stage, order[i]);
 		md_step(m, "redirect", mv->src, NULL);
-		if (strcmp(mv->src, mv->dst) != 0 &&
+		if (strcmp(mv->src, mv->dst) != 0 && strcmp(mv->src, stage) &&
 		    move_dir(m, mv->ino, mv->src, stage, e) < 0)
 			rc = -1;
 	}
@@ -758,8 +861,11 @@ static int finish_intent(struct md *m, const struct md_intent *in,
 		struct stat st;
 
 		stage_name(stage, i);
-		if (strcmp(mv->src, mv->dst) == 0)
+		if (strcmp(mv->src, mv->dst) == 0) {
+			if (*mv->marker)	/* its redirect a new one */
+				rc = mark_moved(m, mv, e);
 			continue;
+		}
 		rc = make_parents(m, mv->dst, e);
 		if (rc == 0 && move_dir(m, mv->ino, stage, mv->dst, e) < 0)
 			rc = -1;
@@ -767,8 +873,8 @@ static int finish_intent(struct md *m, const struct md_intent *in,
 			rc = md_fail(m->to, mv->dst, NULL, ENOENT, "the "
 				     "redirected directory is lost: neither "
 				     "where it was nor where it goes", e);
-		if (rc == 0 && *mv->redirect)
-			rc = keep_redirect(m, mv, e);
+		if (rc == 0 && *mv->marker)
+			rc = mark_moved(m, mv, e);
 	}
 	hu_marker_xattr(HU_FMT_OVERLAY, m->up->userxattr, "redirect", attr,
 			sizeof(attr));
@@ -776,10 +882,17 @@ static int finish_intent(struct md *m, const struct md_intent *in,
 		const char *leaf;
 		int ufd = md_open_parent(m->up->fd, in->v[i].dst, &leaf);
 
+		stage_name(stage, i);
 		if (ufd >= 0 && hu_wr_removexattr_at(ufd, leaf, attr) < 0 &&
 		    errno != ENODATA && errno != ENOENT)
 			rc = md_fail(m->up, in->v[i].dst, NULL, errno,
 				     "cannot remove the redirect", e);
+		/* a new directory: the upper's merges with it now, and what
+		 * the upper's hid is gone (or hidden by its marker) */
+		else if (ufd >= 0 && strcmp(in->v[i].src, stage) == 0 &&
+			 hu_marker_set_opaque(m->up, HU_FMT_OVERLAY, ufd, leaf,
+					      false, e) < 0 && errno != ENOENT)
+			rc = md_prefix(m->up, in->v[i].dst, NULL, e);
 		if (ufd >= 0)
 			close(ufd);
 	}
@@ -794,28 +907,99 @@ static int finish_intent(struct md *m, const struct md_intent *in,
 	return rc;
 }
 
-/* All redirected directories at once, written down first. */
+/* A new directory made for entry @i of @in, in the staging directory:
+ * moved into place like the others.  It is made before the intent record
+ * is written (an earlier run's is taken again), so the record holds its
+ * inode. */
+static int stage_new(struct md *m, struct md_intent *in, size_t i,
+		     struct hu_error *e)
+{
+	char stage[48];
+	struct stat st;
+
+	stage_name(stage, i);
+	if ((hu_wr_mkdirat(m->to->fd, MD_STAGE, 0700) < 0 && errno != EEXIST) ||
+	    (hu_wr_mkdirat(m->to->fd, stage, 0700) < 0 && errno != EEXIST))
+		return md_fail(m->to, stage, NULL, errno, "cannot create", e);
+	in->v[i].ino = hu_wr_dry_run() ? (ino_t)i + 1 :
+		ino_at(m->to->fd, stage, &st);
+	in->v[i].src = strdup(stage);
+	return in->v[i].src ? 0 : hu_error_set(e, ENOMEM, NULL,
+						"out of memory");
+}
+
+/* Entry @x of the intent: @x's path @len bytes long gets a new directory
+ * in the target, made opaque where a layer beneath has one there. */
+static int add_new(struct md *m, struct md_intent *in, const char *path,
+		   size_t len, struct hu_error *e)
+{
+	struct md_move *mv = &in->v[in->n];
+	bool merges, below;
+
+	for (size_t i = 0; i < in->n; i++)
+		if (strlen(in->v[i].dst) == len &&
+		    !strncmp(in->v[i].dst, path, len))
+			return 0;	/* another's ancestor too */
+	*mv = (struct md_move){ .dst = strndup(path, len) };
+	if (!mv->dst)
+		return hu_error_set(e, ENOMEM, NULL, "out of memory");
+	in->n++;
+	if (parent_facts(m, mv->dst, &merges, &below, e) < 0)
+		return -1;
+	mv->marker = strdup(below ? MD_MARK_OPAQUE : "");
+	if (!mv->marker)
+		return hu_error_set(e, ENOMEM, NULL, "out of memory");
+	return stage_new(m, in, in->n - 1, e);
+}
+
+/*
+ * All redirected directories at once, written down first.  One that
+ * merges with layers beneath the target and under a directory that
+ * merges with nothing (opaque, or new) brings new directories for that
+ * one and those down to it (add_new): the upper's then merge with them,
+ * and phase 2 merges them rather than moving their trees in whole,
+ * which would drop the redirect.
+ */
 static int redirects(struct md *m, const struct items *it, struct hu_error *e)
 {
 	struct md_intent in = { 0 };
-	int rc;
+	size_t cap = 0;
+	int rc = 0;
 
-	in.v = calloc(it->n ? it->n : 1, sizeof(*in.v));
+	for (size_t i = 0; i < it->n; i++)
+		cap += 1 + depth(it->v[i].path);
+	in.v = calloc(cap ? cap : 1, sizeof(*in.v));
 	if (!in.v)
 		return hu_error_set(e, ENOMEM, NULL, "out of memory");
-	for (size_t i = 0; i < it->n; i++) {
+	for (size_t i = 0; i < it->n && rc == 0; i++) {
 		const struct item *x = &it->v[i];
+		const char *p = x->path + x->swapped;
+		struct md_move *mv = &in.v[in.n];
 
-		if (x->kind == HU_WH_REDIRECT && !x->skip && !x->pull)
-			in.v[in.n++] = (struct md_move){
-				.ino = x->src, .src = x->srcpath,
-				.dst = x->path,
-				.redirect = x->beneath ? x->keep : "" };
+		if (x->kind != HU_WH_REDIRECT || x->skip || x->pull)
+			continue;
+		for (; x->swapped && p && rc == 0; p = strchr(p + 1, '/'))
+			rc = add_new(m, &in, x->path, p - x->path, e);
+		if (rc < 0)
+			break;
+		mv = &in.v[in.n++];
+		*mv = (struct md_move){
+			.ino = x->src, .dst = strdup(x->path),
+			.src = x->srcpath ? strdup(x->srcpath) : NULL,
+			.marker = strdup(x->keep ? x->keep :
+					 x->opaque ? MD_MARK_OPAQUE : "") };
+		if (!mv->dst || !mv->marker)
+			rc = hu_error_set(e, ENOMEM, NULL, "out of memory");
+		else if (!x->srcpath)	/* nothing of the target's there */
+			rc = stage_new(m, &in, in.n - 1, e);
+		else if (!mv->src)
+			rc = hu_error_set(e, ENOMEM, NULL, "out of memory");
 	}
-	rc = in.n ? md_intent_write(m, &in, e) : 0;
+	if (rc == 0 && in.n)
+		rc = md_intent_write(m, &in, e);
 	if (rc == 0 && in.n)
 		rc = finish_intent(m, &in, e);
-	free(in.v);	/* the strings are the items' */
+	md_intent_free(&in);
 	for (size_t i = 0; i < it->n && rc == 0; i++)
 		if (it->v[i].kind == HU_WH_REDIRECT && it->v[i].pull)
 			rc = pull_up(m, &it->v[i], e);
@@ -945,6 +1129,8 @@ int md_prepare(struct md *m, struct hu_error *e)
 	}
 	if (rc == 0)
 		rc = shown_twice(m, &it, e);
+	if (rc == 0)
+		rc = fresh_over_pulled(m, &it, e);
 	/* Metacopy files first: the data a redirect of theirs names may lie
 	 * in a directory of the target that a redirected directory moves
 	 * (each fill-in keeps the view; --keep-upper: phase 2 copies the

@@ -109,12 +109,15 @@ int md_times_clear(const struct md *m, int fd, struct hu_error *e);
  * root, written before the first and removed after the last.  A re-run
  * finishes them first. */
 struct md_move {
-	ino_t ino;		/* the target's directory being moved */
+	ino_t ino;		/* the target's directory being moved; 0:
+				 * none, a new one is made at @dst */
 	char *src, *dst;	/* its path in the target, from and to */
-	char *redirect;		/* "": none; else the redirect the moved
-				 * directory keeps, for the layers beneath
-				 * the target still merge with it */
+	char *marker;		/* what it gets: "" nothing; "/a/b" the
+				 * redirect by which it still merges with
+				 * the layers beneath the target;
+				 * MD_MARK_OPAQUE */
 };
+#define MD_MARK_OPAQUE "opaque"
 struct md_intent {
 	struct md_move *v;
 	size_t n;

@@ -476,6 +476,64 @@ static struct hu_vdir *vdir_new(const struct hu_stack *s,
 	return d;
 }
 
+const char *hu_vdir_layer_path(const struct hu_vdir *d, size_t layer)
+{
+	const struct vlayer *v = view_vlayer_of(d, layer);
+
+	return v ? view_layer_path(d, v) : NULL;
+}
+
+/* Do @a and @b hold the same directories (layer and inode) of the layers
+ * beneath @below?  @b holds none from @below up. */
+static int same_below(const struct hu_vdir *a, const struct hu_vdir *b,
+		      size_t below, struct hu_error *e)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < a->nd; i++) {
+		const struct vlayer *v = &a->d[i], *w;
+		struct stat sa, sb;
+
+		if (v->layer >= below)
+			continue;
+		n++;
+		w = view_vlayer_of(b, v->layer);
+		if (!w)
+			return 0;
+		if (fstat(v->fd, &sa) < 0 || fstat(w->fd, &sb) < 0) {
+			hu_error_set(e, errno, NULL, "cannot stat");
+			return view_fail(a, v->layer, e);
+		}
+		if (sa.st_ino != sb.st_ino || sa.st_dev != sb.st_dev)
+			return 0;
+	}
+	return n == b->nd;
+}
+
+int hu_vdir_redirect_keeps(struct hu_vdir *d, size_t below, const char *r,
+			   struct hu_error *e)
+{
+	struct lookup lk = { .abs = true, .redirected = true };
+	struct hu_vdir *probe;
+	int rc;
+
+	if (!hu_redirect_valid(r) || r[0] != '/')
+		return 0;
+	probe = vdir_new(d->s, NULL, NULL);
+	lk.path = strdup(r + 1);
+	if (!probe || !lk.path) {
+		hu_vdir_close(probe);
+		free(lk.path);
+		return hu_error_set(e, ENOMEM, NULL, "out of memory");
+	}
+	rc = lookup_below(d, probe, below, &lk, e);
+	if (rc == 0)
+		rc = same_below(d, probe, below, e);
+	hu_vdir_close(probe);
+	free(lk.path);
+	return rc;
+}
+
 int hu_vdir_open_root(const struct hu_stack *s, struct hu_vdir **out,
 		      struct hu_error *e)
 {

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "testutil.h"
+#include "../../lib/internal.h"
 
 static void teardown(void)
 {
@@ -288,4 +289,51 @@ Test(view, xattr_whiteouts_hide_names_in_any_overlay_layer_like_the_kernel)
 	tu_wh_overlay("up/other");	/* xattr whiteouts alone do not make
 					 * a layer's format known */
 	expect_view(dump2("lo", "up"), "d:1\nd/kept:1\n");
+}
+
+/* View directory @path of 3-layer stack lo, mid, up (kept open in @s). */
+static struct hu_vdir *open3(struct hu_stack *s, const char *name)
+{
+	struct hu_error e = { 0 };
+	struct hu_vdir *root, *d = NULL;
+	struct hu_ventry ent;
+
+	cr_assert_eq(tu_stack(s, &e, 3, "lo", "mid", "up"), 0, "%s: %s",
+		     e.path, e.msg);
+	cr_assert_eq(hu_vdir_open_root(s, &root, &e), 0, "%s", e.msg);
+	cr_assert_eq(hu_vdir_lookup(root, name, &ent, &e), 1, "%s", e.msg);
+	cr_assert_eq(hu_vdir_open_child(root, &ent, &d, &e), 0, "%s", e.msg);
+	hu_vdir_close(root);
+	return d;
+}
+
+Test(view, redirect_keeps_exactly_the_directories_beneath)
+{
+	struct hu_error e = { 0 };
+	struct hu_stack s;
+	struct hu_vdir *d;
+
+	/* up/b reaches mid/a, whose own redirect reaches lo/z; lo/a is
+	 * another directory that merges with nothing in the view */
+	tu_file("lo/z/x", "");
+	tu_file("lo/a/decoy", "");
+	tu_file("mid/a/f", "");
+	tu_xattr("mid/a", "trusted.overlay.redirect", "/z");
+	tu_mkdir("up/b");
+	tu_xattr("up/b", "trusted.overlay.redirect", "/a");
+	tu_wh_overlay("up/a");
+	d = open3(&s, "b");
+	cr_expect_str_eq(hu_vdir_layer_path(d, 1), "a");
+	cr_expect_str_eq(hu_vdir_layer_path(d, 0), "z");
+	cr_expect_null(hu_vdir_layer_path(d, 3));
+	/* what a directory of mid needs to merge with lo/z as b does */
+	cr_expect_eq(hu_vdir_redirect_keeps(d, 1, "/z", &e), 1, "%s", e.msg);
+	cr_expect_eq(hu_vdir_redirect_keeps(d, 1, "/a", &e), 0);
+	cr_expect_eq(hu_vdir_redirect_keeps(d, 1, "/none", &e), 0);
+	cr_expect_eq(hu_vdir_redirect_keeps(d, 1, "z", &e), 0);
+	/* from up: mid/a and, through its redirect, lo/z */
+	cr_expect_eq(hu_vdir_redirect_keeps(d, 2, "/a", &e), 1, "%s", e.msg);
+	cr_expect_eq(hu_vdir_redirect_keeps(d, 2, "/z", &e), 0);
+	hu_vdir_close(d);
+	hu_stack_close(&s);
 }
