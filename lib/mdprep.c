@@ -613,32 +613,34 @@ static int shown_at(struct md *m, const char *path, ino_t ino,
 	return rc;
 }
 
-/* Is @path @dir or below it? */
-static bool is_below(const char *path, const char *dir)
+/* Is @path the directory named by the first @n bytes of @dir, or below
+ * it? */
+static bool is_below(const char *path, const char *dir, size_t n)
 {
-	size_t n = strlen(dir);
-
 	return strncmp(path, dir, n) == 0 &&
 	       (path[n] == '/' || path[n] == '\0');
 }
 
-/* A new directory of the target replaces what the target holds at its
- * name, hidden there; what a redirected directory pulls up from there
- * (after the new one is made) would be lost: refused.  What the other
- * redirects move from there is staged first. */
-static int fresh_over_pulled(struct md *m, const struct items *it,
-			     struct hu_error *e)
+/* A new directory of the target (where it has none to move, and for the
+ * upper's directories above one that merge with nothing) replaces what
+ * the target holds at its name, hidden there; what a redirected directory
+ * pulls up from there (after the new one is made) would be lost:
+ * refused.  What the other redirects move from there is staged first. */
+static int new_over_pulled(struct md *m, const struct items *it,
+			   struct hu_error *e)
 {
 	for (size_t i = 0; i < it->n; i++) {
 		const struct item *x = &it->v[i];
+		size_t len = x->swapped ? x->swapped : strlen(x->path);
 
-		if (x->kind != HU_WH_REDIRECT || x->skip || x->srcpath)
+		if (x->kind != HU_WH_REDIRECT || x->skip ||
+		    (x->srcpath && !x->swapped))
 			continue;
 		for (size_t j = 0; j < it->n; j++) {
 			const struct item *y = &it->v[j];
 
 			if (y->kind == HU_WH_REDIRECT && y->pull &&
-			    y->srcpath && is_below(y->srcpath, x->path))
+			    y->srcpath && is_below(y->srcpath, x->path, len))
 				return md_fail(m->up, y->path, NULL, ENOTSUP,
 					       "a redirected directory under "
 					       "one that merges with nothing, "
@@ -1130,7 +1132,7 @@ int md_prepare(struct md *m, struct hu_error *e)
 	if (rc == 0)
 		rc = shown_twice(m, &it, e);
 	if (rc == 0)
-		rc = fresh_over_pulled(m, &it, e);
+		rc = new_over_pulled(m, &it, e);
 	/* Metacopy files first: the data a redirect of theirs names may lie
 	 * in a directory of the target that a redirected directory moves
 	 * (each fill-in keeps the view; --keep-upper: phase 2 copies the
