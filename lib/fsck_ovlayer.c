@@ -255,7 +255,15 @@ static int walk_step(const struct hu_layer *l, struct origin_walk *w,
 		close(sub);
 		return 0;
 	}
-	lower = rd ? steer(w->lower, rd) : hu_path_join(w->lower, c);
+	/* the name in the parent's directory beneath, or where its
+	 * redirect steers it */
+	lower = hu_path_join(w->lower, c);
+	if (lower && rd) {
+		char *steered = steer(lower, rd);
+
+		free(lower);
+		lower = steered;
+	}
 	free(rd);
 	free(w->lower);
 	w->lower = lower;

@@ -692,8 +692,10 @@ static int shown_twice(struct md *m, const struct items *it,
 		if (rc > 0)
 			return md_fail(m->up, x->path, NULL, ENOTSUP, "the "
 				       "directory this redirect reaches is "
-				       "also shown elsewhere: not supported",
-				       e);
+				       "also shown elsewhere, where the kernel "
+				       "answers ESTALE (hunion fsck: "
+				       "redirectOriginUncovered): not "
+				       "supported", e);
 	}
 	return 0;
 }
