@@ -32,10 +32,17 @@
 static const char *record_name(const struct md *m, const char *what,
 			       char *buf, size_t len)
 {
-	bool trusted = !m->up->userxattr && geteuid() == 0;
+	bool trusted = !m->up->userxattr && m->root;
 
 	snprintf(buf, len, "%s%s", trusted ? "trusted." : "user.", what);
 	return buf;
+}
+
+static int times_text(char *v, size_t len, const struct timespec ts[2])
+{
+	return snprintf(v, len, "%lld.%09ld %lld.%09ld",
+			(long long)ts[0].tv_sec, ts[0].tv_nsec,
+			(long long)ts[1].tv_sec, ts[1].tv_nsec);
 }
 
 int md_times_get(const struct md *m, int fd, bool create,
@@ -49,6 +56,24 @@ int md_times_get(const struct md *m, int fd, bool create,
 	int len;
 
 	record_name(m, TIMES_RECORD, attr, sizeof(attr));
+	if (create && !m->keep && !hu_wr_dry_run()) {
+		/* the first visit's record, made unless an earlier run's is
+		 * there: one call where most directories have none */
+		if (fstat(fd, &st) < 0)
+			return hu_error_set(e, errno, NULL, "cannot stat");
+		ts[0] = st.st_atim;
+		ts[1] = st.st_mtim;
+		len = times_text(v, sizeof(v), ts);
+		if (hu_wr_setxattr_at(fd, NULL, attr, v, len,
+				      XATTR_CREATE) == 0) {
+			if (found)
+				*found = true;
+			return 0;
+		}
+		if (errno != EEXIST)
+			return hu_error_set(e, errno, NULL, "cannot record "
+					    "the times in %s", attr);
+	}
 	n = fgetxattr(fd, attr, v, sizeof(v) - 1);
 	if (n > 0) {
 		v[n] = '\0';
@@ -70,9 +95,7 @@ int md_times_get(const struct md *m, int fd, bool create,
 		*found = create && !m->keep;
 	if (m->keep || !create)
 		return 0;	/* the upper does not change */
-	len = snprintf(v, sizeof(v), "%lld.%09ld %lld.%09ld",
-		       (long long)ts[0].tv_sec, ts[0].tv_nsec,
-		       (long long)ts[1].tv_sec, ts[1].tv_nsec);
+	len = times_text(v, sizeof(v), ts);
 	if (hu_wr_setxattr_at(fd, NULL, attr, v, len, 0) < 0)
 		return hu_error_set(e, errno, NULL, "cannot record the times "
 				    "in %s", attr);

@@ -487,8 +487,11 @@ static int merge_dir(struct md *m, struct hu_vdir *v, int ufd, int tfd,
 	struct timespec ts[2];
 	int rc = 0;
 
+	/* below the root, @ufd is the one the view just opened: read from
+	 * its start without a rewind */
 	if (md_times_get(m, ufd, true, ts, NULL, e) < 0 ||
-	    hu_names_read(ufd, &names, NULL, e) < 0)
+	    (ufd == m->up->fd ? hu_names_read(ufd, &names, NULL, e) :
+	     hu_names_read_fresh(ufd, &names, NULL, e)) < 0)
 		return md_prefix(m->up, m->path.s, NULL, e);
 	for (size_t i = 0; i < names.n && rc == 0; i++)
 		rc = merge_entry(m, v, ufd, tfd, names.v[i].name, e);
@@ -637,7 +640,8 @@ static int merge_down(struct md *m, struct hu_error *e)
 int hu_merge_down(const struct hu_stack *s, const struct hu_mergedown_opts *o,
 		  struct hu_mergedown_stats *st, struct hu_error *e)
 {
-	struct md m = { .s = s, .o = o, .st = st, .keep = o->keep_upper };
+	struct md m = { .s = s, .o = o, .st = st, .keep = o->keep_upper,
+			.root = geteuid() == 0 };
 	bool was_dry = hu_wr_dry_run();
 	struct stat us, ts;
 	size_t saved;

@@ -25,6 +25,7 @@ struct md {
 	struct hu_stack beneath;	/* layers [0, ito) */
 	bool same_fs;		/* rename(2) from the upper to the target */
 	bool keep;		/* --keep-upper: copy, change nothing above */
+	bool root;		/* run as root: records under trusted.* */
 	struct hu_copy_state cs;
 	struct hu_linkmap links;	/* copies: first target path of an
 					 * upper inode with several names */
