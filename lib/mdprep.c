@@ -855,7 +855,10 @@ static int finish_intent(struct md *m, const struct md_intent *in,
 		const struct md_move *mv = &in->v[order[i]];
 
 		stage_name(stage, order[i]);
-		md_step(m, "redirect", mv->src, NULL);
+		if (strcmp(mv->src, stage) == 0)	/* a new directory */
+			md_step(m, "mkdir", mv->dst, NULL);
+		else
+			md_step(m, "redirect", mv->src, NULL);
 		if (strcmp(mv->src, mv->dst) != 0 && strcmp(mv->src, stage) &&
 		    move_dir(m, mv->ino, mv->src, stage, e) < 0)
 			rc = -1;
