@@ -28,7 +28,9 @@
 #   mergedown tests/kernel/mergedown.sh, merge --into of random stacks: the
 #           stack without its top layer shows the kernel's view of the
 #           whole stack, or the merge is refused (20 seeds; 5 when
-#           HUNION_SANITIZED=1; HUNION_MERGEDOWN_SEEDS=N overrides)
+#           HUNION_SANITIZED=1; HUNION_MERGEDOWN_SEEDS=N overrides); seeds
+#           16 and 17 (redirects into new directories of the target) are
+#           also killed at every step and re-run, unless sanitized
 # A sanitizer's report makes the process exit 86 (ASAN_OPTIONS and
 # UBSAN_OPTIONS exitcode=86), a status no test accepts.
 # Every suite runs even when an earlier one failed.  Prints one summary
@@ -143,6 +145,9 @@ suite fsck-damage "$HERE/kernel/fsck-damage.sh" "$B/hunion" \
 
 seeds=20
 [ "${HUNION_SANITIZED:-0}" = 1 ] && seeds=5
+kill="16 17"
+[ "${HUNION_SANITIZED:-0}" = 1 ] && kill=
+export HUNION_MERGEDOWN_KILL=${HUNION_MERGEDOWN_KILL-$kill}
 suite mergedown "$HERE/kernel/mergedown.sh" "$B/hunion" \
 	"${HUNION_MERGEDOWN_SEEDS:-$seeds}"
 
