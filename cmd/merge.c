@@ -129,6 +129,8 @@ int cmd_merge(const struct cmd *c, int argc, char **argv)
 	 * leads: their formats are detected there, not by a walk of each */
 	if (a.into && a.lo.stack.format == HU_FMT_AUTO)
 		a.lo.stack.defer_below = (size_t)(argc - first) - 2;
+	/* the upper's detection tells whether phase 1 has anything to do */
+	a.lo.stack.find_refs = a.into;
 	if (hu_stack_open(&s, argv + first, argc - first, &a.lo.stack,
 			  &e) < 0) {
 		print_error(&e);

@@ -38,8 +38,38 @@ struct detect {
 	/* The second walk of a mixed layer: the format it is read in;
 	 * every marker of another is reported.  NONE in the first walk. */
 	enum hu_format keep;
+	bool refs;		/* an overlay redirect or metacopy xattr met
+				 * (hu_layer.refs ASK: files listed too) */
 	struct hu_error *e;
 };
+
+/* Is xattr name @a an overlay redirect or metacopy of either namespace? */
+static bool is_ref(const char *a)
+{
+	const char *rest = strncmp(a, "user.", 5) == 0 ? a + 5 :
+		strncmp(a, "trusted.", 8) == 0 ? a + 8 : "";
+
+	return !strcmp(rest, "overlay.redirect") ||
+	       !strcmp(rest, "overlay.metacopy");
+}
+
+/* With hu_layer.refs ASK: does regular file @name hold such an xattr? */
+static int check_file_refs(struct detect *d, int dirfd, const char *name)
+{
+	char *list;
+	ssize_t len;
+
+	if (d->l->refs != HU_REFS_ASK || d->refs)
+		return 0;
+	if (hu_llistxattr_at(dirfd, name, &list, &len) < 0)
+		return hu_error_setat(d->e, errno, d->path.s, name,
+				      "cannot list xattrs");
+	for (char *a = list; a && a < list + len && !d->refs;
+	     a += strlen(a) + 1)
+		d->refs = is_ref(a);
+	free(list);
+	return 0;
+}
 
 /* @ns: the namespace the marker showed (NS_NONE: a device whiteout, which
  * says nothing about where the xattrs live). */
@@ -140,6 +170,7 @@ static int check_dir_xattrs(struct detect *d, int fd)
 			strncmp(a, "trusted.", 8) == 0 ? a + 8 : NULL;
 		int rc = 0;
 
+		d->refs = d->refs || is_ref(a);
 		if (!rest || (user != d->l->userxattr && d->l->userxattr))
 			continue;
 		if (strcmp(rest, "overlay.opaque") == 0) {
@@ -223,6 +254,10 @@ static int detect_entry(struct detect *d, int dirfd, const char *name,
 		hu_pathbuf_pop(&d->path, saved);
 		close(sub);
 		return rc;
+	case DT_REG:
+		if (hu_oci_is_marker(name))
+			d->seen_oci = true;
+		return check_file_refs(d, dirfd, name);
 	default:
 		if (hu_oci_is_marker(name))
 			d->seen_oci = true;
@@ -276,6 +311,8 @@ int hu_layer_detect(struct hu_layer *l, struct hu_error *e)
 	} else {
 		l->format = d.seen_oci ? HU_FMT_OCI : HU_FMT_NONE;
 	}
+	if (rc == 0 && l->refs == HU_REFS_ASK)
+		l->refs = d.refs ? HU_REFS_SOME : HU_REFS_NONE;
 	free(d.found_path);
 	hu_pathbuf_free(&d.path);
 	return rc;

@@ -162,6 +162,12 @@ struct hu_layer {
 	 * hu_stack_opts (problems, report) when the layer is opened. */
 	const struct hu_problem_sink *problems;
 	const struct hu_report *report;
+	/* Whether the layer holds an overlay redirect or metacopy xattr
+	 * (either namespace): asked of the top layer's detection by
+	 * hu_stack_opts.find_refs (ASK), answered NONE or SOME; UNKNOWN
+	 * when not asked, or not detected (a format given). */
+	enum hu_refs { HU_REFS_UNKNOWN, HU_REFS_ASK, HU_REFS_NONE,
+		       HU_REFS_SOME } refs;
 };
 
 struct hu_stack {
@@ -178,6 +184,10 @@ struct hu_stack_opts {
 				 * in them, so that a command that reads a
 				 * few paths of a huge lower does not walk
 				 * it whole (diff) */
+	bool find_refs;		/* the top layer's detection also answers
+				 * hu_layer.refs (one xattr listing per
+				 * regular file): what merge --into needs
+				 * to skip its search */
 	const struct hu_report *report;	/* warnings while opening (a
 					 * tarball's duplicate entries);
 					 * may be NULL */

@@ -278,6 +278,8 @@ int hu_stack_open(struct hu_stack *s, char *const paths[], size_t n,
 		}
 	}
 	p.n = n;
+	if (o->find_refs && p.wait[n - 1])
+		s->layers[n - 1].refs = HU_REFS_ASK;
 	if (detect_pending(&p, e) < 0)
 		goto fail;
 	free(p.wait);

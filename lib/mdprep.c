@@ -1120,6 +1120,10 @@ int md_prepare(struct md *m, struct hu_error *e)
 	}
 	if (rc < 0 || !hu_layer_is(m->up, HU_FMT_OVERLAY))
 		return rc;
+	/* detection listed every xattr of the upper and found none of
+	 * these: nothing to search for */
+	if (m->up->refs == HU_REFS_NONE)
+		return 0;
 	if (hu_wh_list(m->up, collect, &it, e) < 0) {
 		items_free(&it);
 		return -1;

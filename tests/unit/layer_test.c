@@ -170,3 +170,44 @@ Test(layer, overlay_bookkeeping_on_a_directory_marks_an_overlay_layer)
 	tu_xattr("u/d/f", "trusted.overlay.metacopy", "");
 	cr_expect_eq(detect("u"), HU_FMT_OVERLAY);
 }
+
+/* lo and @top opened with find_refs: the top layer's answer. */
+static enum hu_refs refs_of(const char *top, bool ask)
+{
+	struct hu_stack_opts o = { .find_refs = ask };
+	struct hu_error e = { 0 };
+	struct hu_stack s;
+	char *paths[2] = { strdup(tu_path("lo")), strdup(tu_path(top)) };
+	enum hu_refs r;
+
+	cr_assert_eq(hu_stack_open(&s, paths, 2, &o, &e), 0, "%s", e.msg);
+	r = s.layers[1].refs;
+	cr_expect_eq(s.layers[0].refs, HU_REFS_UNKNOWN);	/* not asked */
+	hu_stack_close(&s);
+	free(paths[0]);
+	free(paths[1]);
+	return r;
+}
+
+/* What merge --into asks to skip its search for redirected directories
+ * and metacopy files: detection lists every regular file's xattrs too. */
+Test(layer, find_refs_answers_for_the_top_layer)
+{
+	tu_file("lo/d/f", "data");
+	tu_file("plain/d/g", "");
+	tu_wh_overlay("plain/d/f");
+	tu_xattr("plain/d/g", "user.other", "1");
+	tu_file("meta/d/f", "");
+	tu_xattr("meta/d/f", "trusted.overlay.metacopy", "");
+	tu_wh_overlay("meta/x");
+	tu_mkdir("moved/e");
+	tu_xattr("moved/e", "trusted.overlay.redirect", "/d");
+	tu_file("usermeta/d/f", "");
+	tu_xattr("usermeta/d/f", "user.overlay.metacopy", "");
+	tu_wh_overlay("usermeta/x");
+	cr_expect_eq(refs_of("plain", true), HU_REFS_NONE);
+	cr_expect_eq(refs_of("meta", true), HU_REFS_SOME);
+	cr_expect_eq(refs_of("moved", true), HU_REFS_SOME);
+	cr_expect_eq(refs_of("usermeta", true), HU_REFS_SOME);
+	cr_expect_eq(refs_of("meta", false), HU_REFS_UNKNOWN);
+}
