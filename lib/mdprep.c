@@ -54,8 +54,9 @@ struct item {
 				 * target: its entries there are pulled
 				 * up into it instead (pull_up) */
 	bool skip;		/* reaches nothing: nothing to move */
-	size_t swapped;		/* with @keep: the length of the path of
-				 * its highest ancestor that merges with
+	size_t swapped;		/* moved into a target that has no parent
+				 * for it: the length of the path of its
+				 * highest ancestor that merges with
 				 * nothing (0: none); that one and those
 				 * down to it get new directories in the
 				 * target (redirects()) */
@@ -935,8 +936,9 @@ static int stage_new(struct md *m, struct md_intent *in, size_t i,
 						"out of memory");
 }
 
-/* Entry @x of the intent: @x's path @len bytes long gets a new directory
- * in the target, made opaque where a layer beneath has one there. */
+/* An entry of @in: the first @len bytes of @path name a directory that
+ * gets a new one in the target (once), made opaque where a layer beneath
+ * has one there. */
 static int add_new(struct md *m, struct md_intent *in, const char *path,
 		   size_t len, struct hu_error *e)
 {
