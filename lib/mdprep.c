@@ -1136,7 +1136,10 @@ int md_prepare(struct md *m, struct hu_error *e)
 		if (m->keep)
 			rc = md_fail(m->up, it.v[i].path, NULL, ENOTSUP,
 				     "--keep-upper cannot merge a redirected "
-				     "directory", e);
+				     "directory (its move is written down on "
+				     "the upper, and changes it): merge a "
+				     "copy of the upper without --keep-upper",
+				     e);
 		else
 			rc = resolve(m, &it, i, e);
 	}
