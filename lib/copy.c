@@ -231,13 +231,9 @@ int hu_copy_xattrs(int sfd, const char *sname, int dfd, const char *dname,
 	int rc = 0;
 
 	/* Most entries have no xattrs: one short listxattr says so. */
-	len = hu_listxattr_at(sfd, sname, small, sizeof(small));
-	if (len < 0 && errno == ERANGE &&
-	    hu_llistxattr_at(sfd, sname, &names, &len) < 0)
-		len = -1;
+	len = hu_xattr_names(sfd, sname, small, sizeof(small), &names);
 	if (len < 0)
-		return errno == ENOTSUP ? 0 :
-			hu_error_set(e, errno, NULL, "cannot list xattrs");
+		return hu_error_set(e, errno, NULL, "cannot list xattrs");
 	for (ssize_t off = 0; off < len && rc == 0;
 	     off += strlen(names + off) + 1) {
 		const char *attr = names + off;

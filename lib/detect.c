@@ -254,14 +254,10 @@ static int detect_entry(struct detect *d, int dirfd, const char *name,
 		hu_pathbuf_pop(&d->path, saved);
 		close(sub);
 		return rc;
-	case DT_REG:
-		if (hu_oci_is_marker(name))
-			d->seen_oci = true;
-		return check_file_refs(d, dirfd, name);
 	default:
 		if (hu_oci_is_marker(name))
 			d->seen_oci = true;
-		return 0;
+		return type == DT_REG ? check_file_refs(d, dirfd, name) : 0;
 	}
 }
 

@@ -263,6 +263,12 @@ void hu_xattrat_disable(void);
 /* List the xattr names of entry @name in @dirfd (NULL name: @dirfd itself).
  * Returns a malloc'd buffer in *@list (NULL when none) and its size. */
 int hu_llistxattr_at(int dirfd, const char *name, char **list, ssize_t *len);
+/* The same into @small (@size bytes) when the names fit, which most
+ * entries' do in one call, else malloc'd: *@list is @small or a buffer to
+ * free.  Returns the length (0 where xattrs are not supported), -1 with
+ * errno. */
+ssize_t hu_xattr_names(int dirfd, const char *name, char *small, size_t size,
+		       char **list);
 
 /* The "/proc/self/fd/N/name" path that reaches an entry without
  * following it; @buf must hold HU_FDPATH_MAX bytes. */

@@ -307,16 +307,12 @@ out:
 int md_strip_private(int dirfd, const char *name, const char *keep,
 		     struct hu_error *e)
 {
-	char small[512], *list = small;
-	ssize_t len = hu_listxattr_at(dirfd, name, small, sizeof(small));
+	char small[512], *list;
+	ssize_t len = hu_xattr_names(dirfd, name, small, sizeof(small), &list);
 	int rc = 0;
 
-	if (len < 0 && errno == ERANGE &&
-	    hu_llistxattr_at(dirfd, name, &list, &len) < 0)
-		len = -1;
 	if (len < 0)
-		return errno == ENOTSUP ? 0 :
-			hu_error_set(e, errno, name, "cannot list xattrs");
+		return hu_error_set(e, errno, name, "cannot list xattrs");
 	for (ssize_t off = 0; off < len && rc == 0;
 	     off += strlen(list + off) + 1) {
 		const char *a = list + off;

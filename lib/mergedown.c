@@ -187,18 +187,29 @@ static int remove_target(struct md *m, int tfd, const char *name,
 	return 0;
 }
 
-/* A whiteout of the upper: the target's entry goes; the target keeps a
- * whiteout of its own only where a layer beneath still shows the name. */
-static int do_whiteout(struct md *m, struct hu_vdir *v, int ufd, int tfd,
-		       const char *name, struct hu_error *e)
+/* The target's entry @name removed, which the upper hides: 1 when a
+ * layer beneath still has the name (the target needs a marker), 0 not,
+ * -1 on error. */
+static int clear_target(struct md *m, struct hu_vdir *v, int tfd,
+			const char *name, struct hu_error *e)
 {
 	int need;
 
 	if (remove_target(m, tfd, name, e) < 0)
 		return -1;
 	need = tfd < 0 ? 0 : md_below_has_v(m, v, name, e);
+	return need < 0 ? md_prefix(m->to, NULL, NULL, e) : need;
+}
+
+/* A whiteout of the upper: the target's entry goes; the target keeps a
+ * whiteout of its own only where a layer beneath still shows the name. */
+static int do_whiteout(struct md *m, struct hu_vdir *v, int ufd, int tfd,
+		       const char *name, struct hu_error *e)
+{
+	int need = clear_target(m, v, tfd, name, e);
+
 	if (need < 0)
-		return md_prefix(m->to, NULL, NULL, e);
+		return -1;
 	if (need) {
 		md_step(m, "whiteout", m->path.s, name);
 		if (hu_marker_add_whiteout(&m->tofmt, m->tofmt.format, tfd,
@@ -360,13 +371,11 @@ static int swap_in(struct md *m, struct hu_vdir *v, struct hu_vdir *c,
 {
 	char attr[64];
 	const char *keep = NULL;
-	int need, cufd = hu_vdir_layer_fd(c, m->iup);
+	int need = clear_target(m, v, tfd, name, e);
+	int cufd = hu_vdir_layer_fd(c, m->iup);
 
-	if (remove_target(m, tfd, name, e) < 0)
-		return -1;
-	need = tfd < 0 ? 0 : md_below_has_v(m, v, name, e);
 	if (need < 0)
-		return md_prefix(m->to, NULL, NULL, e);
+		return -1;
 	if (need) {
 		keep = hu_marker_xattr(m->tofmt.format, m->tofmt.userxattr,
 				       "opaque", attr, sizeof(attr));

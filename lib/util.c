@@ -279,6 +279,22 @@ ssize_t hu_listxattr_at(int dirfd, const char *name, char *list,
 	return listxattr_at(dirfd, name, list, size);
 }
 
+ssize_t hu_xattr_names(int dirfd, const char *name, char *small, size_t size,
+		       char **list)
+{
+	ssize_t len = hu_listxattr_at(dirfd, name, small, size);
+	char *big;
+
+	*list = small;
+	if (len < 0 && errno == ERANGE) {
+		if (hu_llistxattr_at(dirfd, name, &big, &len) < 0)
+			return -1;
+		if (big)	/* NULL: none are left */
+			*list = big;
+	}
+	return len < 0 && errno == ENOTSUP ? 0 : len;
+}
+
 int hu_llistxattr_at(int dirfd, const char *name, char **list, ssize_t *len)
 {
 	char *buf = NULL;
