@@ -28,6 +28,8 @@
 #ifndef HUNION_VIEW_H
 #define HUNION_VIEW_H
 
+#include <limits.h>
+
 #include "internal.h"
 
 struct vlayer {
@@ -47,6 +49,14 @@ struct prefetched {
 };
 enum { PREFETCH_MAX = 16, PREFETCH_BYTES = 128 << 10 };
 
+/* What a name lookup saw of its name in one layer directory. */
+struct seen {
+	bool looked;		/* the layer was asked */
+	bool found;		/* and holds the name, whose stat is @st */
+	bool oci_wh;		/* and an OCI whiteout of it */
+	struct stat st;
+};
+
 struct hu_vdir {
 	const struct hu_stack *s;
 	struct hu_vdir *parent;
@@ -59,6 +69,11 @@ struct hu_vdir {
 	bool listed;
 	struct prefetched pre[PREFETCH_MAX];
 	size_t npre;
+	/* What the last name lookup in this directory saw (one per vlayer,
+	 * of @seen_name), for the first hu_vdir_open_child after it to use
+	 * instead of asking the layers again; "" once used or unusable. */
+	struct seen *seen;
+	char seen_name[NAME_MAX + 1];
 };
 
 /* One name of one layer directory, as a candidate for the listing. */
@@ -105,14 +120,17 @@ int view_apply_redirect(struct lookup *lk, const char *r, char **comps,
  * the layer's root is @base_path (NULL: report no problem met, as for
  * data opened ahead): *@found the open fd of the final entry (a directory
  * when @want_dir), or -1 when this layer does not have it, *@st its
- * stat. */
+ * stat.  @known (may be NULL): what a name lookup saw of @lk's first
+ * component in @base, not asked again. */
 int view_lookup_layer(const struct hu_stack *s, size_t j, int base,
 		      const char *base_path, struct lookup *lk, bool want_dir,
-		      int *found, struct stat *st, struct hu_error *e);
+		      const struct seen *known, int *found, struct stat *st,
+		      struct hu_error *e);
 /* The records view_list.c's collect() would make of @name in @d, topmost
  * first, into @recs (room for 2 * d->nd): the entry, then an OCI
  * whiteout of it in the same layer.  Only the layer directories of @d
- * below layer @below count (s->n: all). */
+ * below layer @below count (s->n: all).  What each layer directory
+ * showed of @name is kept in d->seen. */
 int view_name_records(struct hu_vdir *d, const char *name, size_t below,
 		      struct vrec *recs, size_t *n, struct hu_error *e);
 

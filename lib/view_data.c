@@ -122,7 +122,8 @@ static int find_data(struct hu_vdir *d, const struct hu_ventry *ent, int fd,
 			if (!quiet && !lk.abs)
 				base_path = view_layer_path(d, vj);
 			if (view_lookup_layer(s, j, base, base_path, &lk,
-					      false, &found, &st, e) < 0) {
+					      false, NULL, &found, &st,
+					      e) < 0) {
 				view_layer_fail(s, j, lk.abs ? NULL : d->path,
 						e);
 				free(lk.path);

@@ -235,7 +235,8 @@ static int half_dir_times(int dirfd, const char *name, struct stat *st,
  * and another for its reader).
  */
 static int decide(struct hu_vdir *d, const struct vrec *g, size_t ng,
-		  bool keep_names, struct hu_ventry *ent, struct hu_error *e)
+		  bool keep_names, const struct stat *known,
+		  struct hu_ventry *ent, struct hu_error *e)
 {
 	const struct vrec *top = &g[0];
 	const struct vlayer *v = &d->d[top->rank];
@@ -246,7 +247,9 @@ static int decide(struct hu_vdir *d, const struct vrec *g, size_t ng,
 
 	if (top->whiteout)
 		return 0;
-	if (fstatat(v->fd, top->name, &ent->st, AT_SYMLINK_NOFOLLOW) < 0) {
+	if (known)
+		ent->st = *known;
+	else if (fstatat(v->fd, top->name, &ent->st, AT_SYMLINK_NOFOLLOW) < 0) {
 		hu_error_set(e, errno, top->name, "cannot stat");
 		return view_fail(d, v->layer, e);
 	}
@@ -296,7 +299,8 @@ int hu_vdir_list(struct hu_vdir *d, const struct hu_ventry **ents, size_t *n,
 
 		for (j = i + 1; j < nrecs && !strcmp(recs[j].key, recs[i].key);)
 			j++;
-		in = decide(d, &recs[i], j - i, true, &d->ents[d->nents], e);
+		in = decide(d, &recs[i], j - i, true, NULL, &d->ents[d->nents],
+			    e);
 		if (in < 0) {
 			free(recs);
 			return -1;
@@ -327,8 +331,11 @@ int hu_vdir_lookup_below(struct hu_vdir *d, const char *name, size_t below,
 	if (!recs)
 		return hu_error_set(e, ENOMEM, NULL, "out of memory");
 	rc = view_name_records(d, name, below, recs, &n, e);
+	/* the topmost record's stat, just taken */
 	if (rc == 0 && n > 0)
-		rc = decide(d, recs, n, false, ent, e);
+		rc = decide(d, recs, n, false,
+			    d->seen && d->seen_name[0] && !recs[0].whiteout ?
+			    &d->seen[recs[0].rank].st : NULL, ent, e);
 	free(recs);
 	return rc;
 }

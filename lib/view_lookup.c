@@ -71,9 +71,44 @@ static int vdir_push(struct hu_vdir *d, size_t layer, int fd, bool own,
 	return 0;
 }
 
+/* Which marker xattrs a directory holds, from one listing: most hold
+ * none, and one listxattr says so where reading each name would take a
+ * call a name. */
+struct dir_marks {
+	bool listed;		/* false: unknown, read each name */
+	bool opaque;		/* a private *.opaque name is there */
+	bool redirect;		/* a private *.redirect name is there */
+};
+
+static void dir_marks_read(int fd, struct dir_marks *dm)
+{
+	char small[1024], *list;
+	ssize_t n = hu_xattr_names(fd, NULL, small, sizeof(small), &list);
+
+	*dm = (struct dir_marks){ .listed = n >= 0 };
+	for (ssize_t off = 0; off < n; off += strlen(list + off) + 1) {
+		const char *a = list + off, *dot = strrchr(a, '.');
+
+		if (!dot || !hu_xattr_is_private(a))
+			continue;
+		dm->opaque |= !strcmp(dot, ".opaque");
+		dm->redirect |= !strcmp(dot, ".redirect");
+	}
+	if (list != small)
+		free(list);
+}
+
+/* Does directory @fd in @layer stop the lookup of the layers below, and
+ * where does its redirect (malloc'd, or NULL) send them?  @dm: what its
+ * xattr names say, or NULL. */
+static int dir_steers(const struct hu_stack *s, size_t layer, int fd,
+		      const struct dir_marks *dm, bool *stop, char **redirect,
+		      struct hu_error *e);
+
 /* Does directory @fd in @layer stop the lookup of the layers below? */
 static int dir_stops(const struct hu_stack *s, size_t layer, int fd,
-		     bool *stop, struct hu_error *e)
+		     const struct dir_marks *dm, bool *stop,
+		     struct hu_error *e)
 {
 	const struct hu_layer *l = &s->layers[layer];
 	enum hu_opaque op;
@@ -92,6 +127,8 @@ static int dir_stops(const struct hu_stack *s, size_t layer, int fd,
 			      !hu_layer_is(l, HU_FMT_OVERLAY)))
 			return 0;
 	}
+	if (dm && dm->listed && !dm->opaque)
+		return 0;
 	if (hu_marker_dir_opaque(l, fd, &op, e) < 0)
 		return -1;
 	*stop = op == HU_OPAQUE_YES;
@@ -148,6 +185,18 @@ int view_read_redirect(const struct hu_layer *l, int fd, char **out,
 	v[n] = '\0';
 	*out = v;
 	return 0;
+}
+
+static int dir_steers(const struct hu_stack *s, size_t layer, int fd,
+		      const struct dir_marks *dm, bool *stop, char **redirect,
+		      struct hu_error *e)
+{
+	*redirect = NULL;
+	if (dir_stops(s, layer, fd, dm, stop, e) < 0)
+		return -1;
+	if (*stop || (dm && dm->listed && !dm->redirect))
+		return 0;
+	return view_read_redirect(&s->layers[layer], fd, redirect, e);
 }
 
 /* A redirect the kernel accepts: "/a/b" with no empty component, or one
@@ -271,7 +320,8 @@ static int redirect_invalid(const struct hu_stack *s, size_t j,
  */
 int view_lookup_layer(const struct hu_stack *s, size_t j, int base,
 		      const char *base_path, struct lookup *lk, bool want_dir,
-		      int *found, struct stat *st, struct hu_error *e)
+		      const struct seen *known, int *found, struct stat *st,
+		      struct hu_error *e)
 {
 	const struct hu_layer *l = &s->layers[j];
 	char *copy = strdup(lk->path), **comps = NULL;
@@ -285,21 +335,35 @@ int view_lookup_layer(const struct hu_stack *s, size_t j, int base,
 	}
 	for (size_t k = 0; k < n; k++) {
 		bool last = k + 1 == n, stop;
+		struct dir_marks dm;
 		enum hu_marker kind;
 		const char *target;
 		char *r = NULL;
 		int sub;
 
-		if (hu_layer_probe_name(l, fd, comps[k], e) < 0)
-			goto out;
-		if (hu_layer_is(l, HU_FMT_OCI) && oci_whiteout(fd, comps[k]))
-			lk->stop = true;	/* hides what lies below */
-		if (fstatat(fd, comps[k], st, AT_SYMLINK_NOFOLLOW) < 0) {
-			rc = (errno == ENOENT || errno == ENAMETOOLONG ||
-			      errno == ENOTDIR) ? 0 :
-				hu_error_set(e, errno, comps[k], "cannot stat");
-			goto out;
+		if (k == 0 && known) {
+			/* the name lookup asked this layer already */
+			if (known->oci_wh)
+				lk->stop = true;
+			rc = 0;
+			if (!known->found)
+				goto out;
+			*st = known->st;
+		} else {
+			if (hu_layer_probe_name(l, fd, comps[k], e) < 0)
+				goto out;
+			if (hu_layer_is(l, HU_FMT_OCI) &&
+			    oci_whiteout(fd, comps[k]))
+				lk->stop = true;	/* hides what lies below */
+			if (fstatat(fd, comps[k], st, AT_SYMLINK_NOFOLLOW) < 0) {
+				rc = (errno == ENOENT || errno == ENAMETOOLONG ||
+				      errno == ENOTDIR) ? 0 :
+					hu_error_set(e, errno, comps[k],
+						     "cannot stat");
+				goto out;
+			}
 		}
+		rc = -1;
 		if (hu_layer_probe_entry(l, fd, comps[k], st, e) < 0)
 			goto out;
 		kind = HU_MARK_NONE;
@@ -331,14 +395,13 @@ int view_lookup_layer(const struct hu_stack *s, size_t j, int base,
 		fd = sub;
 		if (j == 0)
 			continue;	/* the bottom: nothing below to steer */
-		if (dir_stops(s, j, fd, &stop, e) < 0)
+		dir_marks_read(fd, &dm);
+		if (dir_steers(s, j, fd, &dm, &stop, &r, e) < 0)
 			goto out;
 		if (stop) {
 			lk->stop = true;
 			continue;
 		}
-		if (view_read_redirect(l, fd, &r, e) < 0)
-			goto out;
 		if (r && !hu_redirect_valid(r) &&
 		    redirect_invalid(s, j, base_path, comps, k, r, e) < 0) {
 			free(r);
@@ -418,12 +481,14 @@ static int lookup_path(const struct hu_vdir *child, const struct vlayer *pv,
  * redirect made it absolute.  Directories found join @child.
  */
 static int lookup_below(struct hu_vdir *parent, struct hu_vdir *child,
-			size_t from, struct lookup *lk, struct hu_error *e)
+			size_t from, const struct seen *seen, struct lookup *lk,
+			struct hu_error *e)
 {
 	const struct hu_stack *s = parent->s;
 
 	for (size_t j = from; j-- > 0 && !lk->stop;) {
 		const struct vlayer *pv = view_vlayer_of(parent, j);
+		const struct seen *known = NULL;
 		const char *base_path;
 		struct stat st;
 		char *path;
@@ -435,14 +500,17 @@ static int lookup_below(struct hu_vdir *parent, struct hu_vdir *child,
 		} else if (pv) {
 			base = pv->fd;
 			base_path = view_layer_path(parent, pv);
+			/* the name the lookup asked, not moved by a redirect */
+			if (seen && !lk->redirected && seen[pv - parent->d].looked)
+				known = &seen[pv - parent->d];
 		} else {
 			continue;
 		}
 		/* before the lookup, which may redirect @lk further */
 		if (lookup_path(child, pv, lk, base_path, &path) < 0)
 			return hu_error_set(e, ENOMEM, NULL, "out of memory");
-		if (view_lookup_layer(s, j, base, base_path, lk, true, &fd,
-				      &st, e) < 0) {
+		if (view_lookup_layer(s, j, base, base_path, lk, true, known,
+				      &fd, &st, e) < 0) {
 			free(path);
 			return view_layer_fail(s, j,
 					       lk->abs ? NULL : parent->path, e);
@@ -526,7 +594,7 @@ int hu_vdir_redirect_keeps(struct hu_vdir *d, size_t below, const char *r,
 		free(lk.path);
 		return hu_error_set(e, ENOMEM, NULL, "out of memory");
 	}
-	rc = lookup_below(d, probe, below, &lk, e);
+	rc = lookup_below(d, probe, below, NULL, &lk, e);
 	if (rc == 0)
 		rc = same_below(d, probe, below, e);
 	hu_vdir_close(probe);
@@ -581,12 +649,16 @@ static int child_lookup(struct hu_vdir *parent, const struct hu_ventry *ent,
 	 * still to be detected probes the directory. */
 	if (hu_layer_is(l, HU_FMT_OCI) || l->deferred ||
 	    !view_known_unmarked(ent)) {
-		if (dir_stops(parent->s, ent->layer, fd, &lk->stop, e) < 0)
+		struct dir_marks dm = { 0 };
+
+		/* names the lister read ahead show some marker: read them */
+		if (!ent->xattr_names)
+			dir_marks_read(fd, &dm);
+		if (dir_steers(parent->s, ent->layer, fd, &dm, &lk->stop, &r,
+			       e) < 0)
 			return -1;
 		if (lk->stop)
 			return 0;
-		if (view_read_redirect(l, fd, &r, e) < 0)
-			return -1;
 	}
 	if (r && !hu_redirect_valid(r) &&
 	    view_problem(parent->s, ent->layer, HU_PB_REDIRECT_INVALID, false,
@@ -616,9 +688,29 @@ static int entry_path(const struct hu_vdir *parent, const struct hu_ventry *ent,
 	return *out ? 0 : -1;
 }
 
+/* What the last name lookup in @parent saw of each layer, when it found
+ * @ent: used once (the caller may change the layers after). */
+static const struct seen *seen_for(struct hu_vdir *parent,
+				   const struct hu_ventry *ent)
+{
+	const struct vlayer *v = view_vlayer_of(parent, ent->layer);
+	const struct seen *at;
+	bool same = parent->seen && v && !strcmp(parent->seen_name, ent->name);
+
+	parent->seen_name[0] = '\0';
+	if (!same)
+		return NULL;
+	at = &parent->seen[v - parent->d];
+	if (!at->found || at->st.st_ino != ent->st.st_ino ||
+	    at->st.st_dev != ent->st.st_dev)
+		return NULL;
+	return parent->seen;
+}
+
 int hu_vdir_open_child(struct hu_vdir *parent, const struct hu_ventry *ent,
 		       struct hu_vdir **out, struct hu_error *e)
 {
+	const struct seen *seen = seen_for(parent, ent);
 	struct hu_vdir *d = vdir_new(parent->s, parent, ent->name);
 	struct lookup lk = { 0 };
 	char *path;
@@ -644,7 +736,7 @@ int hu_vdir_open_child(struct hu_vdir *parent, const struct hu_ventry *ent,
 	if (child_lookup(parent, ent, fd, view_layer_path(d, &d->d[0]), &lk,
 			 e) < 0)
 		goto fail_here;
-	if (!lk.stop && lookup_below(parent, d, ent->layer, &lk, e) < 0)
+	if (!lk.stop && lookup_below(parent, d, ent->layer, seen, &lk, e) < 0)
 		goto fail;
 	free(lk.path);
 	*out = d;
@@ -681,6 +773,7 @@ void hu_vdir_close(struct hu_vdir *d)
 			hu_names_free(&d->lists[i]);
 	}
 	free(d->lists);
+	free(d->seen);
 	for (size_t i = 0; i < d->nents; i++)
 		if (d->ents[i].xattr_names_len)
 			free((char *)d->ents[i].xattr_names);
@@ -715,15 +808,23 @@ size_t hu_vdir_width(const struct hu_vdir *d)
 int view_name_records(struct hu_vdir *d, const char *name, size_t below,
 		      struct vrec *recs, size_t *n, struct hu_error *e)
 {
+	struct seen none, *seen = &none;
 	int rc = 0;
 
 	*n = 0;
+	d->seen_name[0] = '\0';
+	if (!d->seen)
+		d->seen = malloc(d->nd * sizeof(*d->seen));
+	if (d->seen && strlen(name) < sizeof(d->seen_name))
+		strcpy(d->seen_name, name);	/* else nothing is kept */
 	for (size_t i = 0; i < d->nd && rc == 0; i++) {
 		const struct hu_layer *l = &d->s->layers[d->d[i].layer];
 		int fd = d->d[i].fd;
 		bool oci_wh = false;
-		struct stat st;
 
+		if (d->seen)
+			seen = &d->seen[i];
+		*seen = (struct seen){ 0 };
 		if (d->d[i].layer >= below)
 			continue;
 		if (hu_layer_probe_name(l, fd, name, e) < 0) {
@@ -737,14 +838,19 @@ int view_name_records(struct hu_vdir *d, const char *name, size_t below,
 				continue;	/* a marker, never a name */
 			oci_wh = oci_whiteout(fd, name);
 		}
-		if (fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+		if (fstatat(fd, name, &seen->st, AT_SYMLINK_NOFOLLOW) == 0) {
 			recs[(*n)++] = (struct vrec){ name, name, i, false };
-		else if (errno != ENOENT && errno != ENAMETOOLONG) {
+			seen->found = true;
+		} else if (errno != ENOENT && errno != ENAMETOOLONG) {
 			hu_error_set(e, errno, name, "cannot stat");
 			rc = view_fail(d, d->d[i].layer, e);
 		}
+		seen->looked = rc == 0;
+		seen->oci_wh = oci_wh;
 		if (oci_wh)
 			recs[(*n)++] = (struct vrec){ name, name, i, true };
 	}
+	if (rc < 0)
+		d->seen_name[0] = '\0';
 	return rc;
 }

@@ -337,3 +337,54 @@ Test(view, redirect_keeps_exactly_the_directories_beneath)
 	hu_vdir_close(d);
 	hu_stack_close(&s);
 }
+
+/* hu_vdir_open_child right after hu_vdir_lookup reuses what the lookup saw
+ * of each layer, once: a second open of the same entry, after a layer
+ * changed (merge --into makes the target's directory between the two),
+ * asks the layers again.  A redirect or an opaque mark among other xattrs
+ * still steers the lookup (one xattr listing answers both). */
+Test(view, open_child_reuses_the_lookup_once)
+{
+	struct hu_error e = { 0 };
+	struct hu_vdir *root, *c;
+	struct hu_ventry ent;
+	struct hu_stack s;
+
+	tu_file("lo/d/x", "");
+	tu_mkdir("up/d");
+	tu_mkdir("mid/keep");
+	tu_file("lo/keep/hidden", "");
+	tu_xattr("mid/keep", "user.other", "1");
+	tu_xattr("mid/keep", "trusted.overlay.origin", "o");
+	tu_xattr("mid/keep", "trusted.overlay.opaque", "y");
+	tu_mkdir("up/keep");
+	tu_file("lo/z/y", "");
+	tu_mkdir("mid/moved");
+	tu_xattr("mid/moved", "user.other", "1");
+	tu_xattr("mid/moved", "trusted.overlay.redirect", "/z");
+	tu_wh_overlay("mid/z");
+	tu_mkdir("up/moved");
+	cr_assert_eq(tu_stack(&s, &e, 3, "lo", "mid", "up"), 0, "%s: %s",
+		     e.path, e.msg);
+	cr_assert_eq(hu_vdir_open_root(&s, &root, &e), 0, "%s", e.msg);
+	cr_assert_eq(hu_vdir_lookup(root, "d", &ent, &e), 1, "%s", e.msg);
+	cr_assert_eq(hu_vdir_open_child(root, &ent, &c, &e), 0, "%s", e.msg);
+	cr_expect_eq(hu_vdir_width(c), 2);	/* up/d, lo/d */
+	hu_vdir_close(c);
+	tu_mkdir("mid/d");
+	cr_assert_eq(hu_vdir_open_child(root, &ent, &c, &e), 0, "%s", e.msg);
+	cr_expect_eq(hu_vdir_width(c), 3, "the new mid/d is not seen");
+	hu_vdir_close(c);
+
+	cr_assert_eq(hu_vdir_lookup(root, "keep", &ent, &e), 1, "%s", e.msg);
+	cr_assert_eq(hu_vdir_open_child(root, &ent, &c, &e), 0, "%s", e.msg);
+	cr_expect_eq(hu_vdir_width(c), 2, "mid/keep is opaque");
+	hu_vdir_close(c);
+	cr_assert_eq(hu_vdir_lookup(root, "moved", &ent, &e), 1, "%s", e.msg);
+	cr_assert_eq(hu_vdir_open_child(root, &ent, &c, &e), 0, "%s", e.msg);
+	cr_expect_eq(hu_vdir_width(c), 3, "mid/moved reaches lo/z");
+	cr_expect_str_eq(hu_vdir_layer_path(c, 0), "z");
+	hu_vdir_close(c);
+	hu_vdir_close(root);
+	hu_stack_close(&s);
+}
