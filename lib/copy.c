@@ -223,17 +223,12 @@ static int copy_xattr(int sfd, const char *sname, int dfd, const char *dname,
 	return rc;
 }
 
-int hu_copy_xattrs(int sfd, const char *sname, int dfd, const char *dname,
-		   struct hu_error *e)
+int hu_copy_xattrs_listed(int sfd, const char *sname, int dfd,
+			  const char *dname, const char *names, ssize_t len,
+			  struct hu_error *e)
 {
-	char small[512], *names = small;
-	ssize_t len;
 	int rc = 0;
 
-	/* Most entries have no xattrs: one short listxattr says so. */
-	len = hu_xattr_names(sfd, sname, small, sizeof(small), &names);
-	if (len < 0)
-		return hu_error_set(e, errno, NULL, "cannot list xattrs");
 	for (ssize_t off = 0; off < len && rc == 0;
 	     off += strlen(names + off) + 1) {
 		const char *attr = names + off;
@@ -241,6 +236,21 @@ int hu_copy_xattrs(int sfd, const char *sname, int dfd, const char *dname,
 		if (*attr && hu_xattr_copied(attr))
 			rc = copy_xattr(sfd, sname, dfd, dname, attr, e);
 	}
+	return rc;
+}
+
+int hu_copy_xattrs(int sfd, const char *sname, int dfd, const char *dname,
+		   struct hu_error *e)
+{
+	char small[512], *names = small;
+	ssize_t len;
+	int rc;
+
+	/* Most entries have no xattrs: one short listxattr says so. */
+	len = hu_xattr_names(sfd, sname, small, sizeof(small), &names);
+	if (len < 0)
+		return hu_error_set(e, errno, NULL, "cannot list xattrs");
+	rc = hu_copy_xattrs_listed(sfd, sname, dfd, dname, names, len, e);
 	if (names != small)
 		free(names);
 	return rc;

@@ -40,6 +40,7 @@ struct detect {
 	enum hu_format keep;
 	bool refs;		/* an overlay redirect or metacopy xattr met
 				 * (hu_layer.refs ASK: files listed too) */
+	bool file_private;	/* a private xattr on a regular file (ASK) */
 	struct hu_error *e;
 };
 
@@ -53,20 +54,22 @@ static bool is_ref(const char *a)
 	       !strcmp(rest, "overlay.metacopy");
 }
 
-/* With hu_layer.refs ASK: does regular file @name hold such an xattr? */
+/* With hu_layer.refs ASK: does regular file @name hold such an xattr,
+ * or any private one? */
 static int check_file_refs(struct detect *d, int dirfd, const char *name)
 {
 	char *list;
 	ssize_t len;
 
-	if (d->l->refs != HU_REFS_ASK || d->refs)
+	if (d->l->refs != HU_REFS_ASK || (d->refs && d->file_private))
 		return 0;
 	if (hu_llistxattr_at(dirfd, name, &list, &len) < 0)
 		return hu_error_setat(d->e, errno, d->path.s, name,
 				      "cannot list xattrs");
-	for (char *a = list; a && a < list + len && !d->refs;
-	     a += strlen(a) + 1)
-		d->refs = is_ref(a);
+	for (char *a = list; a && a < list + len; a += strlen(a) + 1) {
+		d->refs = d->refs || is_ref(a);
+		d->file_private = d->file_private || hu_xattr_is_private(a);
+	}
 	free(list);
 	return 0;
 }
@@ -307,8 +310,10 @@ int hu_layer_detect(struct hu_layer *l, struct hu_error *e)
 	} else {
 		l->format = d.seen_oci ? HU_FMT_OCI : HU_FMT_NONE;
 	}
-	if (rc == 0 && l->refs == HU_REFS_ASK)
+	if (rc == 0 && l->refs == HU_REFS_ASK) {
 		l->refs = d.refs ? HU_REFS_SOME : HU_REFS_NONE;
+		l->files_private = d.file_private;
+	}
 	free(d.found_path);
 	hu_pathbuf_free(&d.path);
 	return rc;
@@ -332,6 +337,11 @@ int hu_layer_settle(const struct hu_layer *cl, struct hu_error *e)
 	/* Released after the format: see hu_layer_is_deferred(). */
 	__atomic_store_n(&l->deferred, false, __ATOMIC_RELEASE);
 	return rc;
+}
+
+bool hu_layer_files_plain(const struct hu_layer *l)
+{
+	return l->refs == HU_REFS_NONE && !l->files_private;
 }
 
 bool hu_layer_is_deferred(const struct hu_layer *l)

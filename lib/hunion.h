@@ -168,6 +168,8 @@ struct hu_layer {
 	 * when not asked, or not detected (a format given). */
 	enum hu_refs { HU_REFS_UNKNOWN, HU_REFS_ASK, HU_REFS_NONE,
 		       HU_REFS_SOME } refs;
+	bool files_private;	/* answered with refs: a regular file holds
+				 * a union or overlay xattr */
 };
 
 struct hu_stack {

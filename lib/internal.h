@@ -158,6 +158,10 @@ int hu_layer_settle(const struct hu_layer *l, struct hu_error *e);
  * lists the view, which may settle @l meanwhile: once this says false, the
  * format is settled and may be read. */
 bool hu_layer_is_deferred(const struct hu_layer *l);
+/* Did detection list every regular file's xattrs (hu_layer.refs asked)
+ * and find neither a redirect nor metacopy anywhere, nor a private xattr
+ * on any regular file? */
+bool hu_layer_files_plain(const struct hu_layer *l);
 /* Directory @fd: overlay or union xattrs, or a .wh..wh..opq in it. */
 int hu_layer_probe_dir(const struct hu_layer *l, int fd, struct hu_error *e);
 /* Name @name in directory @dirfd, whether it exists or not: a .wh. name,
@@ -420,6 +424,11 @@ bool hu_xattr_copied(const char *name);
  * symlinks and devices, which are never opened). */
 int hu_copy_xattrs(int sfd, const char *sname, int dfd, const char *dname,
 		   struct hu_error *e);
+/* The same for the source's xattr names @names (@len bytes, as listed by
+ * hu_xattr_names()), for a caller that needs the list itself too. */
+int hu_copy_xattrs_listed(int sfd, const char *sname, int dfd,
+			  const char *dname, const char *names, ssize_t len,
+			  struct hu_error *e);
 
 /*
  * Tarball layers (tarlayer.c, tarindex.c): a .tar, .tar.gz or .tar.zst is

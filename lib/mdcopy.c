@@ -258,32 +258,34 @@ static bool listed(const char *list, ssize_t len, const char *name)
 	return false;
 }
 
-int md_dir_meta(struct md *m, int ufd, int tfd, const struct timespec ts[2],
-		struct hu_error *e)
+int md_dir_meta(struct md *m, int ufd, const struct stat *us, int tfd,
+		const struct timespec ts[2], struct hu_error *e)
 {
-	char *ul = NULL, *tl = NULL;
-	ssize_t un = 0, tn = 0;
-	struct stat us, ts_;
+	char usmall[512], tsmall[512], *ul = usmall, *tl = tsmall;
+	ssize_t un, tn = 0;
+	struct stat ts_;
 	int rc = -1;
 
-	(void)m;
-	if (fstat(ufd, &us) < 0 || fstat(tfd, &ts_) < 0)
+	if (fstat(tfd, &ts_) < 0)
 		return hu_error_set(e, errno, NULL, "cannot stat");
-	if (geteuid() == 0 &&
-	    (us.st_uid != ts_.st_uid || us.st_gid != ts_.st_gid) &&
-	    hu_wr_fchownat(tfd, "", us.st_uid, us.st_gid,
+	if (m->root && (us->st_uid != ts_.st_uid || us->st_gid != ts_.st_gid) &&
+	    hu_wr_fchownat(tfd, "", us->st_uid, us->st_gid,
 			   AT_EMPTY_PATH) < 0)
 		return hu_error_set(e, errno, NULL, "cannot set the owner");
-	if ((us.st_mode & 07777) != (ts_.st_mode & 07777) &&
-	    hu_wr_fchmod(tfd, us.st_mode & 07777) < 0)
+	if ((us->st_mode & 07777) != (ts_.st_mode & 07777) &&
+	    hu_wr_fchmod(tfd, us->st_mode & 07777) < 0)
 		return hu_error_set(e, errno, NULL, "cannot set the mode");
-	if (hu_copy_xattrs(ufd, NULL, tfd, NULL, e) < 0)
-		return -1;
-	if ((hu_llistxattr_at(ufd, NULL, &ul, &un) < 0 && errno != ENOTSUP) ||
-	    (hu_llistxattr_at(tfd, NULL, &tl, &tn) < 0 && errno != ENOTSUP)) {
+	/* one listing a side: the upper's is copied, and what the target
+	 * holds beyond it goes */
+	un = hu_xattr_names(ufd, NULL, usmall, sizeof(usmall), &ul);
+	if (un >= 0)
+		tn = hu_xattr_names(tfd, NULL, tsmall, sizeof(tsmall), &tl);
+	if (un < 0 || tn < 0) {
 		hu_error_set(e, errno, NULL, "cannot list xattrs");
 		goto out;
 	}
+	if (hu_copy_xattrs_listed(ufd, NULL, tfd, NULL, ul, un, e) < 0)
+		goto out;
 	for (ssize_t off = 0; off < tn; off += strlen(tl + off) + 1) {
 		const char *a = tl + off;
 
@@ -299,8 +301,10 @@ int md_dir_meta(struct md *m, int ufd, int tfd, const struct timespec ts[2],
 	}
 	rc = 0;
 out:
-	free(ul);
-	free(tl);
+	if (ul != usmall)
+		free(ul);
+	if (tl != tsmall)
+		free(tl);
 	return rc;
 }
 

@@ -45,13 +45,14 @@ static int times_text(char *v, size_t len, const struct timespec ts[2])
 			(long long)ts[1].tv_sec, ts[1].tv_nsec);
 }
 
-int md_times_get(const struct md *m, int fd, bool create,
-		 struct timespec ts[2], bool *found, struct hu_error *e)
+int md_times_get(const struct md *m, int fd, const struct stat *st,
+		 bool create, struct timespec ts[2], bool *found,
+		 struct hu_error *e)
 {
 	char attr[64], v[96];
 	long long as, ms;
 	long an, mn;
-	struct stat st;
+	struct stat own;
 	ssize_t n;
 	int len;
 
@@ -59,10 +60,10 @@ int md_times_get(const struct md *m, int fd, bool create,
 	if (create && !m->keep && !hu_wr_dry_run()) {
 		/* the first visit's record, made unless an earlier run's is
 		 * there: one call where most directories have none */
-		if (fstat(fd, &st) < 0)
+		if (!st && fstat(fd, &own) < 0)
 			return hu_error_set(e, errno, NULL, "cannot stat");
-		ts[0] = st.st_atim;
-		ts[1] = st.st_mtim;
+		ts[0] = (st ? st : &own)->st_atim;
+		ts[1] = (st ? st : &own)->st_mtim;
 		len = times_text(v, sizeof(v), ts);
 		if (hu_wr_setxattr_at(fd, NULL, attr, v, len,
 				      XATTR_CREATE) == 0) {
@@ -87,10 +88,10 @@ int md_times_get(const struct md *m, int fd, bool create,
 	} else if (errno != ENODATA && errno != ENOTSUP) {
 		return hu_error_set(e, errno, NULL, "cannot read %s", attr);
 	}
-	if (fstat(fd, &st) < 0)
+	if (!st && fstat(fd, &own) < 0)
 		return hu_error_set(e, errno, NULL, "cannot stat");
-	ts[0] = st.st_atim;
-	ts[1] = st.st_mtim;
+	ts[0] = (st ? st : &own)->st_atim;
+	ts[1] = (st ? st : &own)->st_mtim;
 	if (found)
 		*found = create && !m->keep;
 	if (m->keep || !create)

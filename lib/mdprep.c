@@ -347,7 +347,7 @@ static int pull_dir(struct md *m, int ufd, int tfd, const char *path,
 	int rc = 0;
 
 	/* the upper directory's times, before the renames change them */
-	if (!found && md_times_get(m, ufd, true, times, NULL, e) < 0)
+	if (!found && md_times_get(m, ufd, NULL, true, times, NULL, e) < 0)
 		return md_prefix(m->up, path, NULL, e);
 	if (hu_names_read(tfd, &names, NULL, e) < 0)
 		return md_prefix(m->to, path, NULL, e);
@@ -1035,7 +1035,7 @@ static int fill_in(struct md *m, int dirfd, const char *name,
 	if (fd < 0)
 		return hu_error_set(e, errno, name, "cannot open for writing");
 	/* its times, recorded before the writes change them */
-	rc = md_times_get(m, fd, true, ts, NULL, e);
+	rc = md_times_get(m, fd, NULL, true, ts, NULL, e);
 	if (rc == 0)
 		rc = fstat(datafd, &data) < 0 ?
 		hu_error_set(e, errno, name, "cannot stat its data") :
@@ -1089,7 +1089,7 @@ static int materialize(struct md *m, const char *path, struct hu_error *e)
 		struct timespec ts[2];
 
 		/* the directory's times before the rename changes them */
-		if (md_times_get(m, ent.dirfd, true, ts, NULL, e) < 0) {
+		if (md_times_get(m, ent.dirfd, NULL, true, ts, NULL, e) < 0) {
 			rc = md_prefix(m->up, dir, NULL, e);
 			goto out;
 		}

@@ -276,18 +276,31 @@ static int do_nondir(struct md *m, struct hu_vdir *v, int ufd, int tfd,
 		     const char *name, const struct stat *st,
 		     struct hu_error *e)
 {
+	bool ask = m->keep || !m->same_fs || hu_wr_dry_run();
 	struct stat tst;
+	int rc;
 
-	if (tfd >= 0 && fstatat(tfd, name, &tst, AT_SYMLINK_NOFOLLOW) == 0 &&
+	/* A directory of the target in the way goes first.  A rename says
+	 * so itself (EISDIR, nothing changed): a stat of every name is
+	 * left to the copies, and to a dry run, which renames nothing. */
+	if (ask && tfd >= 0 &&
+	    fstatat(tfd, name, &tst, AT_SYMLINK_NOFOLLOW) == 0 &&
 	    S_ISDIR(tst.st_mode) && remove_target(m, tfd, name, e) < 0)
 		return -1;
 	if (m->keep || !m->same_fs)
 		return copy_nondir(m, v, ufd, tfd, name, st, e);
 	/* the kernel's bookkeeping (origin, nlink...) stays behind */
-	if (md_strip_private(ufd, name, NULL, e) < 0)
+	if (!(S_ISREG(st->st_mode) && hu_layer_files_plain(m->up)) &&
+	    md_strip_private(ufd, name, NULL, e) < 0)
 		return md_prefix(m->up, m->path.s, NULL, e);
 	md_step(m, "move", m->path.s, name);
-	if (hu_wr_renameat2(ufd, name, tfd, name, 0) == 0) {
+	rc = hu_wr_renameat2(ufd, name, tfd, name, 0);
+	if (rc < 0 && errno == EISDIR) {
+		if (remove_target(m, tfd, name, e) < 0)
+			return -1;
+		rc = hu_wr_renameat2(ufd, name, tfd, name, 0);
+	}
+	if (rc == 0) {
 		m->st->moved++;
 		return 0;
 	}
@@ -346,7 +359,7 @@ static int clean_tree(struct md *m, int fd, const char *keep,
 			rc = md_strip_private(fd, name, NULL, e);
 		}
 	}
-	if (rc == 0 && md_times_get(m, fd, any, ts, &rec, e) < 0)
+	if (rc == 0 && md_times_get(m, fd, NULL, any, ts, &rec, e) < 0)
 		rc = -1;
 	for (size_t i = 0; i < names.n && rc == 0; i++)
 		if (wh[i] && hu_wr_unlinkat(fd, names.v[i].name, 0) < 0)
@@ -407,8 +420,8 @@ static int swap_in(struct md *m, struct hu_vdir *v, struct hu_vdir *c,
 	return 0;
 }
 
-static int merge_dir(struct md *m, struct hu_vdir *v, int ufd, int tfd,
-		     struct hu_error *e);
+static int merge_dir(struct md *m, struct hu_vdir *v, int ufd,
+		     const struct stat *us, int tfd, struct hu_error *e);
 
 /* An upper directory: merged when the view merges it with a directory
  * beneath, else swapped in. */
@@ -451,7 +464,7 @@ static int do_dir(struct md *m, struct hu_vdir *v, int ufd, int tfd,
 		hu_vdir_close(c);
 		return hu_error_set(e, ENOMEM, NULL, "out of memory");
 	}
-	rc = merge_dir(m, c, hu_vdir_layer_fd(c, m->iup), ctfd, e);
+	rc = merge_dir(m, c, hu_vdir_layer_fd(c, m->iup), &ent.st, ctfd, e);
 	hu_pathbuf_pop(&m->path, saved);
 	hu_vdir_close(c);
 	if (rc < 0 || m->keep)
@@ -463,15 +476,19 @@ static int do_dir(struct md *m, struct hu_vdir *v, int ufd, int tfd,
 }
 
 static int merge_entry(struct md *m, struct hu_vdir *v, int ufd, int tfd,
-		       const char *name, struct hu_error *e)
+		       const struct hu_name *n, struct hu_error *e)
 {
+	const char *name = n->name, *target;
 	enum hu_marker kind;
-	const char *target;
 	struct stat st;
 
 	if (hu_interrupt_check(e) < 0)
 		return -1;
 	progress(m);
+	/* no directory is a marker of the upper's (union or overlay)
+	 * format: the view's lookup stats it */
+	if (n->type == DT_DIR)
+		return do_dir(m, v, ufd, tfd, name, e);
 	if (fstatat(ufd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		return md_fail(m->up, m->path.s, name, errno, "cannot stat",
 			       e);
@@ -487,10 +504,11 @@ static int merge_entry(struct md *m, struct hu_vdir *v, int ufd, int tfd,
 	return do_nondir(m, v, ufd, tfd, name, &st, e);
 }
 
-/* Upper directory @ufd merged into target directory @tfd (-1 only in a
- * dry run, where it is not made), then given its metadata. */
-static int merge_dir(struct md *m, struct hu_vdir *v, int ufd, int tfd,
-		     struct hu_error *e)
+/* Upper directory @ufd (its stat @us, from before the merge) merged into
+ * target directory @tfd (-1 only in a dry run, where it is not made),
+ * then given its metadata. */
+static int merge_dir(struct md *m, struct hu_vdir *v, int ufd,
+		     const struct stat *us, int tfd, struct hu_error *e)
 {
 	struct hu_names names;
 	struct timespec ts[2];
@@ -498,17 +516,17 @@ static int merge_dir(struct md *m, struct hu_vdir *v, int ufd, int tfd,
 
 	/* below the root, @ufd is the one the view just opened: read from
 	 * its start without a rewind */
-	if (md_times_get(m, ufd, true, ts, NULL, e) < 0 ||
+	if (md_times_get(m, ufd, us, true, ts, NULL, e) < 0 ||
 	    (ufd == m->up->fd ? hu_names_read(ufd, &names, NULL, e) :
 	     hu_names_read_fresh(ufd, &names, NULL, e)) < 0)
 		return md_prefix(m->up, m->path.s, NULL, e);
 	for (size_t i = 0; i < names.n && rc == 0; i++)
-		rc = merge_entry(m, v, ufd, tfd, names.v[i].name, e);
+		rc = merge_entry(m, v, ufd, tfd, &names.v[i], e);
 	hu_names_free(&names);
 	if (rc < 0 || tfd < 0)
 		return rc;
 	md_step(m, "metadata", m->path.s, NULL);
-	if (md_dir_meta(m, ufd, tfd, ts, e) < 0)
+	if (md_dir_meta(m, ufd, us, tfd, ts, e) < 0)
 		return md_prefix(m->to, m->path.s, NULL, e);
 	m->st->dirs++;
 	return 0;
@@ -618,13 +636,14 @@ static int merge_down(struct md *m, struct hu_error *e)
 	struct hu_vdir *root;
 	struct timespec ts[2];
 	struct hu_error ignored = { 0 };
+	struct stat us;
 	bool had;
 	int rc;
 
 	/* before phase 1 changes the upper's root; an interrupted run's
 	 * record, if there is one, holds the times from before it */
-	if (md_times_get(m, m->up->fd, false, ts, &had, e) < 0 ||
-	    (!had && md_times_get(m, m->up->fd, true, ts, NULL, e) < 0))
+	if (md_times_get(m, m->up->fd, NULL, false, ts, &had, e) < 0 ||
+	    (!had && md_times_get(m, m->up->fd, NULL, true, ts, NULL, e) < 0))
 		return md_prefix(m->up, NULL, NULL, e);
 	if (md_prepare(m, e) < 0) {
 		/* A refusal (ENOTSUP) comes from the analysis before phase 1
@@ -634,9 +653,11 @@ static int merge_down(struct md *m, struct hu_error *e)
 			hu_error_clear(&ignored);
 		return -1;
 	}
+	if (fstat(m->up->fd, &us) < 0)
+		return md_fail(m->up, NULL, NULL, errno, "cannot stat", e);
 	if (hu_vdir_open_root(m->s, &root, e) < 0)
 		return -1;
-	rc = merge_dir(m, root, m->up->fd, m->to->fd, e);
+	rc = merge_dir(m, root, m->up->fd, &us, m->to->fd, e);
 	hu_vdir_close(root);
 	if (rc < 0)
 		return -1;

@@ -85,11 +85,11 @@ int md_copy_nondir(struct md *m, int sfd, const char *name,
  * renamed over @name. */
 int md_copy_tree(struct md *m, int sfd, const char *name, int dfd,
 		 const char *ddir, bool opaque, struct hu_error *e);
-/* Give directory @tfd the upper's @ufd mode, owner and public xattrs
- * (the target's own public ones not in the upper removed) and times
- * @ts. */
-int md_dir_meta(struct md *m, int ufd, int tfd, const struct timespec ts[2],
-		struct hu_error *e);
+/* Give directory @tfd the upper's @ufd (its stat @us) mode, owner and
+ * public xattrs (the target's own public ones not in the upper removed)
+ * and times @ts. */
+int md_dir_meta(struct md *m, int ufd, const struct stat *us, int tfd,
+		const struct timespec ts[2], struct hu_error *e);
 /* Remove the private xattrs of @name in @dirfd (NULL: @dirfd itself),
  * except @keep (may be NULL). */
 int md_strip_private(int dirfd, const char *name, const char *keep,
@@ -99,8 +99,9 @@ int md_strip_private(int dirfd, const char *name, const char *keep,
 
 /* The times directory @fd of the upper had before this merge changed
  * it: recorded on it at the first visit (with @create), read back at a
- * re-run.  *@found (may be NULL): a record was there or is now. */
-int md_times_get(const struct md *m, int fd, bool create,
+ * re-run.  *@found (may be NULL): a record was there or is now.  @st:
+ * @fd's stat when the caller has it, else NULL. */
+int md_times_get(const struct md *m, int fd, const struct stat *st, bool create,
 		 struct timespec ts[2], bool *found, struct hu_error *e);
 int md_times_clear(const struct md *m, int fd, struct hu_error *e);
 

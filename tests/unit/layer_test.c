@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "testutil.h"
+#include "../../lib/internal.h"
 
 static void teardown(void)
 {
@@ -210,4 +211,46 @@ Test(layer, find_refs_answers_for_the_top_layer)
 	cr_expect_eq(refs_of("moved", true), HU_REFS_SOME);
 	cr_expect_eq(refs_of("usermeta", true), HU_REFS_SOME);
 	cr_expect_eq(refs_of("meta", false), HU_REFS_UNKNOWN);
+}
+
+/* lo and @top opened with find_refs: hu_layer_files_plain() of the top. */
+static bool plain_of(const char *top)
+{
+	struct hu_stack_opts o = { .find_refs = true };
+	struct hu_error e = { 0 };
+	struct hu_stack s;
+	char *paths[2] = { strdup(tu_path("lo")), strdup(tu_path(top)) };
+	bool plain;
+
+	cr_assert_eq(hu_stack_open(&s, paths, 2, &o, &e), 0, "%s", e.msg);
+	plain = hu_layer_files_plain(&s.layers[1]);
+	cr_expect_not(hu_layer_files_plain(&s.layers[0]));	/* not asked */
+	hu_stack_close(&s);
+	free(paths[0]);
+	free(paths[1]);
+	return plain;
+}
+
+/* merge --into moves a regular file without stripping its xattrs only
+ * where detection saw no private xattr on any regular file: a copied-up
+ * file's origin, past the first file already found with one, counts. */
+Test(layer, files_plain_only_without_private_file_xattrs)
+{
+	tu_file("lo/d/f", "data");
+	tu_file("plain/d/g", "");
+	tu_xattr("plain/d/g", "user.other", "1");
+	tu_wh_overlay("plain/d/f");
+	tu_mkdir("plain/e");
+	tu_xattr("plain/e", "trusted.overlay.origin", "x");
+	tu_file("origin/a", "");
+	tu_xattr("origin/a", "trusted.overlay.metacopy", "");
+	tu_file("origin/b", "");
+	tu_xattr("origin/b", "trusted.overlay.origin", "x");
+	tu_wh_overlay("origin/x");
+	tu_file("dironly/b", "");
+	tu_mkdir("dironly/e");
+	tu_xattr("dironly/e", "trusted.overlay.redirect", "/d");
+	cr_expect(plain_of("plain"));
+	cr_expect_not(plain_of("origin"));
+	cr_expect_not(plain_of("dironly"));	/* refs: phase 1 runs */
 }
