@@ -190,6 +190,9 @@ size_t hu_vdir_width(const struct hu_vdir *d);
 /* The directory of layer @layer that is part of @d (after redirects, as
  * the lookup found it), or -1 when that layer has none in @d. */
 int hu_vdir_layer_fd(const struct hu_vdir *d, size_t layer);
+/* Did that directory list no xattr at all when @d was opened?  (False
+ * when unknown: a layer root, the bottom layer, names read ahead.) */
+bool hu_vdir_layer_bare(const struct hu_vdir *d, size_t layer);
 /* hu_vdir_lookup() among the layer directories of @d below layer
  * @below only: what the stack of the layers beneath @below shows of
  * @name in @d, as if the layers from @below up had no entry there (they

@@ -258,8 +258,9 @@ static bool listed(const char *list, ssize_t len, const char *name)
 	return false;
 }
 
-int md_dir_meta(struct md *m, int ufd, const struct stat *us, int tfd,
-		const struct timespec ts[2], struct hu_error *e)
+int md_dir_meta(struct md *m, const struct hu_vdir *v, int ufd,
+		const struct stat *us, int tfd, const struct timespec ts[2],
+		struct hu_error *e)
 {
 	char usmall[512], tsmall[512], *ul = usmall, *tl = tsmall;
 	ssize_t un, tn = 0;
@@ -276,9 +277,12 @@ int md_dir_meta(struct md *m, int ufd, const struct stat *us, int tfd,
 	    hu_wr_fchmod(tfd, us->st_mode & 07777) < 0)
 		return hu_error_set(e, errno, NULL, "cannot set the mode");
 	/* one listing a side: the upper's is copied, and what the target
-	 * holds beyond it goes */
-	un = hu_xattr_names(ufd, NULL, usmall, sizeof(usmall), &ul);
-	if (un >= 0)
+	 * holds beyond it goes.  A side the view found bare has nothing
+	 * to list (the upper's times record is private, never copied; no
+	 * step adds a public xattr to the target's directory). */
+	un = hu_vdir_layer_bare(v, m->iup) ? 0 :
+		hu_xattr_names(ufd, NULL, usmall, sizeof(usmall), &ul);
+	if (un >= 0 && !hu_vdir_layer_bare(v, m->ito))
 		tn = hu_xattr_names(tfd, NULL, tsmall, sizeof(tsmall), &tl);
 	if (un < 0 || tn < 0) {
 		hu_error_set(e, errno, NULL, "cannot list xattrs");

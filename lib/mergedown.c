@@ -526,7 +526,7 @@ static int merge_dir(struct md *m, struct hu_vdir *v, int ufd,
 	if (rc < 0 || tfd < 0)
 		return rc;
 	md_step(m, "metadata", m->path.s, NULL);
-	if (md_dir_meta(m, ufd, us, tfd, ts, e) < 0)
+	if (md_dir_meta(m, v, ufd, us, tfd, ts, e) < 0)
 		return md_prefix(m->to, m->path.s, NULL, e);
 	m->st->dirs++;
 	return 0;

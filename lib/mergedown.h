@@ -87,9 +87,11 @@ int md_copy_tree(struct md *m, int sfd, const char *name, int dfd,
 		 const char *ddir, bool opaque, struct hu_error *e);
 /* Give directory @tfd the upper's @ufd (its stat @us) mode, owner and
  * public xattrs (the target's own public ones not in the upper removed)
- * and times @ts. */
-int md_dir_meta(struct md *m, int ufd, const struct stat *us, int tfd,
-		const struct timespec ts[2], struct hu_error *e);
+ * and times @ts.  @v: the view directory they belong to, whose opening
+ * may have found either bare (no xattr to copy, none to remove). */
+int md_dir_meta(struct md *m, const struct hu_vdir *v, int ufd,
+		const struct stat *us, int tfd, const struct timespec ts[2],
+		struct hu_error *e);
 /* Remove the private xattrs of @name in @dirfd (NULL: @dirfd itself),
  * except @keep (may be NULL). */
 int md_strip_private(int dirfd, const char *name, const char *keep,

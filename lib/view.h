@@ -38,6 +38,7 @@ struct vlayer {
 	bool own;		/* close fd with the vdir */
 	char *path;		/* relative to the layer's root, for problem
 				 * reports; NULL: the same as the view's */
+	bool bare;		/* listed no xattr at all when opened */
 };
 
 /* A file's data opened ahead by hu_vdir_prefetch, for hu_vdir_open_data
@@ -90,6 +91,8 @@ struct lookup {
 	bool abs;	/* from each layer's root, not the parent's dirs */
 	bool stop;	/* nothing further down counts */
 	bool redirected;	/* @path is no longer the name looked up */
+	bool bare;	/* the directory view_lookup_layer() found listed no
+			 * xattr at all */
 };
 
 /* ---- view_lookup.c ----------------------------------------------------- */

@@ -76,6 +76,7 @@ static int vdir_push(struct hu_vdir *d, size_t layer, int fd, bool own,
  * call a name. */
 struct dir_marks {
 	bool listed;		/* false: unknown, read each name */
+	bool none;		/* listed, and no name at all */
 	bool opaque;		/* a private *.opaque name is there */
 	bool redirect;		/* a private *.redirect name is there */
 };
@@ -85,7 +86,7 @@ static void dir_marks_read(int fd, struct dir_marks *dm)
 	char small[1024], *list;
 	ssize_t n = hu_xattr_names(fd, NULL, small, sizeof(small), &list);
 
-	*dm = (struct dir_marks){ .listed = n >= 0 };
+	*dm = (struct dir_marks){ .listed = n >= 0, .none = n == 0 };
 	for (ssize_t off = 0; off < n; off += strlen(list + off) + 1) {
 		const char *a = list + off, *dot = strrchr(a, '.');
 
@@ -329,6 +330,7 @@ int view_lookup_layer(const struct hu_stack *s, size_t j, int base,
 	size_t n;
 
 	*found = -1;
+	lk->bare = false;
 	if (!copy || !(comps = split_path(copy, &n))) {
 		hu_error_set(e, ENOMEM, NULL, "out of memory");
 		goto out;
@@ -396,6 +398,7 @@ int view_lookup_layer(const struct hu_stack *s, size_t j, int base,
 		if (j == 0)
 			continue;	/* the bottom: nothing below to steer */
 		dir_marks_read(fd, &dm);
+		lk->bare = last && dm.none;
 		if (dir_steers(s, j, fd, &dm, &stop, &r, e) < 0)
 			goto out;
 		if (stop) {
@@ -448,6 +451,13 @@ int hu_vdir_layer_fd(const struct hu_vdir *d, size_t layer)
 	const struct vlayer *v = view_vlayer_of(d, layer);
 
 	return v ? v->fd : -1;
+}
+
+bool hu_vdir_layer_bare(const struct hu_vdir *d, size_t layer)
+{
+	const struct vlayer *v = view_vlayer_of(d, layer);
+
+	return v && v->bare;
 }
 
 size_t hu_vdir_bottom_layer(const struct hu_vdir *d)
@@ -523,6 +533,7 @@ static int lookup_below(struct hu_vdir *parent, struct hu_vdir *child,
 			close(fd);
 			return hu_error_set(e, ENOMEM, NULL, "out of memory");
 		}
+		child->d[child->nd - 1].bare = lk->bare;
 	}
 	return 0;
 }
@@ -636,7 +647,7 @@ int hu_vdir_open_root(const struct hu_stack *s, struct hu_vdir **out,
  * layer. */
 static int child_lookup(struct hu_vdir *parent, const struct hu_ventry *ent,
 			int fd, const char *here, struct lookup *lk,
-			struct hu_error *e)
+			bool *bare, struct hu_error *e)
 {
 	const struct hu_layer *l = &parent->s->layers[ent->layer];
 	char *comps[1], *r = NULL;
@@ -654,6 +665,7 @@ static int child_lookup(struct hu_vdir *parent, const struct hu_ventry *ent,
 		/* names the lister read ahead show some marker: read them */
 		if (!ent->xattr_names)
 			dir_marks_read(fd, &dm);
+		*bare = dm.none;
 		if (dir_steers(parent->s, ent->layer, fd, &dm, &lk->stop, &r,
 			       e) < 0)
 			return -1;
@@ -734,7 +746,7 @@ int hu_vdir_open_child(struct hu_vdir *parent, const struct hu_ventry *ent,
 		goto fail_here;
 	}
 	if (child_lookup(parent, ent, fd, view_layer_path(d, &d->d[0]), &lk,
-			 e) < 0)
+			 &d->d[0].bare, e) < 0)
 		goto fail_here;
 	if (!lk.stop && lookup_below(parent, d, ent->layer, seen, &lk, e) < 0)
 		goto fail;

@@ -342,7 +342,8 @@ Test(view, redirect_keeps_exactly_the_directories_beneath)
  * of each layer, once: a second open of the same entry, after a layer
  * changed (merge --into makes the target's directory between the two),
  * asks the layers again.  A redirect or an opaque mark among other xattrs
- * still steers the lookup (one xattr listing answers both). */
+ * still steers the lookup (one xattr listing answers both), and that
+ * listing tells which directories hold no xattr at all. */
 Test(view, open_child_reuses_the_lookup_once)
 {
 	struct hu_error e = { 0 };
@@ -370,6 +371,8 @@ Test(view, open_child_reuses_the_lookup_once)
 	cr_assert_eq(hu_vdir_lookup(root, "d", &ent, &e), 1, "%s", e.msg);
 	cr_assert_eq(hu_vdir_open_child(root, &ent, &c, &e), 0, "%s", e.msg);
 	cr_expect_eq(hu_vdir_width(c), 2);	/* up/d, lo/d */
+	cr_expect(hu_vdir_layer_bare(c, 2), "up/d holds no xattr");
+	cr_expect_not(hu_vdir_layer_bare(c, 0), "the bottom is not listed");
 	hu_vdir_close(c);
 	tu_mkdir("mid/d");
 	cr_assert_eq(hu_vdir_open_child(root, &ent, &c, &e), 0, "%s", e.msg);
@@ -383,6 +386,7 @@ Test(view, open_child_reuses_the_lookup_once)
 	cr_assert_eq(hu_vdir_lookup(root, "moved", &ent, &e), 1, "%s", e.msg);
 	cr_assert_eq(hu_vdir_open_child(root, &ent, &c, &e), 0, "%s", e.msg);
 	cr_expect_eq(hu_vdir_width(c), 3, "mid/moved reaches lo/z");
+	cr_expect_not(hu_vdir_layer_bare(c, 1), "mid/moved has xattrs");
 	cr_expect_str_eq(hu_vdir_layer_path(c, 0), "z");
 	hu_vdir_close(c);
 	hu_vdir_close(root);
