@@ -455,9 +455,17 @@ static int do_dir(struct md *m, struct hu_vdir *v, int ufd, int tfd,
 			return md_fail(m->to, m->path.s, name, errno,
 				       "cannot create", e);
 		}
-		hu_vdir_close(c);
-		if (hu_vdir_open_child(v, &ent, &c, e) < 0)
-			return -1;
+		/* a dry run made nothing: the view shows none */
+		rc = hu_wr_dry_run() ? 0 : hu_vdir_join(c, m->ito, name, e);
+		if (rc < 0) {
+			hu_vdir_close(c);
+			return md_prefix(m->to, m->path.s, NULL, e);
+		}
+		if (rc == 0) {
+			hu_vdir_close(c);
+			if (hu_vdir_open_child(v, &ent, &c, e) < 0)
+				return -1;
+		}
 		ctfd = hu_vdir_layer_fd(c, m->ito);
 	}
 	if (hu_pathbuf_push(&m->path, name, &saved) < 0) {

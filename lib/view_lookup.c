@@ -453,6 +453,39 @@ int hu_vdir_layer_fd(const struct hu_vdir *d, size_t layer)
 	return v ? v->fd : -1;
 }
 
+int hu_vdir_join(struct hu_vdir *d, size_t layer, const char *name,
+		 struct hu_error *e)
+{
+	const struct vlayer *pv = d->parent ?
+		view_vlayer_of(d->parent, layer) : NULL;
+	struct vlayer joined;
+	size_t at = 0;
+	int fd;
+
+	if (!pv || pv->path || d->lists || view_vlayer_of(d, layer))
+		return 0;
+	for (size_t i = 0; i < d->nd; i++) {
+		if (d->d[i].path)
+			return 0;	/* a redirect steers the lookup */
+		if (d->d[i].layer > layer)
+			at = i + 1;
+	}
+	if (at == 0 || at == d->nd)
+		return 0;	/* not between two of @d's directories */
+	fd = hu_open_dir_at(pv->fd, name);
+	if (fd < 0)
+		return hu_error_set(e, errno, name, "cannot open directory");
+	if (vdir_push(d, layer, fd, true, NULL) < 0) {
+		close(fd);
+		return hu_error_set(e, ENOMEM, NULL, "out of memory");
+	}
+	/* pushed last: moved up to its place, topmost first */
+	joined = d->d[d->nd - 1];
+	memmove(&d->d[at + 1], &d->d[at], (d->nd - 1 - at) * sizeof(joined));
+	d->d[at] = joined;
+	return 1;
+}
+
 bool hu_vdir_layer_bare(const struct hu_vdir *d, size_t layer)
 {
 	const struct vlayer *v = view_vlayer_of(d, layer);

@@ -392,3 +392,41 @@ Test(view, open_child_reuses_the_lookup_once)
 	hu_vdir_close(root);
 	hu_stack_close(&s);
 }
+
+/* A directory merge --into makes in the target joins the open view
+ * directory in its place, as a lookup would find it; where a redirect
+ * steers the lookup, the caller is told to open it again. */
+Test(view, a_new_plain_directory_joins_in_its_place)
+{
+	struct hu_error e = { 0 };
+	const struct hu_ventry *ents;
+	struct hu_vdir *d;
+	struct hu_stack s;
+	size_t n;
+
+	tu_file("lo/d/x", "");
+	tu_file("up/d/y", "");
+	tu_mkdir("mid");
+	tu_file("lo/r/z", "");
+	tu_mkdir("up/moved");
+	tu_xattr("up/moved", "trusted.overlay.redirect", "/r");
+	d = open3(&s, "d");
+	cr_expect_eq(hu_vdir_width(d), 2);
+	cr_expect_eq(hu_vdir_join(d, 1, "d", &e), -1, "mid/d is not there");
+	hu_error_clear(&e);
+	tu_mkdir("mid/d");
+	cr_assert_eq(hu_vdir_join(d, 1, "d", &e), 1, "%s", e.msg);
+	cr_expect_eq(hu_vdir_width(d), 3);
+	cr_expect_geq(hu_vdir_layer_fd(d, 1), 0);
+	cr_expect_eq(hu_vdir_bottom_layer(d), 0);
+	cr_assert_eq(hu_vdir_list(d, &ents, &n, &e), 0, "%s", e.msg);
+	cr_expect_eq(n, 2);	/* x and y, through all three */
+	hu_vdir_close(d);
+	hu_stack_close(&s);
+	d = open3(&s, "moved");
+	tu_mkdir("mid/moved");
+	cr_expect_eq(hu_vdir_join(d, 1, "moved", &e), 0, "%s", e.msg);
+	cr_expect_eq(hu_vdir_width(d), 2);
+	hu_vdir_close(d);
+	hu_stack_close(&s);
+}
