@@ -860,7 +860,9 @@ static int finish_intent(struct md *m, const struct md_intent *in,
 			md_step(m, "mkdir", mv->dst, NULL);
 		else
 			md_step(m, "redirect", mv->src, NULL);
+		/* (a dry run made no staging directory to move into) */
 		if (strcmp(mv->src, mv->dst) != 0 && strcmp(mv->src, stage) &&
+		    !hu_wr_dry_run() &&
 		    move_dir(m, mv->ino, mv->src, stage, e) < 0)
 			rc = -1;
 	}
