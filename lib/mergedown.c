@@ -534,13 +534,9 @@ static int target_format(struct md *m, struct hu_error *e)
 	m->tofmt = *tf;
 	if (tm)
 		return 0;
-	m->tofmt.format = HU_FMT_UNION;
+	m->tofmt.format = um ? uf->format : HU_FMT_UNION;
 	m->tofmt.userxattr = uf->userxattr;
-	if (um) {
-		m->tofmt.format = uf->format;
-		return 0;
-	}
-	for (size_t j = m->ito; j-- > 0;) {
+	for (size_t j = m->ito; j-- > 0 && !um;) {
 		const struct hu_layer *l = &m->s->layers[j];
 
 		if (hu_layer_settle(l, e) < 0)
@@ -550,6 +546,16 @@ static int target_format(struct md *m, struct hu_error *e)
 			m->tofmt.userxattr = l->userxattr;
 			break;
 		}
+	}
+	/* A target without markers reads alike in any format: from here on
+	 * in the one its markers are written in, or the view would not see
+	 * them (a redirect phase 1 keeps in it not followed, and so no
+	 * whiteout written for what that redirect reaches beneath). */
+	if (tf->format == HU_FMT_NONE) {
+		struct hu_layer *t = &m->s->layers[m->ito];
+
+		t->format = m->tofmt.format;
+		t->userxattr = m->tofmt.userxattr;
 	}
 	return 0;
 }
