@@ -222,12 +222,16 @@ int md_copy_tree(struct md *m, int sfd, const char *name, int dfd,
 		 const char *ddir, bool opaque, struct hu_error *e)
 {
 	char tmp[32], *sub = hu_path_join(ddir, name);
+	/* where the tree is while it is built: the hard-link groups in it
+	 * link to their first names there, moved with it after */
+	char *tsub = hu_path_join(ddir, md_temp_name(tmp, name));
 	int s2 = -1, d2 = -1, rc = -1;
 	struct stat st;
 
-	md_temp_name(tmp, name);
-	if (!sub)
-		return hu_error_set(e, ENOMEM, NULL, "out of memory");
+	if (!sub || !tsub) {
+		hu_error_set(e, ENOMEM, NULL, "out of memory");
+		goto out;
+	}
 	if (fstatat(sfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
 		hu_error_set(e, errno, name, "cannot stat");
 		goto out;
@@ -241,7 +245,7 @@ int md_copy_tree(struct md *m, int sfd, const char *name, int dfd,
 		hu_error_set(e, errno, name, "cannot open");
 		goto out;
 	}
-	if (copy_contents(m, s2, d2, sub, e) < 0 ||
+	if (copy_contents(m, s2, d2, tsub, e) < 0 ||
 	    hu_copy_xattrs(s2, NULL, dfd, tmp, e) < 0) {
 		hu_error_prefix(e, name);
 		goto out;
@@ -256,6 +260,10 @@ int md_copy_tree(struct md *m, int sfd, const char *name, int dfd,
 			     "place");
 		goto out;
 	}
+	if (hu_linkmap_move(&m->links, tsub, sub) < 0) {
+		hu_error_set(e, ENOMEM, NULL, "out of memory");
+		goto out;
+	}
 	m->st->copied++;
 	rc = 0;
 out:
@@ -264,6 +272,7 @@ out:
 	if (d2 >= 0)
 		close(d2);
 	free(sub);
+	free(tsub);
 	return rc;
 }
 
