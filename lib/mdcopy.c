@@ -371,6 +371,7 @@ int md_clone_upper(struct md *m, struct hu_error *e)
 	m->raw = true;
 	if (copy_contents(m, m->up->fd, fd, MD_UPPER_TMP, e) < 0 ||
 	    hu_copy_xattrs_raw(m->up->fd, NULL, fd, NULL, e) < 0 ||
+	    md_clone_mark(m, fd, e) < 0 ||
 	    put_meta(m->to->fd, MD_UPPER_TMP, &st, e) < 0)
 		md_prefix(m->to, MD_UPPER_TMP, NULL, e);
 	/* its contents on disk before its name says it is whole, and that

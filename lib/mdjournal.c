@@ -19,6 +19,9 @@
  *   target whose root is DEV:INO, "merged DEV:INO" once it is merged and
  *   gone.  It stays: it is what tells a later run that this upper is
  *   spent for that target, which merging it again would damage.
+ * - "union.mergedown-clone" on the root of that clone: DEV:INO of the
+ *   upper's root, written before the clone is whole, so that a re-run
+ *   finishes only the clone of its own upper.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -33,6 +36,7 @@
 #define TIMES_RECORD "union.mergedown-times"
 #define INTENT_RECORD "union.mergedown-intent"
 #define KEPT_RECORD "union.mergedown-kept"
+#define CLONE_RECORD "union.mergedown-clone"
 
 /* trusted.* where the upper's markers live there and we may write it. */
 static const char *record_name(const struct md *m, const char *what,
@@ -293,4 +297,32 @@ int md_kept_write(const struct md *m, enum md_kept k, struct hu_error *e)
 		return hu_error_set(e, errno, m->up->path, "cannot write the "
 				    "record %s", attr);
 	return 0;
+}
+
+int md_clone_mark(const struct md *m, int fd, struct hu_error *e)
+{
+	char attr[64], v[48];
+	int len = snprintf(v, sizeof(v), "%ju:%ju", (uintmax_t)m->up->dev,
+			   (uintmax_t)m->up->ino);
+
+	record_name(m, CLONE_RECORD, attr, sizeof(attr));
+	if (hu_wr_setxattr_at(fd, NULL, attr, v, len, 0) < 0)
+		return hu_error_set(e, errno, NULL, "cannot write the record "
+				    "%s", attr);
+	return 0;
+}
+
+int md_clone_is_ours(const struct md *m, int fd, struct hu_error *e)
+{
+	char attr[64], v[48], want[48];
+	ssize_t n;
+
+	record_name(m, CLONE_RECORD, attr, sizeof(attr));
+	n = fgetxattr(fd, attr, v, sizeof(v) - 1);
+	if (n < 0 && errno != ENODATA && errno != ERANGE)
+		return hu_error_set(e, errno, NULL, "cannot read %s", attr);
+	v[n < 0 ? 0 : n] = '\0';
+	snprintf(want, sizeof(want), "%ju:%ju", (uintmax_t)m->up->dev,
+		 (uintmax_t)m->up->ino);
+	return strcmp(v, want) == 0;
 }

@@ -13,8 +13,9 @@
  * by its redirect, may be replaced in the target before it is copied.)
  *
  * So the upper is first copied raw into the target's filesystem (every
- * marker and private xattr kept: mdcopy.c), under MD_UPPER_TMP, synced,
- * and renamed to MD_UPPER: the clone is whole once it has that name.
+ * marker and private xattr kept: mdcopy.c), under MD_UPPER_TMP, with a
+ * record of which upper it is of, synced, and renamed to MD_UPPER: the
+ * clone is whole once it has that name.
  * Then the ordinary merge runs with the clone as the upper, its records
  * on the clone, and the emptied clone goes.  The kept record on the
  * upper's root (mdjournal.c) says "merging" from the moment the clone is
@@ -57,46 +58,57 @@ static int finish(struct md *m, struct hu_error *e)
 	return md_kept_write(m, MD_KEPT_MERGED, e);
 }
 
-/* The whole clone merged down: the stack with the clone in the upper's
- * place (the upper's format, namespace and detection), then finish(). */
+/* The clone as the upper's stand-in: the upper's format, namespace and
+ * detection, the clone's root.  Refused when it is another upper's. */
+static int open_clone(struct md *m, struct hu_layer *c, struct hu_error *e)
+{
+	struct stat st;
+	int ours;
+
+	*c = *m->up;
+	c->path = hu_path_join(m->to->path, MD_UPPER);
+	c->fd = hu_open_dir_at(m->to->fd, MD_UPPER);
+	if (!c->path)
+		return hu_error_set(e, ENOMEM, NULL, "out of memory");
+	if (c->fd < 0 || fstat(c->fd, &st) < 0)
+		return md_fail(m->to, MD_UPPER, NULL, errno, "cannot open", e);
+	c->dev = st.st_dev;
+	c->ino = st.st_ino;
+	ours = md_clone_is_ours(m, c->fd, e);
+	if (ours == 0)
+		hu_error_set(e, EBUSY, NULL, "the clone of another upper, which "
+			     "a stopped 'merge --into --keep-upper' of that one "
+			     "merges: run that again to finish it first");
+	return ours > 0 ? 0 : md_prefix(m->to, MD_UPPER, NULL, e);
+}
+
+/* The whole clone merged down, in the stack with the clone in the upper's
+ * place, then finish(). */
 static int through_clone(struct md *m, struct hu_error *e)
 {
 	size_t n = m->ito + 2;
-	struct hu_layer *v = calloc(n, sizeof(*v)), *c;
+	struct hu_layer *v = calloc(n, sizeof(*v));
 	struct hu_stack cs = { .n = n, .layers = v,
 			       .problems = m->s->problems };
-	enum md_kept k;
-	struct stat st;
-	int rc = -1;
+	enum md_kept k = MD_KEPT_NONE;
+	int rc;
 
 	if (!v)
 		return hu_error_set(e, ENOMEM, NULL, "out of memory");
 	memcpy(v, m->s->layers, (n - 1) * sizeof(*v));
-	c = &v[n - 1];
-	*c = *m->up;
-	c->fd = hu_open_dir_at(m->to->fd, MD_UPPER);
-	c->path = hu_path_join(m->to->path, MD_UPPER);
-	if (c->fd < 0 || fstat(c->fd, &st) < 0) {
-		md_fail(m->to, MD_UPPER, NULL, errno, "cannot open", e);
-		goto out;
-	}
-	c->dev = st.st_dev;
-	c->ino = st.st_ino;
-	if (!c->path) {
-		hu_error_set(e, ENOMEM, NULL, "out of memory");
-		goto out;
-	}
-	/* a kill between the clone's rename and this left none */
-	if (md_kept_read(m, &k, e) < 0 ||
-	    (k != MD_KEPT_MERGING && md_kept_write(m, MD_KEPT_MERGING, e) < 0))
-		goto out;
-	rc = md_merge_plain(m, &cs, e);
+	rc = open_clone(m, &v[n - 1], e);
+	/* a kill between the clone's rename and the record left none */
+	if (rc == 0)
+		rc = md_kept_read(m, &k, e);
+	if (rc == 0 && k != MD_KEPT_MERGING)
+		rc = md_kept_write(m, MD_KEPT_MERGING, e);
+	if (rc == 0)
+		rc = md_merge_plain(m, &cs, e);
 	if (rc == 0)
 		rc = finish(m, e);
-out:
-	if (c->fd >= 0)
-		close(c->fd);
-	free(c->path);
+	if (v[n - 1].fd >= 0)
+		close(v[n - 1].fd);
+	free(v[n - 1].path);
 	free(v);
 	return rc;
 }

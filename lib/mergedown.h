@@ -168,5 +168,9 @@ void md_intent_free(struct md_intent *in);
 enum md_kept { MD_KEPT_NONE, MD_KEPT_MERGING, MD_KEPT_MERGED };
 int md_kept_read(const struct md *m, enum md_kept *k, struct hu_error *e);
 int md_kept_write(const struct md *m, enum md_kept k, struct hu_error *e);
+/* The record on the root @fd of the clone naming the upper it is of:
+ * written; and does it name @m's upper (1 yes, 0 no)? */
+int md_clone_mark(const struct md *m, int fd, struct hu_error *e);
+int md_clone_is_ours(const struct md *m, int fd, struct hu_error *e);
 
 #endif /* HUNION_MERGEDOWN_H */
