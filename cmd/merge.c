@@ -92,6 +92,11 @@ static int merge_into(struct merge_args *a, struct hu_stack *s,
 	front_progress_done();
 	if (rc < 0)
 		print_error(&e);
+	else if (st.kept_before && front.verbosity >= 0)
+		printf("%s was merged into %s by an earlier 'merge --into "
+		       "--keep-upper' (the record union.mergedown-kept on its "
+		       "root says so): nothing to do\n",
+		       s->layers[s->n - 1].path, s->layers[s->n - 2].path);
 	else if (front.verbosity > 0 || a->lo.dry_run)
 		print_into_stats(a, s, &st);
 	hu_error_clear(&e);

@@ -6,7 +6,8 @@
  * way copies the st_size bytes the stat saw, or fails when the file
  * shrank (hu_error_shrank).  Xattrs: one by one through the write
  * wrapper, leaving out the layers' private ones and what /etc/xattr.conf
- * says to skip, as cp does.
+ * says to skip, as cp does (a raw copy of a layer keeps the private ones
+ * too: they are its meaning).
  */
 #include <attr/libattr.h>
 #include <errno.h>
@@ -223,9 +224,11 @@ static int copy_xattr(int sfd, const char *sname, int dfd, const char *dname,
 	return rc;
 }
 
-int hu_copy_xattrs_listed(int sfd, const char *sname, int dfd,
-			  const char *dname, const char *names, ssize_t len,
-			  struct hu_error *e)
+/* Xattrs @names (@len bytes, as hu_xattr_names() lists them) of the
+ * source copied: the public ones, and with @private_too the layer's own. */
+static int copy_listed(int sfd, const char *sname, int dfd, const char *dname,
+		       const char *names, ssize_t len, bool private_too,
+		       struct hu_error *e)
 {
 	int rc = 0;
 
@@ -233,14 +236,15 @@ int hu_copy_xattrs_listed(int sfd, const char *sname, int dfd,
 	     off += strlen(names + off) + 1) {
 		const char *attr = names + off;
 
-		if (*attr && hu_xattr_copied(attr))
+		if (*attr && (hu_xattr_copied(attr) ||
+			      (private_too && hu_xattr_is_private(attr))))
 			rc = copy_xattr(sfd, sname, dfd, dname, attr, e);
 	}
 	return rc;
 }
 
-int hu_copy_xattrs(int sfd, const char *sname, int dfd, const char *dname,
-		   struct hu_error *e)
+static int copy_xattrs(int sfd, const char *sname, int dfd, const char *dname,
+		       bool private_too, struct hu_error *e)
 {
 	char small[512], *names = small;
 	ssize_t len;
@@ -250,8 +254,27 @@ int hu_copy_xattrs(int sfd, const char *sname, int dfd, const char *dname,
 	len = hu_xattr_names(sfd, sname, small, sizeof(small), &names);
 	if (len < 0)
 		return hu_error_set(e, errno, NULL, "cannot list xattrs");
-	rc = hu_copy_xattrs_listed(sfd, sname, dfd, dname, names, len, e);
+	rc = copy_listed(sfd, sname, dfd, dname, names, len, private_too, e);
 	if (names != small)
 		free(names);
 	return rc;
+}
+
+int hu_copy_xattrs(int sfd, const char *sname, int dfd, const char *dname,
+		   struct hu_error *e)
+{
+	return copy_xattrs(sfd, sname, dfd, dname, false, e);
+}
+
+int hu_copy_xattrs_listed(int sfd, const char *sname, int dfd,
+			  const char *dname, const char *names, ssize_t len,
+			  struct hu_error *e)
+{
+	return copy_listed(sfd, sname, dfd, dname, names, len, false, e);
+}
+
+int hu_copy_xattrs_raw(int sfd, const char *sname, int dfd, const char *dname,
+		       struct hu_error *e)
+{
+	return copy_xattrs(sfd, sname, dfd, dname, true, e);
 }

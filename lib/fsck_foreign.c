@@ -62,8 +62,10 @@ static int put_whiteout(const struct hu_layer *l, const struct fsck_dir *d,
 	return 0;
 }
 
-/* Is xattr @a a marker of another format than @l's?  The record of a
- * conversion (union.converting*) is every format's. */
+/* Is xattr @a a marker of another format than @l's?  The records of a
+ * conversion (union.converting*) and of a merge --into (union.mergedown-*,
+ * kept on an upper of any format; union.mergedown-kept for good) are
+ * every format's. */
 static bool foreign_xattr(const struct hu_layer *l, const char *a)
 {
 	const char *rest = !strncmp(a, "user.", 5) ? a + 5 :
@@ -75,6 +77,7 @@ static bool foreign_xattr(const struct hu_layer *l, const char *a)
 		return l->format == HU_FMT_UNION || l->format == HU_FMT_OCI;
 	if (!strncmp(rest, "union.", 6))
 		return strncmp(rest, "union.converting", 16) != 0 &&
+		       strncmp(rest, "union.mergedown-", 16) != 0 &&
 		       (l->format == HU_FMT_OVERLAY ||
 			l->format == HU_FMT_OCI);
 	return false;

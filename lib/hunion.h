@@ -416,6 +416,9 @@ struct hu_mergedown_stats {
 	uint64_t dirs;		/* directories merged */
 	uint64_t markers;	/* whiteouts and opaque marks the target keeps */
 	uint64_t prepared;	/* redirects and metacopy files resolved */
+	bool kept_before;	/* nothing done: a --keep-upper run merged
+				 * this upper into this target before (its
+				 * record on the upper's root says so) */
 };
 
 /*
@@ -425,6 +428,10 @@ struct hu_mergedown_stats {
  * that view, or is written down first (an intent record on the upper's
  * root), so that a run stopped at any instant is finished by running it
  * again.  The upper ends empty, its root kept (unless @keep_upper).
+ * With @keep_upper, an upper holding a redirected directory (or a
+ * metacopy file with a redirect) is cloned into the target first and the
+ * clone merged down; a record on the upper's root then marks it merged
+ * into that target, and a later merge of it there does nothing.
  * Refused before any change: fewer than two layers, a tarball layer, a
  * half-converted one, upper and target in different formats, a layer on
  * a read-only filesystem, a layer part of a mounted overlay (unless

@@ -374,6 +374,9 @@ int hu_wr_clone(int in, int out);
 int hu_wr_ftruncate(int fd, off_t len);
 /* fsync(2): fault injection counts it as "fsync". */
 int hu_wr_fsync(int fd);
+/* syncfs(2) of the filesystem of @fd: fault injection counts it as
+ * "syncfs". */
+int hu_wr_syncfs(int fd);
 
 /* Write-behind for a long stream written to a regular file (outfile.c):
  * each window's writeback starts as soon as it is full, and the window
@@ -440,6 +443,10 @@ int hu_copy_xattrs(int sfd, const char *sname, int dfd, const char *dname,
 int hu_copy_xattrs_listed(int sfd, const char *sname, int dfd,
 			  const char *dname, const char *names, ssize_t len,
 			  struct hu_error *e);
+/* The same with the private union/overlay xattrs too: a raw copy of a
+ * layer, whose markers and records they are. */
+int hu_copy_xattrs_raw(int sfd, const char *sname, int dfd, const char *dname,
+		       struct hu_error *e);
 
 /*
  * Tarball layers (tarlayer.c, tarindex.c): a .tar, .tar.gz or .tar.zst is

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "internal.h"
 #include "linkmap.h"
@@ -87,6 +88,26 @@ int hu_linkmap_first(struct hu_linkmap *m, const struct stat *st,
 		free(p);
 		errno = ENOMEM;
 		return -1;
+	}
+	return 0;
+}
+
+int hu_linkmap_move(struct hu_linkmap *m, const char *from, const char *to)
+{
+	size_t fl = strlen(from);
+
+	for (size_t i = 0; i < m->cap; i++) {
+		char *p = m->slots[i].path, *np;
+
+		if (!p || strncmp(p, from, fl) != 0 || p[fl] != '/')
+			continue;
+		np = hu_path_join(to, p + fl + 1);
+		if (!np) {
+			errno = ENOMEM;
+			return -1;
+		}
+		free(p);
+		m->slots[i].path = np;
 	}
 	return 0;
 }

@@ -41,6 +41,10 @@ const char *hu_linkmap_first_of(const struct hu_linkmap *m,
 const char *hu_linkmap_get(const struct hu_linkmap *m, dev_t dev, ino_t ino);
 /* Takes ownership of @path. */
 int hu_linkmap_put(struct hu_linkmap *m, dev_t dev, ino_t ino, char *path);
+/* The names recorded below directory @from (a path as recorded) are now
+ * below @to: a tree built under a temporary name, then renamed.  -1
+ * (errno ENOMEM) when one cannot be changed. */
+int hu_linkmap_move(struct hu_linkmap *m, const char *from, const char *to);
 void hu_linkmap_free(struct hu_linkmap *m);
 
 #endif

@@ -6,6 +6,11 @@
  * name is the same on every run, so a re-run removes what a killed one
  * left before it makes the entry again.  Directory metadata and the
  * private xattrs that must not reach the target are handled here too.
+ *
+ * The same code makes the raw clone of the upper that --keep-upper
+ * merges through (mdkeep.c), with @m->raw: every marker and private
+ * xattr kept, each entry written at its own name (the whole tree is the
+ * temporary) and the filesystem synced once at the end.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -25,6 +30,14 @@ const char *md_temp_name(char *buf, const char *name)
 		h = (h ^ *p) * 0x100000001b3ull;
 	snprintf(buf, 32, ".hunion-md.%016llx", (unsigned long long)h);
 	return buf;
+}
+
+/* The xattrs a copy keeps: all of them in the clone. */
+static int copy_xattrs(const struct md *m, int sfd, const char *sname,
+		       int dfd, const char *dname, struct hu_error *e)
+{
+	return m->raw ? hu_copy_xattrs_raw(sfd, sname, dfd, dname, e) :
+		hu_copy_xattrs(sfd, sname, dfd, dname, e);
 }
 
 /* Owner, mode (after the owner: chown clears set-id bits) and times of
@@ -67,13 +80,13 @@ static int copy_file(struct md *m, int sfd, const char *name,
 		goto out_in;
 	}
 	if (hu_copy_data(&m->cs, in, &data, out, e) < 0 ||
-	    hu_copy_xattrs(sfd, name, out, NULL, e) < 0) {
+	    copy_xattrs(m, sfd, name, out, NULL, e) < 0) {
 		hu_error_prefix(e, name);
 		goto out_out;
 	}
 	if (put_meta(dfd, tmp, st, e) < 0)
 		goto out_out;
-	if (hu_wr_fsync(out) < 0) {
+	if (!m->raw && hu_wr_fsync(out) < 0) {
 		hu_error_set(e, errno, tmp, "cannot sync");
 		goto out_out;
 	}
@@ -86,8 +99,9 @@ out_in:
 	return rc;
 }
 
-static int copy_other(int sfd, const char *name, const struct stat *st,
-		      int dfd, const char *tmp, struct hu_error *e)
+static int copy_other(const struct md *m, int sfd, const char *name,
+		      const struct stat *st, int dfd, const char *tmp,
+		      struct hu_error *e)
 {
 	if (S_ISLNK(st->st_mode)) {
 		char *target = hu_read_symlink(sfd, name, st);
@@ -105,7 +119,7 @@ static int copy_other(int sfd, const char *name, const struct stat *st,
 				 st->st_rdev) < 0) {
 		return hu_error_set(e, errno, tmp, "cannot create");
 	}
-	if (hu_copy_xattrs(sfd, name, dfd, tmp, e) < 0)
+	if (copy_xattrs(m, sfd, name, dfd, tmp, e) < 0)
 		return md_prefix_name(e, name);
 	return put_meta(dfd, tmp, st, e);
 }
@@ -116,37 +130,39 @@ int md_copy_nondir(struct md *m, int sfd, const char *name,
 {
 	const char *first = NULL;
 	char tmp[32];
+	/* the clone is one temporary as a whole */
+	const char *at = m->raw ? dname : md_temp_name(tmp, dname);
 	int rc;
 
-	md_temp_name(tmp, dname);
 	if (S_ISSOCK(st->st_mode)) {
 		hu_report_warn(m->o->report, 0, ddir, dname,
 			       "a socket cannot be copied: left out");
 		return 0;
 	}
-	if (hu_rmtree(dfd, tmp) < 0)
+	if (!m->raw && hu_rmtree(dfd, tmp) < 0)
 		return hu_error_set(e, errno, tmp, "cannot remove a leftover");
 	if (hu_linkmap_first(&m->links, st, ddir, dname, &first) < 0)
 		return hu_error_set(e, ENOMEM, NULL, "out of memory");
-	if (first && hu_linkat_path(m->to->fd, first, dfd, tmp) == 0)
+	if (first && hu_linkat_path(m->to->fd, first, dfd, at) == 0)
 		rc = 0;
 	else if (S_ISREG(st->st_mode))
-		rc = copy_file(m, sfd, name, st, datafd, dfd, tmp, e);
+		rc = copy_file(m, sfd, name, st, datafd, dfd, at, e);
 	else
-		rc = copy_other(sfd, name, st, dfd, tmp, e);
-	if (rc == 0 && hu_wr_renameat2(dfd, tmp, dfd, dname, 0) < 0)
+		rc = copy_other(m, sfd, name, st, dfd, at, e);
+	if (rc == 0 && at != dname &&
+	    hu_wr_renameat2(dfd, at, dfd, dname, 0) < 0)
 		rc = hu_error_set(e, errno, dname, "cannot rename the copy "
 				  "into place");
-	if (rc < 0)
-		(void)hu_wr_unlinkat(dfd, tmp, 0);
-	else
+	if (rc < 0 && at != dname)
+		(void)hu_wr_unlinkat(dfd, at, 0);
+	if (rc == 0)
 		m->st->copied++;
 	return rc;
 }
 
 /* The contents of upper directory @sfd into new directory @dfd (at
  * @ddir in the target): whiteouts left out, for in a tree that merges
- * with nothing they hide nothing. */
+ * with nothing they hide nothing (the clone keeps them). */
 static int copy_contents(struct md *m, int sfd, int dfd, const char *ddir,
 			 struct hu_error *e)
 {
@@ -165,8 +181,10 @@ static int copy_contents(struct md *m, int sfd, int dfd, const char *ddir,
 			rc = hu_error_set(e, errno, name, "cannot stat");
 			break;
 		}
-		rc = hu_marker_classify(m->up, sfd, name, &st, true, &kind,
-					&target, e);
+		kind = HU_MARK_NONE;
+		if (!m->raw)
+			rc = hu_marker_classify(m->up, sfd, name, &st, true,
+						&kind, &target, e);
 		if (rc < 0 || kind != HU_MARK_NONE)
 			continue;
 		if (S_ISDIR(st.st_mode)) {
@@ -182,7 +200,7 @@ static int copy_contents(struct md *m, int sfd, int dfd, const char *ddir,
 				  (d2 = hu_open_dir_at(dfd, name)) < 0))
 				rc = hu_error_set(e, errno, name, "cannot open");
 			else if (copy_contents(m, s2, d2, sub, e) < 0 ||
-				 hu_copy_xattrs(s2, NULL, dfd, name, e) < 0)
+				 copy_xattrs(m, s2, NULL, dfd, name, e) < 0)
 				rc = md_prefix_name(e, name);
 			else
 				rc = put_meta(dfd, name, &st, e);
@@ -204,12 +222,16 @@ int md_copy_tree(struct md *m, int sfd, const char *name, int dfd,
 		 const char *ddir, bool opaque, struct hu_error *e)
 {
 	char tmp[32], *sub = hu_path_join(ddir, name);
+	/* where the tree is while it is built: the hard-link groups in it
+	 * link to their first names there, moved with it after */
+	char *tsub = hu_path_join(ddir, md_temp_name(tmp, name));
 	int s2 = -1, d2 = -1, rc = -1;
 	struct stat st;
 
-	md_temp_name(tmp, name);
-	if (!sub)
-		return hu_error_set(e, ENOMEM, NULL, "out of memory");
+	if (!sub || !tsub) {
+		hu_error_set(e, ENOMEM, NULL, "out of memory");
+		goto out;
+	}
 	if (fstatat(sfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
 		hu_error_set(e, errno, name, "cannot stat");
 		goto out;
@@ -223,7 +245,7 @@ int md_copy_tree(struct md *m, int sfd, const char *name, int dfd,
 		hu_error_set(e, errno, name, "cannot open");
 		goto out;
 	}
-	if (copy_contents(m, s2, d2, sub, e) < 0 ||
+	if (copy_contents(m, s2, d2, tsub, e) < 0 ||
 	    hu_copy_xattrs(s2, NULL, dfd, tmp, e) < 0) {
 		hu_error_prefix(e, name);
 		goto out;
@@ -238,6 +260,10 @@ int md_copy_tree(struct md *m, int sfd, const char *name, int dfd,
 			     "place");
 		goto out;
 	}
+	if (hu_linkmap_move(&m->links, tsub, sub) < 0) {
+		hu_error_set(e, ENOMEM, NULL, "out of memory");
+		goto out;
+	}
 	m->st->copied++;
 	rc = 0;
 out:
@@ -246,6 +272,7 @@ out:
 	if (d2 >= 0)
 		close(d2);
 	free(sub);
+	free(tsub);
 	return rc;
 }
 
@@ -334,5 +361,41 @@ int md_strip_private(int dirfd, const char *name, const char *keep,
 	}
 	if (list != small)
 		free(list);
+	return rc;
+}
+
+int md_clone_upper(struct md *m, struct hu_error *e)
+{
+	int fd = -1, rc = -1;
+	struct stat st;
+
+	if (fstat(m->up->fd, &st) < 0)
+		return md_fail(m->up, NULL, NULL, errno, "cannot stat", e);
+	if (hu_rmtree(m->to->fd, MD_UPPER_TMP) < 0 ||
+	    hu_wr_mkdirat(m->to->fd, MD_UPPER_TMP, 0700) < 0 ||
+	    (fd = hu_open_dir_at(m->to->fd, MD_UPPER_TMP)) < 0)
+		return md_fail(m->to, MD_UPPER_TMP, NULL, errno,
+			       "cannot create", e);
+	m->raw = true;
+	if (copy_contents(m, m->up->fd, fd, MD_UPPER_TMP, e) < 0 ||
+	    hu_copy_xattrs_raw(m->up->fd, NULL, fd, NULL, e) < 0 ||
+	    md_clone_mark(m, fd, e) < 0 ||
+	    put_meta(m->to->fd, MD_UPPER_TMP, &st, e) < 0)
+		md_prefix(m->to, MD_UPPER_TMP, NULL, e);
+	/* its contents on disk before its name says it is whole, and that
+	 * name before the record on the upper says so too */
+	else if (hu_wr_syncfs(fd) < 0)
+		md_fail(m->to, MD_UPPER_TMP, NULL, errno, "cannot sync", e);
+	else if (hu_wr_renameat2(m->to->fd, MD_UPPER_TMP, m->to->fd, MD_UPPER,
+				 RENAME_NOREPLACE) < 0 ||
+		 hu_wr_fsync(m->to->fd) < 0)
+		md_fail(m->to, MD_UPPER, NULL, errno, "cannot rename the "
+			"clone into place", e);
+	else
+		rc = 0;
+	m->raw = false;
+	/* its first paths of hard-link groups lie in the clone */
+	hu_linkmap_free(&m->links);
+	close(fd);
 	return rc;
 }

@@ -14,6 +14,14 @@
  *   its new name, then the upper's redirect removed), written before it
  *   and removed after it, so that a re-run finishes it before it reads
  *   the view.
+ * - "union.mergedown-kept" on the upper's root, by --keep-upper through a
+ *   clone (mdkeep.c): "merging DEV:INO" once the clone is whole in the
+ *   target whose root is DEV:INO, "merged DEV:INO" once it is merged and
+ *   gone.  It stays: it is what tells a later run that this upper is
+ *   spent for that target, which merging it again would damage.
+ * - "union.mergedown-clone" on the root of that clone: DEV:INO of the
+ *   upper's root, written before the clone is whole, so that a re-run
+ *   finishes only the clone of its own upper.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -27,6 +35,8 @@
 
 #define TIMES_RECORD "union.mergedown-times"
 #define INTENT_RECORD "union.mergedown-intent"
+#define KEPT_RECORD "union.mergedown-kept"
+#define CLONE_RECORD "union.mergedown-clone"
 
 /* trusted.* where the upper's markers live there and we may write it. */
 static const char *record_name(const struct md *m, const char *what,
@@ -251,4 +261,69 @@ void md_intent_free(struct md_intent *in)
 	free(in->v);
 	in->v = NULL;
 	in->n = 0;
+}
+
+static const char *const kept_state[] = { "", "merging", "merged" };
+
+int md_kept_read(const struct md *m, enum md_kept *k, struct hu_error *e)
+{
+	char attr[64], v[96], want[64];
+	ssize_t n;
+
+	*k = MD_KEPT_NONE;
+	record_name(m, KEPT_RECORD, attr, sizeof(attr));
+	n = fgetxattr(m->up->fd, attr, v, sizeof(v) - 1);
+	if (n < 0)
+		return errno == ENODATA || errno == ENOTSUP ? 0 :
+			hu_error_set(e, errno, m->up->path, "cannot read %s",
+				     attr);
+	v[n] = '\0';
+	for (int i = MD_KEPT_MERGING; i <= MD_KEPT_MERGED; i++) {
+		snprintf(want, sizeof(want), "%s %ju:%ju", kept_state[i],
+			 (uintmax_t)m->to->dev, (uintmax_t)m->to->ino);
+		if (strcmp(v, want) == 0)
+			*k = i;
+	}
+	return 0;
+}
+
+int md_kept_write(const struct md *m, enum md_kept k, struct hu_error *e)
+{
+	char attr[64], v[64];
+	int len = snprintf(v, sizeof(v), "%s %ju:%ju", kept_state[k],
+			   (uintmax_t)m->to->dev, (uintmax_t)m->to->ino);
+
+	record_name(m, KEPT_RECORD, attr, sizeof(attr));
+	if (hu_wr_setxattr_at(m->up->fd, NULL, attr, v, len, 0) < 0)
+		return hu_error_set(e, errno, m->up->path, "cannot write the "
+				    "record %s", attr);
+	return 0;
+}
+
+int md_clone_mark(const struct md *m, int fd, struct hu_error *e)
+{
+	char attr[64], v[48];
+	int len = snprintf(v, sizeof(v), "%ju:%ju", (uintmax_t)m->up->dev,
+			   (uintmax_t)m->up->ino);
+
+	record_name(m, CLONE_RECORD, attr, sizeof(attr));
+	if (hu_wr_setxattr_at(fd, NULL, attr, v, len, 0) < 0)
+		return hu_error_set(e, errno, NULL, "cannot write the record "
+				    "%s", attr);
+	return 0;
+}
+
+int md_clone_is_ours(const struct md *m, int fd, struct hu_error *e)
+{
+	char attr[64], v[48], want[48];
+	ssize_t n;
+
+	record_name(m, CLONE_RECORD, attr, sizeof(attr));
+	n = fgetxattr(fd, attr, v, sizeof(v) - 1);
+	if (n < 0 && errno != ENODATA && errno != ERANGE)
+		return hu_error_set(e, errno, NULL, "cannot read %s", attr);
+	v[n < 0 ? 0 : n] = '\0';
+	snprintf(want, sizeof(want), "%ju:%ju", (uintmax_t)m->up->dev,
+		 (uintmax_t)m->up->ino);
+	return strcmp(v, want) == 0;
 }

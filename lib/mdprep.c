@@ -26,6 +26,10 @@
  * Which directory a redirect reaches and where a metacopy file's data
  * lies is the view's answer (view.c); the names here only say where to
  * rename, and are checked against the inode the view found.
+ *
+ * With --keep-upper nothing here is done: the analysis refuses what it
+ * would refuse, and an upper that needs these steps is merged through a
+ * clone (mdkeep.c), where they are done on the clone.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -66,6 +70,7 @@ struct items {
 	const struct md *m;
 	struct item *v;
 	size_t n, cap;
+	bool file_redirect;	/* a metacopy file's redirect was met */
 };
 
 static bool is_dir(int rootfd, const char *path)
@@ -92,8 +97,10 @@ static int collect(void *ctx, const struct hu_wh_marker *mk,
 	if (mk->kind != HU_WH_METACOPY && mk->kind != HU_WH_REDIRECT)
 		return 0;
 	/* a metacopy file's redirect is the view's to follow */
-	if (mk->kind == HU_WH_REDIRECT && !is_dir(it->m->up->fd, mk->path))
+	if (mk->kind == HU_WH_REDIRECT && !is_dir(it->m->up->fd, mk->path)) {
+		it->file_redirect = true;
 		return 0;
+	}
 	if (it->n == it->cap) {
 		size_t cap = it->cap ? it->cap * 2 : 16;
 		struct item *v = realloc(it->v, cap * sizeof(*v));
@@ -557,7 +564,8 @@ static int resolve(struct md *m, struct items *it, size_t k,
 				  strncmp(x->path, y->path, yl) == 0 &&
 				  x->path[yl] == '/';
 		}
-		if (rc == 0 && x->pull && !m->same_fs)
+		/* (--keep-upper merges a clone on the target's) */
+		if (rc == 0 && x->pull && !m->same_fs && !m->keep)
 			rc = md_fail(m->up, x->path, NULL, EXDEV, "a "
 				     "redirected directory under one that "
 				     "merges with nothing, and the upper "
@@ -860,7 +868,9 @@ static int finish_intent(struct md *m, const struct md_intent *in,
 			md_step(m, "mkdir", mv->dst, NULL);
 		else
 			md_step(m, "redirect", mv->src, NULL);
+		/* (a dry run made no staging directory to move into) */
 		if (strcmp(mv->src, mv->dst) != 0 && strcmp(mv->src, stage) &&
+		    !hu_wr_dry_run() &&
 		    move_dir(m, mv->ino, mv->src, stage, e) < 0)
 			rc = -1;
 	}
@@ -1130,28 +1140,30 @@ int md_prepare(struct md *m, struct hu_error *e)
 		items_free(&it);
 		return -1;
 	}
-	for (size_t i = 0; i < it.n && rc == 0; i++) {
-		if (it.v[i].kind != HU_WH_REDIRECT)
-			continue;
-		if (m->keep)
-			rc = md_fail(m->up, it.v[i].path, NULL, ENOTSUP,
-				     "--keep-upper cannot merge a redirected "
-				     "directory (its move is written down on "
-				     "the upper, and changes it): merge a "
-				     "copy of the upper without --keep-upper",
-				     e);
-		else
+	for (size_t i = 0; i < it.n && rc == 0; i++)
+		if (it.v[i].kind == HU_WH_REDIRECT)
 			rc = resolve(m, &it, i, e);
-	}
 	if (rc == 0)
 		rc = shown_twice(m, &it, e);
 	if (rc == 0)
 		rc = new_over_pulled(m, &it, e);
+	/* --keep-upper: what is refused is refused above, before anything
+	 * is changed.  A redirected directory's move changes the target
+	 * under the upper (which then shows another view), and the data a
+	 * metacopy file's redirect names may be replaced in the target
+	 * before the file is copied: both go through a clone. */
+	for (size_t i = 0; i < it.n && rc == 0 && m->keep; i++)
+		if (it.v[i].kind == HU_WH_REDIRECT ||
+		    (it.v[i].kind == HU_WH_METACOPY && it.file_redirect))
+			rc = 1;
+	if (m->keep) {
+		items_free(&it);
+		return rc;
+	}
 	/* Metacopy files first: the data a redirect of theirs names may lie
 	 * in a directory of the target that a redirected directory moves
-	 * (each fill-in keeps the view; --keep-upper: phase 2 copies the
-	 * data through the view). */
-	for (size_t i = 0; i < it.n && rc == 0 && !m->keep; i++)
+	 * (each fill-in keeps the view). */
+	for (size_t i = 0; i < it.n && rc == 0; i++)
 		if (it.v[i].kind == HU_WH_METACOPY)
 			rc = materialize(m, it.v[i].path, e);
 	if (rc == 0)

@@ -25,6 +25,10 @@
  * directory that merges with nothing beneath (opaque, or new) is swapped
  * in whole.  Which directory merges with which is the view's answer
  * (view.c), never a rule of this file.
+ *
+ * --keep-upper copies instead of moving and changes nothing above the
+ * target; an upper that needs phase 1 is merged through a clone of it in
+ * the target instead (mdkeep.c).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -560,13 +564,9 @@ static int target_format(struct md *m, struct hu_error *e)
 	m->tofmt = *tf;
 	if (tm)
 		return 0;
-	m->tofmt.format = HU_FMT_UNION;
+	m->tofmt.format = um ? uf->format : HU_FMT_UNION;
 	m->tofmt.userxattr = uf->userxattr;
-	if (um) {
-		m->tofmt.format = uf->format;
-		return 0;
-	}
-	for (size_t j = m->ito; j-- > 0;) {
+	for (size_t j = m->ito; j-- > 0 && !um;) {
 		const struct hu_layer *l = &m->s->layers[j];
 
 		if (hu_layer_settle(l, e) < 0)
@@ -576,6 +576,16 @@ static int target_format(struct md *m, struct hu_error *e)
 			m->tofmt.userxattr = l->userxattr;
 			break;
 		}
+	}
+	/* A target without markers reads alike in any format: from here on
+	 * in the one its markers are written in, or the view would not see
+	 * them (a redirect phase 1 keeps in it not followed, and so no
+	 * whiteout written for what that redirect reaches beneath). */
+	if (tf->format == HU_FMT_NONE) {
+		struct hu_layer *t = &m->s->layers[m->ito];
+
+		t->format = m->tofmt.format;
+		t->userxattr = m->tofmt.userxattr;
 	}
 	return 0;
 }
@@ -653,7 +663,8 @@ static int merge_down(struct md *m, struct hu_error *e)
 	if (md_times_get(m, m->up->fd, NULL, false, ts, &had, e) < 0 ||
 	    (!had && md_times_get(m, m->up->fd, NULL, true, ts, NULL, e) < 0))
 		return md_prefix(m->up, NULL, NULL, e);
-	if (md_prepare(m, e) < 0) {
+	rc = md_prepare(m, e);
+	if (rc < 0) {
 		/* A refusal (ENOTSUP) comes from the analysis before phase 1
 		 * changes anything: the record made for it goes too. */
 		if (!had && e->err == ENOTSUP &&
@@ -661,6 +672,8 @@ static int merge_down(struct md *m, struct hu_error *e)
 			hu_error_clear(&ignored);
 		return -1;
 	}
+	if (rc > 0)	/* --keep-upper, nothing changed yet */
+		return md_keep_clone(m, e);
 	if (fstat(m->up->fd, &us) < 0)
 		return md_fail(m->up, NULL, NULL, errno, "cannot stat", e);
 	if (hu_vdir_open_root(m->s, &root, e) < 0)
@@ -675,42 +688,72 @@ static int merge_down(struct md *m, struct hu_error *e)
 	return 0;
 }
 
-int hu_merge_down(const struct hu_stack *s, const struct hu_mergedown_opts *o,
-		  struct hu_mergedown_stats *st, struct hu_error *e)
+/* @m's layers: the top one of @s merged into the one beneath. */
+static void set_layers(struct md *m, const struct hu_stack *s)
 {
-	struct md m = { .s = s, .o = o, .st = st, .keep = o->keep_upper,
-			.root = geteuid() == 0 };
-	bool was_dry = hu_wr_dry_run();
-	struct stat us, ts;
+	m->s = s;
+	if (s->n < 2)
+		return;
+	m->iup = s->n - 1;
+	m->ito = s->n - 2;
+	m->up = &s->layers[m->iup];
+	m->to = &s->layers[m->ito];
+	m->after = (struct hu_stack){ .n = s->n - 1, .layers = s->layers,
+				      .problems = s->problems };
+	m->beneath = m->after;
+	m->beneath.n--;
+}
+
+/* merge_down() with the path it reports from, freed after. */
+static int run(struct md *m, struct hu_error *e)
+{
 	size_t saved;
 	int rc;
 
+	if (hu_pathbuf_push(&m->path, "", &saved) < 0)
+		return hu_error_set(e, ENOMEM, NULL, "out of memory");
+	rc = merge_down(m, e);
+	hu_linkmap_free(&m->links);
+	hu_pathbuf_free(&m->path);
+	return rc;
+}
+
+int md_merge_plain(const struct md *m, const struct hu_stack *s,
+		   struct hu_error *e)
+{
+	struct md in = { .o = m->o, .st = m->st, .root = m->root,
+			 .same_fs = true };
+
+	set_layers(&in, s);
+	if (target_format(&in, e) < 0)
+		return -1;
+	return run(&in, e);
+}
+
+int hu_merge_down(const struct hu_stack *s, const struct hu_mergedown_opts *o,
+		  struct hu_mergedown_stats *st, struct hu_error *e)
+{
+	struct md m = { .o = o, .st = st, .keep = o->keep_upper,
+			.root = geteuid() == 0 };
+	bool was_dry = hu_wr_dry_run();
+	struct stat us, ts;
+	int rc;
+
 	memset(st, 0, sizeof(*st));
-	if (s->n >= 2) {
-		m.iup = s->n - 1;
-		m.ito = s->n - 2;
-		m.up = &s->layers[m.iup];
-		m.to = &s->layers[m.ito];
-		m.after = (struct hu_stack){ .n = s->n - 1,
-					     .layers = s->layers,
-					     .problems = s->problems };
-		m.beneath = m.after;
-		m.beneath.n--;
-	}
+	set_layers(&m, s);
 	if (preflight(&m, e) < 0)
 		return -1;
 	if (!o->dry_run && flock(m.up->fd, LOCK_EX | LOCK_NB) < 0 &&
 	    errno == EWOULDBLOCK)
 		return hu_error_set(e, EBUSY, m.up->path, "another 'hunion "
 				    "merge --into' is merging this layer");
-	if (hu_pathbuf_push(&m.path, "", &saved) < 0)
-		return hu_error_set(e, ENOMEM, NULL, "out of memory");
 	m.same_fs = fstat(m.up->fd, &us) == 0 && fstat(m.to->fd, &ts) == 0 &&
 		    us.st_dev == ts.st_dev;
 	hu_wr_set_dry_run(was_dry || o->dry_run);
-	rc = merge_down(&m, e);
+	/* what an earlier --keep-upper run left, first */
+	rc = md_keep_resume(&m, e);
+	if (rc == 0)
+		rc = run(&m, e);
 	hu_wr_set_dry_run(was_dry);
-	hu_linkmap_free(&m.links);
-	hu_pathbuf_free(&m.path);
-	return rc;
+	return rc < 0 ? -1 : 0;
 }

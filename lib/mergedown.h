@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * merge --into (mergedown.c, mdprep.c, mdcopy.c, mdjournal.c): the state of
- * one merge-down and what its modules share.
+ * merge --into (mergedown.c, mdprep.c, mdcopy.c, mdjournal.c, mdkeep.c):
+ * the state of one merge-down and what its modules share.
  */
 #ifndef HUNION_MERGEDOWN_H
 #define HUNION_MERGEDOWN_H
@@ -25,6 +25,9 @@ struct md {
 	struct hu_stack beneath;	/* layers [0, ito) */
 	bool same_fs;		/* rename(2) from the upper to the target */
 	bool keep;		/* --keep-upper: copy, change nothing above */
+	bool raw;		/* the copies are the clone of the upper
+				 * (mdkeep.c): markers and private xattrs
+				 * kept, no temporary per entry */
 	bool root;		/* run as root: records under trusted.* */
 	struct hu_copy_state cs;
 	struct hu_linkmap links;	/* copies: first target path of an
@@ -64,9 +67,32 @@ int md_below_has_v(struct md *m, struct hu_vdir *v, const char *name,
  * symlink; *@leaf points into @path.  -1 with errno. */
 int md_open_parent(int rootfd, const char *path, const char **leaf);
 
+/* The ordinary merge (no --keep-upper) of stack @s, whose top layer is
+ * the upper of @m or its clone, into the one beneath, on one
+ * filesystem; in @m's options and stats. */
+int md_merge_plain(const struct md *m, const struct hu_stack *s,
+		   struct hu_error *e);
+
 /* ---- phase 1 (mdprep.c): redirected directories and metacopy files made
- * plain, each step keeping the view or recorded in the intent record. */
+ * plain, each step keeping the view or recorded in the intent record.
+ * With --keep-upper nothing is changed: 1 when the upper holds a
+ * redirected directory or a metacopy file with a redirect, which need
+ * the merge through a clone (mdkeep.c). */
 int md_prepare(struct md *m, struct hu_error *e);
+
+/* ---- --keep-upper through a clone (mdkeep.c) ------------------------- */
+
+/* The clone of the upper in the target: made under the first name,
+ * renamed to the second once whole. */
+#define MD_UPPER_TMP ".hunion-md.upper.tmp"
+#define MD_UPPER ".hunion-md.upper"
+/* At the start of every merge: what an earlier --keep-upper run left
+ * finished (a clone merged, its leftovers removed).  1 when that was the
+ * whole job, or it was done before (@m->st->kept_before), 0 to go on. */
+int md_keep_resume(struct md *m, struct hu_error *e);
+/* What md_prepare()'s 1 asks for: the upper cloned into the target,
+ * marked spent for it, and the clone merged down. */
+int md_keep_clone(struct md *m, struct hu_error *e);
 
 /* ---- copies (mdcopy.c) ---------------------------------------------- */
 
@@ -96,6 +122,10 @@ int md_dir_meta(struct md *m, const struct hu_vdir *v, int ufd,
  * except @keep (may be NULL). */
 int md_strip_private(int dirfd, const char *name, const char *keep,
 		     struct hu_error *e);
+/* The raw copy of the whole upper into MD_UPPER_TMP in the target (every
+ * xattr, marker, hard-link group, owner, mode and times kept), synced,
+ * then renamed to MD_UPPER: the clone is whole once it has that name. */
+int md_clone_upper(struct md *m, struct hu_error *e);
 
 /* ---- records (mdjournal.c) ------------------------------------------- */
 
@@ -134,5 +164,16 @@ int md_intent_read(const struct md *m, struct md_intent *in,
 		   struct hu_error *e);
 int md_intent_clear(const struct md *m, struct hu_error *e);
 void md_intent_free(struct md_intent *in);
+
+/* The kept record on the upper's root: a --keep-upper run through a clone
+ * is merging it into the target (st_dev:st_ino of its root), or merged
+ * it.  Read: NONE as well when it names another target. */
+enum md_kept { MD_KEPT_NONE, MD_KEPT_MERGING, MD_KEPT_MERGED };
+int md_kept_read(const struct md *m, enum md_kept *k, struct hu_error *e);
+int md_kept_write(const struct md *m, enum md_kept k, struct hu_error *e);
+/* The record on the root @fd of the clone naming the upper it is of:
+ * written; and does it name @m's upper (1 yes, 0 no)? */
+int md_clone_mark(const struct md *m, int fd, struct hu_error *e);
+int md_clone_is_ours(const struct md *m, int fd, struct hu_error *e);
 
 #endif /* HUNION_MERGEDOWN_H */

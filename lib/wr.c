@@ -269,3 +269,9 @@ int hu_wr_fsync(int fd)
 	WR_GUARD("fsync");
 	return fsync(fd);
 }
+
+int hu_wr_syncfs(int fd)
+{
+	WR_GUARD("syncfs");
+	return syncfs(fd);
+}

@@ -25,6 +25,10 @@
 # killed at every step and re-run (mergedown_crash.py without
 # --clean-only): each re-run must finish with the same checks.
 #
+# HUNION_MERGEDOWN_KEEP=1 merges with --keep-upper: the top layer must
+# then be left unchanged (but for its record union.mergedown-kept), and
+# a second run must change nothing.
+#
 # Ends with "mergedown: N passed, N failed, N refused"; exits 1 if any
 # failed.
 
@@ -52,6 +56,7 @@ for seed in $(seq 1 "$SEEDS"); do
 		layers=()
 		for i in $(seq 0 $((n - 1))); do layers+=("$dir/$form/L$i"); done
 		args=(--format="$form")
+		[ "${HUNION_MERGEDOWN_KEEP:-0}" = 1 ] && args+=(--keep-upper)
 		kopt=--kernel=$KOPTS
 		[ "$ux" = True ] && { args+=(--userxattr); kopt=--kernel=userxattr; }
 		[ "$form" = union ] && kopt=

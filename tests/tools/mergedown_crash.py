@@ -20,6 +20,11 @@ copies of the stack (cp -a):
     xattrs), the target holds no private xattr it did not hold but
     whiteout and opaque markers (none at all in a two-layer stack), and
     the layers beneath the target are unchanged byte for byte.
+With --keep-upper among ARG...: the top layer is unchanged byte for byte
+instead (xattr values too), but for the record *.union.mergedown-kept on
+its root, which may be left saying "merged DEV:INO"; and after the clean
+run a second one must change no layer where that record is there (an
+upper merged through a clone), else pass the same checks.
 With --clean-only: the clean run alone (the kernel proof of random stacks).
 With --fault=OP: also HUNION_FAULT=OP:N:ENOSPC for each N until a run gets
 through, each failed run then re-run.
@@ -72,10 +77,29 @@ def counts(rows):
     return c
 
 
-def layer_bytes(top):
-    """A layer byte for byte: the manifest, private xattrs included."""
+KEPT = ".union.mergedown-kept"
+
+
+def layer_bytes(top, values=False):
+    """A layer byte for byte: the manifest, private xattrs included (with
+    @values, theirs too, but the kept record's)."""
     rows, _ = private_rows(top)
-    return walk_manifest(top) + sorted("%s %s" % r for r in rows)
+    out = []
+    for rel, x in sorted(rows):
+        v = ""
+        if values and not x.endswith(KEPT):
+            v = " " + os.getxattr(os.path.join(top, rel), x,
+                                  follow_symlinks=False).hex()
+        out.append("%s %s%s" % (rel, x, v))
+    return walk_manifest(top) + out
+
+
+def kept_record(top):
+    """The value of the kept record on @top's root, or None."""
+    for x in os.listxattr(top):
+        if x.endswith(KEPT):
+            return os.getxattr(top, x).decode(errors="replace")
+    return None
 
 
 def hunion_view(hunion, layers, tmp, args):
@@ -136,6 +160,8 @@ class Check:
     def __init__(self, hunion, layers, kernel, tmp, args):
         self.hunion, self.kernel, self.tmp = hunion, kernel, tmp
         self.args = args
+        self.keep = "--keep-upper" in args
+        self.top = layer_bytes(layers[-1], True)
         self.n = len(layers)
         if kernel is not None:
             self.want = kernel_view(layers, kernel, tmp)
@@ -161,12 +187,23 @@ class Check:
             if self.kernel is not None \
             else hunion_view(self.hunion, rest, self.tmp, self.args)
         problems = diff(what + ": view", self.want, got)
-        if os.listdir(layers[-1]):
+        if self.keep:
+            problems += diff(what + ": upper", [
+                x for x in self.top if not x.endswith(KEPT)], [
+                    x for x in layer_bytes(layers[-1], True)
+                    if not x.endswith(KEPT)])
+            kept = kept_record(layers[-1])
+            if kept is not None and not kept.startswith("merged "):
+                problems.append("  %s: the record says %s" % (what, kept))
+        elif os.listdir(layers[-1]):
             problems.append("  %s: the upper is not empty: %s" % (
                 what, sorted(os.listdir(layers[-1]))))
         for layer in layers:
             _, ours = private_rows(layer)
-            problems += ["  %s: left: %s" % (what, x) for x in ours]
+            problems += ["  %s: left: %s" % (what, x) for x in ours
+                         if not (self.keep and layer == layers[-1] and
+                                 x.startswith("xattr . ") and
+                                 x.endswith(KEPT))]
         rows, _ = private_rows(layers[-2])
         for x, n in sorted(counts(rows).items()):
             extra = n - self.target_private.get(x, 0)
@@ -207,6 +244,20 @@ def main(argv):
                   r.stderr.decode(errors="replace"))
             return 1
         problems = chk.after("clean run", work)
+        if chk.keep:
+            # through a clone (the record says so) it does nothing; a
+            # plain copy again keeps the view
+            spent = kept_record(work[-1]) is not None
+            before = [layer_bytes(x, True) for x in work]
+            r = run(hunion, args, work)
+            if r.returncode != 0:
+                problems.append("  a second run failed: %s" %
+                                r.stderr.decode(errors="replace").strip())
+            elif not spent:
+                problems += chk.after("second run", work)
+            for i, x in enumerate(work if spent else []):
+                problems += diff("second run: layer %d" % i, before[i],
+                                 layer_bytes(x, True))
         print("clean run: %s" % ("the view kept, nothing private left, "
                                  "the layers beneath unchanged"
                                  if not problems else "FAILED"))

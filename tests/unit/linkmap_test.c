@@ -85,3 +85,23 @@ Test(linkrule, device_and_inode_make_the_group)
 	cr_expect_str_eq(hu_linkmap_first_of(&m, &b), "b");
 	hu_linkmap_free(&m);
 }
+
+/* A tree built under a temporary name, then renamed: the names recorded
+ * below it move with it; a name that only begins alike does not. */
+Test(linkrule, names_move_with_their_tree)
+{
+	struct hu_linkmap m = { 0 };
+	struct stat a = inode(S_IFREG | 0644, 2, 1, 5);
+	struct stat b = inode(S_IFREG | 0644, 2, 1, 6);
+	struct stat c = inode(S_IFREG | 0644, 2, 1, 7);
+	const char *first;
+
+	cr_assert_eq(hu_linkmap_first(&m, &a, "d/.tmp/x", "a", &first), 0);
+	cr_assert_eq(hu_linkmap_first(&m, &b, "d/.tmp2", "b", &first), 0);
+	cr_assert_eq(hu_linkmap_first(&m, &c, "d", ".tmp", &first), 0);
+	cr_assert_eq(hu_linkmap_move(&m, "d/.tmp", "d/n"), 0);
+	cr_expect_str_eq(hu_linkmap_first_of(&m, &a), "d/n/x/a");
+	cr_expect_str_eq(hu_linkmap_first_of(&m, &b), "d/.tmp2/b");
+	cr_expect_str_eq(hu_linkmap_first_of(&m, &c), "d/.tmp");
+	hu_linkmap_free(&m);
+}
