@@ -278,6 +278,18 @@ static char **split_path(char *p, size_t *n)
 	return comps;
 }
 
+/* hu_layer_probe_name() of layer @j, but for the bottom layer: there an
+ * OCI whiteout hides nothing, and the stat of ".wh.@name" for each name
+ * looked up would settle a deferred layer no sooner than its listing or
+ * a marker of its own does (a marker's name still settles it). */
+static int probe_name(const struct hu_stack *s, size_t j, int fd,
+		      const char *name, struct hu_error *e)
+{
+	if (j == 0 && !hu_oci_is_marker(name))
+		return 0;
+	return hu_layer_probe_name(&s->layers[j], fd, name, e);
+}
+
 /* Does OCI directory @fd hold ".wh.@name"? */
 static bool oci_whiteout(int fd, const char *name)
 {
@@ -352,7 +364,7 @@ int view_lookup_layer(const struct hu_stack *s, size_t j, int base,
 				goto out;
 			*st = known->st;
 		} else {
-			if (hu_layer_probe_name(l, fd, comps[k], e) < 0)
+			if (probe_name(s, j, fd, comps[k], e) < 0)
 				goto out;
 			if (hu_layer_is(l, HU_FMT_OCI) &&
 			    oci_whiteout(fd, comps[k]))
@@ -872,7 +884,7 @@ int view_name_records(struct hu_vdir *d, const char *name, size_t below,
 		*seen = (struct seen){ 0 };
 		if (d->d[i].layer >= below)
 			continue;
-		if (hu_layer_probe_name(l, fd, name, e) < 0) {
+		if (probe_name(d->s, d->d[i].layer, fd, name, e) < 0) {
 			rc = view_fail(d, d->d[i].layer, e);
 			break;
 		}
