@@ -172,8 +172,9 @@ Test(layer, overlay_bookkeeping_on_a_directory_marks_an_overlay_layer)
 	cr_expect_eq(detect("u"), HU_FMT_OVERLAY);
 }
 
-/* lo and @top opened with find_refs: the top layer's answer. */
-static enum hu_refs refs_of(const char *top, bool ask)
+/* lo and @top opened (with find_refs when @ask): the top layer's
+ * answers, refs and hu_layer_files_plain(). */
+static enum hu_refs refs_of_plain(const char *top, bool ask, bool *plain)
 {
 	struct hu_stack_opts o = { .find_refs = ask };
 	struct hu_error e = { 0 };
@@ -183,11 +184,29 @@ static enum hu_refs refs_of(const char *top, bool ask)
 
 	cr_assert_eq(hu_stack_open(&s, paths, 2, &o, &e), 0, "%s", e.msg);
 	r = s.layers[1].refs;
-	cr_expect_eq(s.layers[0].refs, HU_REFS_UNKNOWN);	/* not asked */
+	*plain = hu_layer_files_plain(&s.layers[1]);
+	/* not asked */
+	cr_expect_eq(s.layers[0].refs, HU_REFS_UNKNOWN);
+	cr_expect_not(hu_layer_files_plain(&s.layers[0]));
 	hu_stack_close(&s);
 	free(paths[0]);
 	free(paths[1]);
 	return r;
+}
+
+static enum hu_refs refs_of(const char *top, bool ask)
+{
+	bool plain;
+
+	return refs_of_plain(top, ask, &plain);
+}
+
+static bool plain_of(const char *top)
+{
+	bool plain;
+
+	refs_of_plain(top, true, &plain);
+	return plain;
 }
 
 /* What merge --into asks to skip its search for redirected directories
@@ -211,24 +230,6 @@ Test(layer, find_refs_answers_for_the_top_layer)
 	cr_expect_eq(refs_of("moved", true), HU_REFS_SOME);
 	cr_expect_eq(refs_of("usermeta", true), HU_REFS_SOME);
 	cr_expect_eq(refs_of("meta", false), HU_REFS_UNKNOWN);
-}
-
-/* lo and @top opened with find_refs: hu_layer_files_plain() of the top. */
-static bool plain_of(const char *top)
-{
-	struct hu_stack_opts o = { .find_refs = true };
-	struct hu_error e = { 0 };
-	struct hu_stack s;
-	char *paths[2] = { strdup(tu_path("lo")), strdup(tu_path(top)) };
-	bool plain;
-
-	cr_assert_eq(hu_stack_open(&s, paths, 2, &o, &e), 0, "%s", e.msg);
-	plain = hu_layer_files_plain(&s.layers[1]);
-	cr_expect_not(hu_layer_files_plain(&s.layers[0]));	/* not asked */
-	hu_stack_close(&s);
-	free(paths[0]);
-	free(paths[1]);
-	return plain;
 }
 
 /* merge --into moves a regular file without stripping its xattrs only
