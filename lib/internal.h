@@ -191,11 +191,12 @@ size_t hu_vdir_width(const struct hu_vdir *d);
  * the lookup found it), or -1 when that layer has none in @d. */
 int hu_vdir_layer_fd(const struct hu_vdir *d, size_t layer);
 /* Directory @name, just made plain in layer @layer beneath the parent's
- * directory of that layer, where @d had none: it joins @d between
- * the directories above and below it, as a lookup would find it (a plain
- * directory steers nothing).  1 when it joined; 0 when @d cannot tell
- * where a lookup would look (a redirect, @layer not between two of its
- * directories, a listing read): open @d again; -1 on error. */
+ * directory of that layer (the parent @d was opened from, still open),
+ * where @d had none: it joins @d between the directories above and below
+ * it, as a lookup would find it (a plain directory steers nothing).  1
+ * when it joined; 0 when @d cannot tell where a lookup would look (a
+ * redirect, @layer not between two of its directories, a listing read):
+ * open @d again; -1 on error. */
 int hu_vdir_join(struct hu_vdir *d, size_t layer, const char *name,
 		 struct hu_error *e);
 /* Did that directory list no xattr at all when @d was opened?  (False

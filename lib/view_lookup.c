@@ -495,6 +495,10 @@ int hu_vdir_join(struct hu_vdir *d, size_t layer, const char *name,
 	joined = d->d[d->nd - 1];
 	memmove(&d->d[at + 1], &d->d[at], (d->nd - 1 - at) * sizeof(joined));
 	d->d[at] = joined;
+	/* what a lookup saw is one per layer directory: made anew */
+	free(d->seen);
+	d->seen = NULL;
+	d->seen_name[0] = '\0';
 	return 1;
 }
 

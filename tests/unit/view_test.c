@@ -396,11 +396,29 @@ Test(view, open_child_reuses_the_lookup_once)
 /* A directory merge --into makes in the target joins the open view
  * directory in its place, as a lookup would find it; where a redirect
  * steers the lookup, the caller is told to open it again. */
+/* View directory @name of 3-layer stack lo, mid, up (kept open in @s),
+ * its parent kept open in *@root. */
+static struct hu_vdir *open3_in(struct hu_stack *s, struct hu_vdir **root,
+				const char *name)
+{
+	struct hu_error e = { 0 };
+	struct hu_vdir *d = NULL;
+	struct hu_ventry ent;
+
+	cr_assert_eq(tu_stack(s, &e, 3, "lo", "mid", "up"), 0, "%s: %s",
+		     e.path, e.msg);
+	cr_assert_eq(hu_vdir_open_root(s, root, &e), 0, "%s", e.msg);
+	cr_assert_eq(hu_vdir_lookup(*root, name, &ent, &e), 1, "%s", e.msg);
+	cr_assert_eq(hu_vdir_open_child(*root, &ent, &d, &e), 0, "%s", e.msg);
+	return d;
+}
+
 Test(view, a_new_plain_directory_joins_in_its_place)
 {
 	struct hu_error e = { 0 };
 	const struct hu_ventry *ents;
-	struct hu_vdir *d;
+	struct hu_vdir *d, *root;
+	struct hu_ventry ent;
 	struct hu_stack s;
 	size_t n;
 
@@ -410,23 +428,28 @@ Test(view, a_new_plain_directory_joins_in_its_place)
 	tu_file("lo/r/z", "");
 	tu_mkdir("up/moved");
 	tu_xattr("up/moved", "trusted.overlay.redirect", "/r");
-	d = open3(&s, "d");
+	d = open3_in(&s, &root, "d");
 	cr_expect_eq(hu_vdir_width(d), 2);
 	cr_expect_eq(hu_vdir_join(d, 1, "d", &e), -1, "mid/d is not there");
 	hu_error_clear(&e);
 	tu_mkdir("mid/d");
+	cr_assert_eq(hu_vdir_lookup(d, "y", &ent, &e), 1, "%s", e.msg);
 	cr_assert_eq(hu_vdir_join(d, 1, "d", &e), 1, "%s", e.msg);
 	cr_expect_eq(hu_vdir_width(d), 3);
+	/* a lookup after it asks the three (ASan: of a big enough record) */
+	cr_expect_eq(hu_vdir_lookup(d, "x", &ent, &e), 1, "%s", e.msg);
 	cr_expect_geq(hu_vdir_layer_fd(d, 1), 0);
 	cr_expect_eq(hu_vdir_bottom_layer(d), 0);
 	cr_assert_eq(hu_vdir_list(d, &ents, &n, &e), 0, "%s", e.msg);
 	cr_expect_eq(n, 2);	/* x and y, through all three */
 	hu_vdir_close(d);
+	hu_vdir_close(root);
 	hu_stack_close(&s);
-	d = open3(&s, "moved");
+	d = open3_in(&s, &root, "moved");
 	tu_mkdir("mid/moved");
 	cr_expect_eq(hu_vdir_join(d, 1, "moved", &e), 0, "%s", e.msg);
 	cr_expect_eq(hu_vdir_width(d), 2);
 	hu_vdir_close(d);
+	hu_vdir_close(root);
 	hu_stack_close(&s);
 }
