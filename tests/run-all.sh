@@ -31,6 +31,10 @@
 #           HUNION_SANITIZED=1; HUNION_MERGEDOWN_SEEDS=N overrides); seeds
 #           16 and 17 (redirects into new directories of the target) are
 #           also killed at every step and re-run, unless sanitized
+#   mergedown-keep the same with --keep-upper (HUNION_MERGEDOWN_KEEP=1):
+#           the upper must stay as it was (10 seeds; 3 when sanitized;
+#           HUNION_MERGEDOWN_KEEP_SEEDS=N overrides); seed 2 (a redirected
+#           directory, merged through a clone) killed at every step
 # A sanitizer's report makes the process exit 86 (ASAN_OPTIONS and
 # UBSAN_OPTIONS exitcode=86), a status no test accepts.
 # Every suite runs even when an earlier one failed.  Prints one summary
@@ -150,6 +154,14 @@ kill="16 17"
 export HUNION_MERGEDOWN_KILL=${HUNION_MERGEDOWN_KILL-$kill}
 suite mergedown "$HERE/kernel/mergedown.sh" "$B/hunion" \
 	"${HUNION_MERGEDOWN_SEEDS:-$seeds}"
+
+seeds=10
+[ "${HUNION_SANITIZED:-0}" = 1 ] && seeds=3
+kill=2
+[ "${HUNION_SANITIZED:-0}" = 1 ] && kill=
+suite mergedown-keep env HUNION_MERGEDOWN_KEEP=1 \
+	HUNION_MERGEDOWN_KILL="$kill" "$HERE/kernel/mergedown.sh" "$B/hunion" \
+	"${HUNION_MERGEDOWN_KEEP_SEEDS:-$seeds}"
 
 echo "== summary ($B, $((SECONDS - t_all)) s)"
 printf '%s\n' "${summary[@]}"

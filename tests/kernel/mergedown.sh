@@ -29,7 +29,8 @@
 # then be left unchanged (but for its record union.mergedown-kept), and
 # a second run must change nothing.
 #
-# Ends with "mergedown: N passed, N failed, N refused"; exits 1 if any
+# Ends with "mergedown: N passed, N failed, N refused" ("mergedown-keep:"
+# with HUNION_MERGEDOWN_KEEP=1); exits 1 if any
 # failed.
 
 SUITE="mergedown"
@@ -89,5 +90,7 @@ for seed in $(seq 1 "$SEEDS"); do
 		passed=$((passed + 1))
 	fi
 done
-echo "mergedown: $passed passed, $failed failed, $refused refused"
+label=mergedown
+[ "${HUNION_MERGEDOWN_KEEP:-0}" = 1 ] && label=mergedown-keep
+echo "$label: $passed passed, $failed failed, $refused refused"
 [ "$failed" = 0 ]
