@@ -58,19 +58,21 @@ static bool is_ref(const char *a)
  * or any private one? */
 static int check_file_refs(struct detect *d, int dirfd, const char *name)
 {
-	char *list;
+	char small[512], *list;
 	ssize_t len;
 
 	if (d->l->refs != HU_REFS_ASK || (d->refs && d->file_private))
 		return 0;
-	if (hu_llistxattr_at(dirfd, name, &list, &len) < 0)
+	len = hu_xattr_names(dirfd, name, small, sizeof(small), &list);
+	if (len < 0)
 		return hu_error_setat(d->e, errno, d->path.s, name,
 				      "cannot list xattrs");
-	for (char *a = list; a && a < list + len; a += strlen(a) + 1) {
+	for (char *a = list; a < list + len; a += strlen(a) + 1) {
 		d->refs = d->refs || is_ref(a);
 		d->file_private = d->file_private || hu_xattr_is_private(a);
 	}
-	free(list);
+	if (list != small)
+		free(list);
 	return 0;
 }
 
@@ -161,17 +163,17 @@ static int note_dir(struct detect *d, enum hu_format f, bool user,
 static int check_dir_xattrs(struct detect *d, int fd)
 {
 	bool noted[HU_FMT_OCI + 1] = { false };
-	char *list;
-	ssize_t len;
+	char small[1024], *list;
+	ssize_t len = hu_xattr_names(fd, NULL, small, sizeof(small), &list);
+	int rc = 0;
 
-	if (hu_llistxattr_at(fd, NULL, &list, &len) < 0)
+	if (len < 0)
 		return hu_error_set(d->e, errno, d->path.s,
 				    "cannot list xattrs");
-	for (char *a = list; a && a < list + len; a += strlen(a) + 1) {
+	for (char *a = list; a < list + len && rc == 0; a += strlen(a) + 1) {
 		bool user = strncmp(a, "user.", 5) == 0;
 		const char *rest = user ? a + 5 :
 			strncmp(a, "trusted.", 8) == 0 ? a + 8 : NULL;
-		int rc = 0;
 
 		d->refs = d->refs || is_ref(a);
 		if (!rest || (user != d->l->userxattr && d->l->userxattr))
@@ -189,13 +191,10 @@ static int check_dir_xattrs(struct detect *d, int fd)
 			if (byte_value(fd, a, 'y', 'y'))
 				rc = note_dir(d, HU_FMT_UNION, user, noted);
 		}
-		if (rc < 0) {
-			free(list);
-			return -1;
-		}
 	}
-	free(list);
-	return 0;
+	if (list != small)
+		free(list);
+	return rc;
 }
 
 static int check_symlink(struct detect *d, int dirfd, const char *name)
@@ -369,14 +368,15 @@ static int probe_xattrs(const struct hu_layer *l, int fd, const char *name,
 			struct hu_error *e)
 {
 	bool found = false;
-	char *list;
-	ssize_t len;
+	char small[512], *list;
+	ssize_t len = hu_xattr_names(fd, name, small, sizeof(small), &list);
 
-	if (hu_llistxattr_at(fd, name, &list, &len) < 0)
+	if (len < 0)
 		return hu_error_set(e, errno, name, "cannot list xattrs");
-	for (char *a = list; a && a < list + len && !found; a += strlen(a) + 1)
+	for (char *a = list; a < list + len && !found; a += strlen(a) + 1)
 		found = marker_xattr(l, a);
-	free(list);
+	if (list != small)
+		free(list);
 	return found ? hu_layer_settle(l, e) : 0;
 }
 
