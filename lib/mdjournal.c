@@ -55,6 +55,19 @@ static int times_text(char *v, size_t len, const struct timespec ts[2])
 			(long long)ts[1].tv_sec, ts[1].tv_nsec);
 }
 
+/* The times @fd has now: from @st, or (NULL) asked. */
+static int times_now(int fd, const struct stat *st, struct timespec ts[2],
+		     struct hu_error *e)
+{
+	struct stat own;
+
+	if (!st && fstat(fd, &own) < 0)
+		return hu_error_set(e, errno, NULL, "cannot stat");
+	ts[0] = (st ? st : &own)->st_atim;
+	ts[1] = (st ? st : &own)->st_mtim;
+	return 0;
+}
+
 int md_times_get(const struct md *m, int fd, const struct stat *st,
 		 bool create, struct timespec ts[2], bool *found,
 		 struct hu_error *e)
@@ -62,7 +75,6 @@ int md_times_get(const struct md *m, int fd, const struct stat *st,
 	char attr[64], v[96];
 	long long as, ms;
 	long an, mn;
-	struct stat own;
 	ssize_t n;
 	int len;
 
@@ -70,10 +82,8 @@ int md_times_get(const struct md *m, int fd, const struct stat *st,
 	if (create && !m->keep && !hu_wr_dry_run()) {
 		/* the first visit's record, made unless an earlier run's is
 		 * there: one call where most directories have none */
-		if (!st && fstat(fd, &own) < 0)
-			return hu_error_set(e, errno, NULL, "cannot stat");
-		ts[0] = (st ? st : &own)->st_atim;
-		ts[1] = (st ? st : &own)->st_mtim;
+		if (times_now(fd, st, ts, e) < 0)
+			return -1;
 		len = times_text(v, sizeof(v), ts);
 		if (hu_wr_setxattr_at(fd, NULL, attr, v, len,
 				      XATTR_CREATE) == 0) {
@@ -98,10 +108,8 @@ int md_times_get(const struct md *m, int fd, const struct stat *st,
 	} else if (errno != ENODATA && errno != ENOTSUP) {
 		return hu_error_set(e, errno, NULL, "cannot read %s", attr);
 	}
-	if (!st && fstat(fd, &own) < 0)
-		return hu_error_set(e, errno, NULL, "cannot stat");
-	ts[0] = (st ? st : &own)->st_atim;
-	ts[1] = (st ? st : &own)->st_mtim;
+	if (times_now(fd, st, ts, e) < 0)
+		return -1;
 	if (found)
 		*found = create && !m->keep;
 	if (m->keep || !create)
@@ -265,6 +273,13 @@ void md_intent_free(struct md_intent *in)
 
 static const char *const kept_state[] = { "", "merging", "merged" };
 
+/* The kept record's text: state @k of the target (its root's DEV:INO). */
+static int kept_text(const struct md *m, enum md_kept k, char *v, size_t len)
+{
+	return snprintf(v, len, "%s %ju:%ju", kept_state[k],
+			(uintmax_t)m->to->dev, (uintmax_t)m->to->ino);
+}
+
 int md_kept_read(const struct md *m, enum md_kept *k, struct hu_error *e)
 {
 	char attr[64], v[96], want[64];
@@ -279,8 +294,7 @@ int md_kept_read(const struct md *m, enum md_kept *k, struct hu_error *e)
 				     attr);
 	v[n] = '\0';
 	for (int i = MD_KEPT_MERGING; i <= MD_KEPT_MERGED; i++) {
-		snprintf(want, sizeof(want), "%s %ju:%ju", kept_state[i],
-			 (uintmax_t)m->to->dev, (uintmax_t)m->to->ino);
+		kept_text(m, i, want, sizeof(want));
 		if (strcmp(v, want) == 0)
 			*k = i;
 	}
@@ -290,8 +304,7 @@ int md_kept_read(const struct md *m, enum md_kept *k, struct hu_error *e)
 int md_kept_write(const struct md *m, enum md_kept k, struct hu_error *e)
 {
 	char attr[64], v[64];
-	int len = snprintf(v, sizeof(v), "%s %ju:%ju", kept_state[k],
-			   (uintmax_t)m->to->dev, (uintmax_t)m->to->ino);
+	int len = kept_text(m, k, v, sizeof(v));
 
 	record_name(m, KEPT_RECORD, attr, sizeof(attr));
 	if (hu_wr_setxattr_at(m->up->fd, NULL, attr, v, len, 0) < 0)
@@ -300,11 +313,17 @@ int md_kept_write(const struct md *m, enum md_kept k, struct hu_error *e)
 	return 0;
 }
 
+/* The clone record's text: the upper's root, DEV:INO. */
+static int clone_text(const struct md *m, char *v, size_t len)
+{
+	return snprintf(v, len, "%ju:%ju", (uintmax_t)m->up->dev,
+			(uintmax_t)m->up->ino);
+}
+
 int md_clone_mark(const struct md *m, int fd, struct hu_error *e)
 {
 	char attr[64], v[48];
-	int len = snprintf(v, sizeof(v), "%ju:%ju", (uintmax_t)m->up->dev,
-			   (uintmax_t)m->up->ino);
+	int len = clone_text(m, v, sizeof(v));
 
 	record_name(m, CLONE_RECORD, attr, sizeof(attr));
 	if (hu_wr_setxattr_at(fd, NULL, attr, v, len, 0) < 0)
@@ -323,7 +342,6 @@ int md_clone_is_ours(const struct md *m, int fd, struct hu_error *e)
 	if (n < 0 && errno != ENODATA && errno != ERANGE)
 		return hu_error_set(e, errno, NULL, "cannot read %s", attr);
 	v[n < 0 ? 0 : n] = '\0';
-	snprintf(want, sizeof(want), "%ju:%ju", (uintmax_t)m->up->dev,
-		 (uintmax_t)m->up->ino);
+	clone_text(m, want, sizeof(want));
 	return strcmp(v, want) == 0;
 }

@@ -280,18 +280,18 @@ static int do_nondir(struct md *m, struct hu_vdir *v, int ufd, int tfd,
 		     const char *name, const struct stat *st,
 		     struct hu_error *e)
 {
-	bool ask = m->keep || !m->same_fs || hu_wr_dry_run();
+	bool copy = m->keep || !m->same_fs;
 	struct stat tst;
 	int rc;
 
 	/* A directory of the target in the way goes first.  A rename says
 	 * so itself (EISDIR, nothing changed): a stat of every name is
 	 * left to the copies, and to a dry run, which renames nothing. */
-	if (ask && tfd >= 0 &&
+	if ((copy || hu_wr_dry_run()) && tfd >= 0 &&
 	    fstatat(tfd, name, &tst, AT_SYMLINK_NOFOLLOW) == 0 &&
 	    S_ISDIR(tst.st_mode) && remove_target(m, tfd, name, e) < 0)
 		return -1;
-	if (m->keep || !m->same_fs)
+	if (copy)
 		return copy_nondir(m, v, ufd, tfd, name, st, e);
 	/* the kernel's bookkeeping (origin, nlink...) stays behind */
 	if (!(S_ISREG(st->st_mode) && hu_layer_files_plain(m->up)) &&
