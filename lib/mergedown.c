@@ -730,6 +730,20 @@ int md_merge_plain(const struct md *m, const struct hu_stack *s,
 	return run(&in, e);
 }
 
+/*
+ * One run at a time changes a layer: the upper and the target are each
+ * locked (flock(2) on their roots, released when the process ends), so
+ * that two uppers merged into one target, or a layer merged down while
+ * another is merged into it, do not run at once.
+ */
+static int busy(const struct hu_layer *l, struct hu_error *e)
+{
+	if (flock(l->fd, LOCK_EX | LOCK_NB) == 0 || errno != EWOULDBLOCK)
+		return 0;
+	return hu_error_set(e, EBUSY, l->path, "another 'hunion merge "
+			    "--into' is changing this layer");
+}
+
 int hu_merge_down(const struct hu_stack *s, const struct hu_mergedown_opts *o,
 		  struct hu_mergedown_stats *st, struct hu_error *e)
 {
@@ -743,10 +757,8 @@ int hu_merge_down(const struct hu_stack *s, const struct hu_mergedown_opts *o,
 	set_layers(&m, s);
 	if (preflight(&m, e) < 0)
 		return -1;
-	if (!o->dry_run && flock(m.up->fd, LOCK_EX | LOCK_NB) < 0 &&
-	    errno == EWOULDBLOCK)
-		return hu_error_set(e, EBUSY, m.up->path, "another 'hunion "
-				    "merge --into' is merging this layer");
+	if (!o->dry_run && (busy(m.up, e) < 0 || busy(m.to, e) < 0))
+		return -1;
 	m.same_fs = fstat(m.up->fd, &us) == 0 && fstat(m.to->fd, &ts) == 0 &&
 		    us.st_dev == ts.st_dev;
 	hu_wr_set_dry_run(was_dry || o->dry_run);
