@@ -202,6 +202,10 @@ int hu_vdir_join(struct hu_vdir *d, size_t layer, const char *name,
 /* Did that directory list no xattr at all when @d was opened?  (False
  * when unknown: a layer root, the bottom layer, names read ahead.) */
 bool hu_vdir_layer_bare(const struct hu_vdir *d, size_t layer);
+/* What the lookup that found that directory saw of it (its owner and
+ * mode, which only their own calls change), or NULL: a layer root, a
+ * directory that joined @d. */
+const struct stat *hu_vdir_layer_stat(const struct hu_vdir *d, size_t layer);
 /* hu_vdir_lookup() among the layer directories of @d below layer
  * @below only: what the stack of the layers beneath @below shows of
  * @name in @d, as if the layers from @below up had no entry there (they

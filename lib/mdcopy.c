@@ -290,11 +290,16 @@ int md_dir_meta(struct md *m, const struct hu_vdir *v, int ufd,
 		struct hu_error *e)
 {
 	char usmall[512], tsmall[512], *ul = usmall, *tl = tsmall;
+	const struct stat *tst = hu_vdir_layer_stat(v, m->ito);
 	ssize_t un, tn = 0;
 	struct stat ts_;
 	int rc = -1;
 
-	if (fstat(tfd, &ts_) < 0)
+	/* the merge changed the directory's entries since the lookup, not
+	 * its owner or mode */
+	if (tst)
+		ts_ = *tst;
+	else if (fstat(tfd, &ts_) < 0)
 		return hu_error_set(e, errno, NULL, "cannot stat");
 	if (m->root && (us->st_uid != ts_.st_uid || us->st_gid != ts_.st_gid) &&
 	    hu_wr_fchownat(tfd, "", us->st_uid, us->st_gid,

@@ -275,13 +275,15 @@ static int copy_nondir(struct md *m, struct hu_vdir *v, int ufd, int tfd,
 	return 0;
 }
 
-/* A file, symlink or device: renamed over the target's entry. */
+/* A file, symlink or device: renamed over the target's entry.  @st:
+ * its stat, or NULL for a plain regular file renamed on one filesystem
+ * (read here if a copy is needed after all). */
 static int do_nondir(struct md *m, struct hu_vdir *v, int ufd, int tfd,
 		     const char *name, const struct stat *st,
 		     struct hu_error *e)
 {
 	bool copy = m->keep || !m->same_fs;
-	struct stat tst;
+	struct stat tst, ust;
 	int rc;
 
 	/* A directory of the target in the way goes first.  A rename says
@@ -294,7 +296,7 @@ static int do_nondir(struct md *m, struct hu_vdir *v, int ufd, int tfd,
 	if (copy)
 		return copy_nondir(m, v, ufd, tfd, name, st, e);
 	/* the kernel's bookkeeping (origin, nlink...) stays behind */
-	if (!(S_ISREG(st->st_mode) && hu_layer_files_plain(m->up)) &&
+	if (!((!st || S_ISREG(st->st_mode)) && hu_layer_files_plain(m->up)) &&
 	    md_strip_private(ufd, name, NULL, e) < 0)
 		return md_prefix(m->up, m->path.s, NULL, e);
 	md_step(m, "move", m->path.s, name);
@@ -312,7 +314,10 @@ static int do_nondir(struct md *m, struct hu_vdir *v, int ufd, int tfd,
 		return md_fail(m->to, m->path.s, name, errno,
 			       "cannot move into place", e);
 	m->same_fs = false;	/* a mount inside a layer */
-	return copy_nondir(m, v, ufd, tfd, name, st, e);
+	if (!st && fstatat(ufd, name, &ust, AT_SYMLINK_NOFOLLOW) < 0)
+		return md_fail(m->up, m->path.s, name, errno, "cannot stat",
+			       e);
+	return copy_nondir(m, v, ufd, tfd, name, st ? st : &ust, e);
 }
 
 /*
@@ -501,6 +506,11 @@ static int merge_entry(struct md *m, struct hu_vdir *v, int ufd, int tfd,
 	 * format: the view's lookup stats it */
 	if (n->type == DT_DIR)
 		return do_dir(m, v, ufd, tfd, name, e);
+	/* a regular file of an upper without a private xattr on any is no
+	 * marker: renamed as it is, its stat unread */
+	if (n->type == DT_REG && hu_layer_files_plain(m->up) && m->same_fs &&
+	    !m->keep && !hu_wr_dry_run())
+		return do_nondir(m, v, ufd, tfd, name, NULL, e);
 	if (fstatat(ufd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		return md_fail(m->up, m->path.s, name, errno, "cannot stat",
 			       e);

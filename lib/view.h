@@ -39,6 +39,8 @@ struct vlayer {
 	char *path;		/* relative to the layer's root, for problem
 				 * reports; NULL: the same as the view's */
 	bool bare;		/* listed no xattr at all when opened */
+	bool has_st;		/* @st is what the lookup that found it saw */
+	struct stat st;
 };
 
 /* A file's data opened ahead by hu_vdir_prefetch, for hu_vdir_open_data

@@ -509,6 +509,13 @@ bool hu_vdir_layer_bare(const struct hu_vdir *d, size_t layer)
 	return v && v->bare;
 }
 
+const struct stat *hu_vdir_layer_stat(const struct hu_vdir *d, size_t layer)
+{
+	const struct vlayer *v = view_vlayer_of(d, layer);
+
+	return v && v->has_st ? &v->st : NULL;
+}
+
 size_t hu_vdir_bottom_layer(const struct hu_vdir *d)
 {
 	return d->d[d->nd - 1].layer;
@@ -583,6 +590,8 @@ static int lookup_below(struct hu_vdir *parent, struct hu_vdir *child,
 			return hu_error_set(e, ENOMEM, NULL, "out of memory");
 		}
 		child->d[child->nd - 1].bare = lk->bare;
+		child->d[child->nd - 1].st = st;
+		child->d[child->nd - 1].has_st = true;
 	}
 	return 0;
 }
