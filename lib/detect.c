@@ -330,6 +330,12 @@ int hu_layer_settle(const struct hu_layer *cl, struct hu_error *e)
 
 	if (!l->deferred)
 		return 0;
+	if (l->hold) {
+		__atomic_store_n(l->hold, true, __ATOMIC_RELAXED);
+		return hu_error_set(e, EAGAIN, l->path, "the format of this "
+				    "layer is detected once other threads "
+				    "stop");
+	}
 	rc = hu_layer_detect(l, e);
 	if (rc < 0)
 		e->whole = true;	/* detect named the layer and path */

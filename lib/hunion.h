@@ -144,6 +144,12 @@ struct hu_layer {
 	bool userxattr;		/* markers under user.* instead of trusted.* */
 	bool deferred;		/* format not detected yet: NONE until the
 				 * view meets a marker (hu_layer_settle) */
+	/* Deferred, and read by several threads at once, which must not
+	 * see it change: hu_layer_settle() fails (EAGAIN) and sets *@hold
+	 * (a flag of the caller's, outside the layer, which threads copy),
+	 * for the caller to settle it once they have stopped.  NULL: not
+	 * held. */
+	bool *hold;
 	char *unpacked;		/* a tarball layer: the private directory it
 				 * was unpacked into (removed by
 				 * hu_layer_close); NULL for a directory */

@@ -170,9 +170,10 @@ int md_open_parent(int rootfd, const char *path, const char **leaf)
 static void progress(struct md *m)
 {
 	const struct hu_report *r = m->o->report;
+	uint64_t n = m->pool ? md_pool_tick(m->pool) : ++m->done;
 
-	if (++m->done % 4096 == 0 && r && r->progress)
-		r->progress(r->ctx, m->done);
+	if (n % 4096 == 0 && r && r->progress)
+		r->progress(r->ctx, n);
 }
 
 /* Remove the target's entry @name, which the upper hides. */
@@ -310,7 +311,7 @@ static int do_nondir(struct md *m, struct hu_vdir *v, int ufd, int tfd,
 		m->st->moved++;
 		return 0;
 	}
-	if (errno != EXDEV)
+	if (errno != EXDEV || m->pool)	/* the pool starts over */
 		return md_fail(m->to, m->path.s, name, errno,
 			       "cannot move into place", e);
 	m->same_fs = false;	/* a mount inside a layer */
@@ -419,7 +420,7 @@ static int swap_in(struct md *m, struct hu_vdir *v, struct hu_vdir *c,
 		return md_prefix(m->up, m->path.s, name, e);
 	md_step(m, "move", m->path.s, name);
 	if (hu_wr_renameat2(ufd, name, tfd, name, 0) < 0) {
-		if (errno != EXDEV)
+		if (errno != EXDEV || m->pool)	/* the pool starts over */
 			return md_fail(m->to, m->path.s, name, errno,
 				       "cannot move into place", e);
 		m->same_fs = false;
@@ -432,64 +433,101 @@ static int swap_in(struct md *m, struct hu_vdir *v, struct hu_vdir *c,
 static int merge_dir(struct md *m, struct hu_vdir *v, int ufd,
 		     const struct stat *us, int tfd, struct hu_error *e);
 
-/* An upper directory: merged when the view merges it with a directory
- * beneath, else swapped in. */
-static int do_dir(struct md *m, struct hu_vdir *v, int ufd, int tfd,
-		  const char *name, struct hu_error *e)
+/* Upper directory @name made ready to merge: 1 with its view directory
+ * *@c (its lookup in *@ent), 0 when it was swapped in whole instead. */
+static int dir_ready(struct md *m, struct hu_vdir *v, int ufd, int tfd,
+		     const char *name, struct hu_vdir **c,
+		     struct hu_ventry *ent, struct hu_error *e)
 {
-	struct hu_ventry ent;
-	struct hu_vdir *c = NULL;
-	size_t saved;
-	int rc, ctfd;
+	int rc;
 
-	rc = hu_vdir_lookup(v, name, &ent, e);
-	if (rc == 0 || (rc == 1 && ent.layer != m->iup))
+	*c = NULL;
+	rc = hu_vdir_lookup(v, name, ent, e);
+	if (rc == 0 || (rc == 1 && ent->layer != m->iup))
 		rc = md_fail(m->up, m->path.s, name, 0,
 			     "a directory of the upper the view does not "
 			     "show", e);
-	if (rc < 0 || hu_vdir_open_child(v, &ent, &c, e) < 0)
+	if (rc < 0 || hu_vdir_open_child(v, ent, c, e) < 0)
 		return -1;
-	if (hu_vdir_width(c) == 1) {
-		rc = swap_in(m, v, c, ufd, tfd, name, e);
-		hu_vdir_close(c);
-		return rc;
+	if (hu_vdir_width(*c) == 1) {
+		rc = swap_in(m, v, *c, ufd, tfd, name, e);
+		hu_vdir_close(*c);
+		*c = NULL;
+		return rc < 0 ? -1 : 0;
 	}
-	ctfd = hu_vdir_layer_fd(c, m->ito);
-	if (ctfd < 0 && tfd >= 0) {
-		/* the target has nothing here, a layer beneath has: an
-		 * empty directory between them changes no view */
-		md_step(m, "mkdir", m->path.s, name);
-		if (hu_wr_mkdirat(tfd, name, 0700) < 0 && errno != EEXIST) {
+	if (hu_vdir_layer_fd(*c, m->ito) >= 0 || tfd < 0)
+		return 1;
+	/* the target has nothing here, a layer beneath has: an empty
+	 * directory between them changes no view */
+	md_step(m, "mkdir", m->path.s, name);
+	if (hu_wr_mkdirat(tfd, name, 0700) < 0 && errno != EEXIST) {
+		rc = md_fail(m->to, m->path.s, name, errno, "cannot create", e);
+		goto fail;
+	}
+	/* a dry run made nothing: the view shows none */
+	rc = hu_wr_dry_run() ? 0 : hu_vdir_join(*c, m->ito, name, e);
+	if (rc < 0) {
+		md_prefix(m->to, m->path.s, NULL, e);
+		goto fail;
+	}
+	if (rc == 0) {
+		hu_vdir_close(*c);
+		*c = NULL;
+		if (hu_vdir_open_child(v, ent, c, e) < 0)
+			return -1;
+	}
+	return 1;
+fail:
+	hu_vdir_close(*c);
+	*c = NULL;
+	return -1;
+}
+
+int md_rmdir_upper(struct md *m, int ufd, const char *name,
+		   struct hu_error *e)
+{
+	if (m->keep)
+		return 0;
+	if (hu_wr_unlinkat(ufd, name, AT_REMOVEDIR) < 0)
+		return md_fail(m->up, m->path.s, name, errno,
+			       "cannot remove the emptied directory", e);
+	return 0;
+}
+
+/* An upper directory: merged when the view merges it with a directory
+ * beneath (by another thread, when the pool takes it), else swapped in. */
+static int do_dir(struct md *m, struct hu_vdir *v, int ufd, int tfd,
+		  const char *name, struct hu_error *e)
+{
+	struct md_task *task = m->task;
+	struct hu_ventry ent;
+	struct hu_vdir *c;
+	size_t saved;
+	int rc;
+
+	rc = dir_ready(m, v, ufd, tfd, name, &c, &ent, e);
+	if (rc <= 0)
+		return rc;
+	rc = task ? md_task_push(m, c, &ent.st, name, e) : 0;
+	if (rc != 0) {
+		if (rc < 0)
 			hu_vdir_close(c);
-			return md_fail(m->to, m->path.s, name, errno,
-				       "cannot create", e);
-		}
-		/* a dry run made nothing: the view shows none */
-		rc = hu_wr_dry_run() ? 0 : hu_vdir_join(c, m->ito, name, e);
-		if (rc < 0) {
-			hu_vdir_close(c);
-			return md_prefix(m->to, m->path.s, NULL, e);
-		}
-		if (rc == 0) {
-			hu_vdir_close(c);
-			if (hu_vdir_open_child(v, &ent, &c, e) < 0)
-				return -1;
-		}
-		ctfd = hu_vdir_layer_fd(c, m->ito);
+		return rc < 0 ? -1 : 0;
 	}
 	if (hu_pathbuf_push(&m->path, name, &saved) < 0) {
 		hu_vdir_close(c);
 		return hu_error_set(e, ENOMEM, NULL, "out of memory");
 	}
-	rc = merge_dir(m, c, hu_vdir_layer_fd(c, m->iup), &ent.st, ctfd, e);
+	/* merged by this thread, all of it: nothing beneath goes to the pool */
+	m->task = NULL;
+	rc = merge_dir(m, c, hu_vdir_layer_fd(c, m->iup), &ent.st,
+		       hu_vdir_layer_fd(c, m->ito), e);
+	m->task = task;
 	hu_pathbuf_pop(&m->path, saved);
 	hu_vdir_close(c);
-	if (rc < 0 || m->keep)
+	if (rc < 0)
 		return rc;
-	if (hu_wr_unlinkat(ufd, name, AT_REMOVEDIR) < 0)
-		return md_fail(m->up, m->path.s, name, errno,
-			       "cannot remove the emptied directory", e);
-	return 0;
+	return md_rmdir_upper(m, ufd, name, e);
 }
 
 static int merge_entry(struct md *m, struct hu_vdir *v, int ufd, int tfd,
@@ -499,7 +537,7 @@ static int merge_entry(struct md *m, struct hu_vdir *v, int ufd, int tfd,
 	enum hu_marker kind;
 	struct stat st;
 
-	if (hu_interrupt_check(e) < 0)
+	if (hu_interrupt_check(e) < 0 || md_pool_stopped(m, e))
 		return -1;
 	progress(m);
 	/* no directory is a marker of the upper's (union or overlay)
@@ -526,14 +564,11 @@ static int merge_entry(struct md *m, struct hu_vdir *v, int ufd, int tfd,
 	return do_nondir(m, v, ufd, tfd, name, &st, e);
 }
 
-/* Upper directory @ufd (its stat @us, from before the merge) merged into
- * target directory @tfd (-1 only in a dry run, where it is not made),
- * then given its metadata. */
-static int merge_dir(struct md *m, struct hu_vdir *v, int ufd,
-		     const struct stat *us, int tfd, struct hu_error *e)
+int md_merge_entries(struct md *m, struct hu_vdir *v, int ufd,
+		     const struct stat *us, int tfd, struct timespec ts[2],
+		     struct hu_error *e)
 {
 	struct hu_names names;
-	struct timespec ts[2];
 	int rc = 0;
 
 	/* below the root, @ufd is the one the view just opened: read from
@@ -545,13 +580,33 @@ static int merge_dir(struct md *m, struct hu_vdir *v, int ufd,
 	for (size_t i = 0; i < names.n && rc == 0; i++)
 		rc = merge_entry(m, v, ufd, tfd, &names.v[i], e);
 	hu_names_free(&names);
-	if (rc < 0 || tfd < 0)
-		return rc;
+	return rc;
+}
+
+int md_dir_done(struct md *m, const struct hu_vdir *v, int ufd,
+		const struct stat *us, int tfd, const struct timespec ts[2],
+		struct hu_error *e)
+{
+	if (tfd < 0)
+		return 0;
 	md_step(m, "metadata", m->path.s, NULL);
 	if (md_dir_meta(m, v, ufd, us, tfd, ts, e) < 0)
 		return md_prefix(m->to, m->path.s, NULL, e);
 	m->st->dirs++;
 	return 0;
+}
+
+/* Upper directory @ufd (its stat @us, from before the merge) merged into
+ * target directory @tfd (-1 only in a dry run, where it is not made),
+ * then given its metadata. */
+static int merge_dir(struct md *m, struct hu_vdir *v, int ufd,
+		     const struct stat *us, int tfd, struct hu_error *e)
+{
+	struct timespec ts[2];
+
+	if (md_merge_entries(m, v, ufd, us, tfd, ts, e) < 0)
+		return -1;
+	return md_dir_done(m, v, ufd, us, tfd, ts, e);
 }
 
 /* The format of the markers written into the target. */
@@ -661,7 +716,6 @@ static int preflight(struct md *m, struct hu_error *e)
 
 static int merge_down(struct md *m, struct hu_error *e)
 {
-	struct hu_vdir *root;
 	struct timespec ts[2];
 	struct hu_error ignored = { 0 };
 	struct stat us;
@@ -686,11 +740,7 @@ static int merge_down(struct md *m, struct hu_error *e)
 		return md_keep_clone(m, e);
 	if (fstat(m->up->fd, &us) < 0)
 		return md_fail(m->up, NULL, NULL, errno, "cannot stat", e);
-	if (hu_vdir_open_root(m->s, &root, e) < 0)
-		return -1;
-	rc = merge_dir(m, root, m->up->fd, &us, m->to->fd, e);
-	hu_vdir_close(root);
-	if (rc < 0)
+	if (md_pool_merge(m, &us, e) < 0)
 		return -1;
 	/* the root's times went to the target's root from the record */
 	if (md_times_clear(m, m->up->fd, e) < 0)
@@ -725,6 +775,18 @@ static int run(struct md *m, struct hu_error *e)
 	rc = merge_down(m, e);
 	hu_linkmap_free(&m->links);
 	hu_pathbuf_free(&m->path);
+	return rc;
+}
+
+int md_merge_root(struct md *m, const struct stat *us, struct hu_error *e)
+{
+	struct hu_vdir *root;
+	int rc;
+
+	if (hu_vdir_open_root(m->s, &root, e) < 0)
+		return -1;
+	rc = merge_dir(m, root, m->up->fd, us, m->to->fd, e);
+	hu_vdir_close(root);
 	return rc;
 }
 

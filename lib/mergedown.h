@@ -34,6 +34,11 @@ struct md {
 					 * upper inode with several names */
 	struct hu_pathbuf path;		/* the directory being merged */
 	uint64_t done;
+	/* Several threads (mdpool.c): the pool, and the directory whose
+	 * entries this thread merges as a task of it (NULL beneath one it
+	 * merges whole). */
+	struct md_pool *pool;
+	struct md_task *task;
 };
 
 /* Report step @what of @dir/@name (either may be NULL or ""). */
@@ -72,6 +77,41 @@ int md_open_parent(int rootfd, const char *path, const char **leaf);
  * filesystem; in @m's options and stats. */
 int md_merge_plain(const struct md *m, const struct hu_stack *s,
 		   struct hu_error *e);
+
+/* ---- phase 2 (mergedown.c), one directory at a time ------------------ */
+
+/* Merge root directory @m->up (its stat @us) into @m->to, directory
+ * after directory, on this thread. */
+int md_merge_root(struct md *m, const struct stat *us, struct hu_error *e);
+/* The entries of upper directory @ufd (stat @us) of view directory @v
+ * merged into @tfd, after the times @ufd had are recorded into @ts. */
+int md_merge_entries(struct md *m, struct hu_vdir *v, int ufd,
+		     const struct stat *us, int tfd, struct timespec ts[2],
+		     struct hu_error *e);
+/* Then: the directory's metadata given to @tfd. */
+int md_dir_done(struct md *m, const struct hu_vdir *v, int ufd,
+		const struct stat *us, int tfd, const struct timespec ts[2],
+		struct hu_error *e);
+/* And last, the emptied upper directory @name of @ufd removed (not with
+ * --keep-upper). */
+int md_rmdir_upper(struct md *m, int ufd, const char *name,
+		   struct hu_error *e);
+
+/* ---- several threads (mdpool.c) ---------------------------------------- */
+
+/* Merge the whole upper (its root's stat @us): by a pool of threads where
+ * the merge allows it, each taking directories whole, else by
+ * md_merge_root(). */
+int md_pool_merge(struct md *m, const struct stat *us, struct hu_error *e);
+/* Offer view directory @c of upper directory @name, ready to merge, to
+ * the pool: 1 when a task took it (and @c), 0 when this thread is to
+ * merge it (the pool has enough waiting), -1 on error. */
+int md_task_push(struct md *m, struct hu_vdir *c, const struct stat *us,
+		 const char *name, struct hu_error *e);
+/* Another thread failed: true (@e set) when this one is to stop too. */
+bool md_pool_stopped(struct md *m, struct hu_error *e);
+/* Count one entry merged; the count so far. */
+uint64_t md_pool_tick(struct md_pool *pool);
 
 /* ---- phase 1 (mdprep.c): redirected directories and metacopy files made
  * plain, each step keeping the view or recorded in the intent record.
