@@ -2,16 +2,18 @@
 /*
  * merge --into on several threads: phase 2 cut into directories.
  *
- * A task is one directory of the upper, ready to merge (its view
- * directory open).  The thread that takes it merges the entries; a
- * subdirectory goes back to the pool as a task of its own while few wait
- * (and it is not too deep), else this thread merges it whole, as the
- * one-thread merge does.  A directory is finished (its metadata given to
- * the target, the emptied upper directory removed) by the thread that
- * ends the last of its entries and subtasks, so each directory is
- * finished after everything in it, in the same order as on one thread:
- * the crash safety of the one-thread merge holds for each directory, and
- * a re-run resumes either alike.
+ * A task is one directory of the upper, ready to merge (its view directory
+ * open).  The thread that merges a directory's entries makes each
+ * subdirectory ready itself (no other thread touches its view directory)
+ * and hands it to the pool as a task while few wait, else merges it now,
+ * as a task still (its own subdirectories may go to the pool in turn).  A
+ * directory is finished (its metadata given to the target, the emptied
+ * upper directory removed) by the thread that ends the last of its entries
+ * and subtasks, so each directory is finished after everything in it, as
+ * on one thread: the crash safety of the one-thread merge holds for each
+ * directory, and a re-run resumes either alike.  The newest task is taken
+ * first, and tasks stop going to the pool while many are open, so the
+ * directories open at once stay few.
  *
  * Directories merge independently once phase 1 has made the upper plain
  * (no redirect, no metacopy), which is why a pool runs only for an upper
@@ -24,6 +26,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -32,12 +35,8 @@
 
 enum {
 	POOL_MAX_THREADS = 8,
-	/* subdirectories go to the pool while fewer wait than this, per
-	 * thread: enough that no thread waits long, few open fds */
-	POOL_WAITING_PER_THREAD = 4,
-	/* deeper directories are merged whole by the thread that meets
-	 * them: the open tasks (three fds each) stay few */
-	POOL_MAX_DEPTH = 6,
+	POOL_WAITING_PER_THREAD = 2,	/* a few ready for a thread that ends one */
+	POOL_MAX_OPEN = 256,		/* tasks open (three fds each) */
 };
 
 struct md_task {
@@ -50,7 +49,6 @@ struct md_task {
 	struct timespec ts[2];		/* its times, recorded */
 	char *path;			/* relative to the layer roots */
 	const char *name;		/* in the parent: the last of @path */
-	size_t depth;
 	/* its own entries, and each subtask, not finished yet */
 	size_t pending;
 };
@@ -59,7 +57,7 @@ struct md_pool {
 	pthread_mutex_t lock;
 	pthread_cond_t wake;
 	struct md_task *waiting;	/* a stack: the newest first */
-	size_t nwaiting, busy, max_waiting;
+	size_t nwaiting, max_waiting, nopen, busy;
 	struct md_task *tasks;		/* every task not finished, newest
 					 * first (a child before its parent) */
 	bool stop;			/* a thread failed */
@@ -90,7 +88,9 @@ bool md_pool_stopped(struct md *m, struct hu_error *e)
 	return true;
 }
 
-static void task_free(struct md_pool *pool, struct md_task *t)
+/* Take @t out of the pool's tasks (under its lock) and free it (not:
+ * closing fds, it is no place to hold the lock in). */
+static void task_unlink(struct md_pool *pool, struct md_task *t)
 {
 	if (t->newer)
 		t->newer->older = t->older;
@@ -98,14 +98,20 @@ static void task_free(struct md_pool *pool, struct md_task *t)
 		pool->tasks = t->older;
 	if (t->older)
 		t->older->newer = t->newer;
+	pool->nopen--;
+}
+
+static void task_free(struct md_task *t)
+{
 	hu_vdir_close(t->v);
 	free(t->path);
 	free(t);
 }
 
-/* A task for view directory @v, under @parent (NULL: the root). */
-static struct md_task *task_new(struct md_pool *pool, struct md_task *parent,
-				const struct md *m, struct hu_vdir *v,
+/* Task @name of @parent (NULL: the root), view directory @v (stat @us);
+ * not in the pool yet (task_link). */
+static struct md_task *task_new(const struct md_pool *pool,
+				struct md_task *parent, struct hu_vdir *v,
 				const struct stat *us, const char *name)
 {
 	struct md_task *t = calloc(1, sizeof(*t));
@@ -120,43 +126,23 @@ static struct md_task *task_new(struct md_pool *pool, struct md_task *parent,
 	t->name = parent ? t->path + strlen(t->path) - strlen(name) : "";
 	t->parent = parent;
 	t->v = v;
-	t->ufd = hu_vdir_layer_fd(v, m->iup);
-	t->tfd = hu_vdir_layer_fd(v, m->ito);
+	t->ufd = hu_vdir_layer_fd(v, pool->m->iup);
+	t->tfd = hu_vdir_layer_fd(v, pool->m->ito);
 	t->us = *us;
-	t->depth = parent ? parent->depth + 1 : 0;
 	t->pending = 1;
+	return t;
+}
+
+/* Into the pool's tasks, under its lock. */
+static void task_link(struct md_pool *pool, struct md_task *t)
+{
 	t->older = pool->tasks;
 	if (pool->tasks)
 		pool->tasks->newer = t;
 	pool->tasks = t;
-	return t;
-}
-
-int md_task_push(struct md *m, struct hu_vdir *c, const struct stat *us,
-		 const char *name, struct hu_error *e)
-{
-	struct md_pool *pool = m->pool;
-	struct md_task *t;
-
-	if (!pool || !m->task || m->task->depth + 1 >= POOL_MAX_DEPTH)
-		return 0;
-	pthread_mutex_lock(&pool->lock);
-	if (pool->nwaiting >= pool->max_waiting || pool->stop) {
-		pthread_mutex_unlock(&pool->lock);
-		return 0;
-	}
-	t = task_new(pool, m->task, m, c, us, name);
-	if (!t) {
-		pthread_mutex_unlock(&pool->lock);
-		return hu_error_set(e, ENOMEM, NULL, "out of memory");
-	}
-	__atomic_add_fetch(&m->task->pending, 1, __ATOMIC_RELAXED);
-	t->next = pool->waiting;
-	pool->waiting = t;
-	pool->nwaiting++;
-	pthread_cond_signal(&pool->wake);
-	pthread_mutex_unlock(&pool->lock);
-	return 1;
+	pool->nopen++;
+	if (t->parent)
+		__atomic_add_fetch(&t->parent->pending, 1, __ATOMIC_RELAXED);
 }
 
 /* Make @m's path @path, for its messages. */
@@ -183,16 +169,15 @@ static int task_done(struct worker *w, struct md_task *t)
 		    md_dir_done(&w->m, t->v, t->ufd, &t->us, t->tfd, t->ts,
 				&w->e) < 0)
 			return -1;
-		if (parent) {
-			/* the path of the parent, naming the child */
-			if (set_path(&w->m, parent->path, &w->e) < 0 ||
-			    md_rmdir_upper(&w->m, parent->ufd, t->name,
-					   &w->e) < 0)
-				return -1;
-		}
+		/* in the parent's path, naming the child */
+		if (parent &&
+		    (set_path(&w->m, parent->path, &w->e) < 0 ||
+		     md_rmdir_upper(&w->m, parent->ufd, t->name, &w->e) < 0))
+			return -1;
 		pthread_mutex_lock(&pool->lock);
-		task_free(pool, t);
+		task_unlink(pool, t);
 		pthread_mutex_unlock(&pool->lock);
+		task_free(t);
 		t = parent;
 	}
 	return 0;
@@ -209,6 +194,51 @@ static int run_task(struct worker *w, struct md_task *t)
 			      &w->e);
 	w->m.task = NULL;
 	return rc < 0 ? -1 : task_done(w, t);
+}
+
+int md_task_merge(struct md *m, struct hu_vdir *c, const struct stat *us,
+		  const char *name, struct hu_error *e)
+{
+	struct worker *w = (struct worker *)((char *)m -
+					     offsetof(struct worker, m));
+	struct md_pool *pool = m->pool;
+	struct md_task *parent = m->task, *t;
+	bool queued = false, stopped;
+	int rc;
+
+	t = task_new(pool, parent, c, us, name);
+	if (!t) {
+		hu_vdir_close(c);
+		return hu_error_set(e, ENOMEM, NULL, "out of memory");
+	}
+	pthread_mutex_lock(&pool->lock);
+	stopped = pool->stop;
+	if (!stopped) {
+		task_link(pool, t);
+		if (pool->nwaiting < pool->max_waiting &&
+		    pool->nopen < POOL_MAX_OPEN) {
+			t->next = pool->waiting;
+			pool->waiting = t;
+			pool->nwaiting++;
+			queued = true;
+		}
+	}
+	pthread_mutex_unlock(&pool->lock);
+	if (queued)
+		pthread_cond_signal(&pool->wake);
+	if (stopped) {
+		task_free(t);
+		md_pool_stopped(m, e);
+		return -1;
+	}
+	if (queued)
+		return 0;
+	/* now, on this thread, and back to the parent's entries after */
+	rc = run_task(w, t);
+	m->task = parent;
+	if (set_path(m, parent->path, e) < 0)
+		return -1;
+	return rc;
 }
 
 /* The next task, or NULL when there is none left (or the pool stops). */
@@ -239,6 +269,7 @@ static void *work(void *arg)
 
 	while ((t = take(pool))) {
 		int rc = run_task(w, t);
+		bool over;
 
 		pthread_mutex_lock(&pool->lock);
 		pool->busy--;
@@ -247,9 +278,13 @@ static void *work(void *arg)
 			pool->err = w->e;
 			memset(&w->e, 0, sizeof(w->e));
 		}
-		hu_error_clear(&w->e);
-		pthread_cond_broadcast(&pool->wake);
+		/* the waiting threads learn it is over: stopped, or nothing
+		 * left that could make more tasks */
+		over = pool->stop || (!pool->waiting && pool->busy == 0);
 		pthread_mutex_unlock(&pool->lock);
+		hu_error_clear(&w->e);
+		if (over)
+			pthread_cond_broadcast(&pool->wake);
 	}
 	return NULL;
 }
@@ -294,12 +329,15 @@ static int pool_run(struct md *m, const struct stat *us, size_t n,
 	pthread_cond_init(&pool.wake, NULL);
 	if (hu_vdir_open_root(m->s, &root, e) < 0)
 		goto out;
-	t = task_new(&pool, NULL, m, root, us, NULL);
+	t = task_new(&pool, NULL, root, us, NULL);
 	if (!t) {
 		hu_vdir_close(root);
 		hu_error_set(e, ENOMEM, NULL, "out of memory");
 		goto out;
 	}
+	task_link(&pool, t);
+	t->ufd = m->up->fd;	/* the layers' own root fds */
+	t->tfd = m->to->fd;
 	pool.waiting = t;
 	pool.nwaiting = 1;
 	for (size_t i = 0; i < n; i++) {
@@ -321,10 +359,17 @@ static int pool_run(struct md *m, const struct stat *us, size_t n,
 		stats_add(m->st, &w[i].st);
 		hu_pathbuf_free(&w[i].m.path);
 	}
+	/* every task finished, unless the pool stopped */
+	if (!pool.stop && pool.tasks)
+		hu_error_set(&pool.err, EIO, pool.tasks->path, "the threads "
+			     "ended with this directory not merged");
 	/* what a stop left: children before their parents */
-	while (pool.tasks)
-		task_free(&pool, pool.tasks);
-	if (!pool.stop) {
+	while (pool.tasks) {
+		t = pool.tasks;
+		task_unlink(&pool, t);
+		task_free(t);
+	}
+	if (!pool.stop && !pool.err.msg[0]) {
 		rc = 0;
 	} else if (pool.err.err == EXDEV || pool.err.err == EAGAIN) {
 		hu_error_clear(&pool.err);

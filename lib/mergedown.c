@@ -495,11 +495,11 @@ int md_rmdir_upper(struct md *m, int ufd, const char *name,
 }
 
 /* An upper directory: merged when the view merges it with a directory
- * beneath (by another thread, when the pool takes it), else swapped in. */
+ * beneath, else swapped in; by whichever thread takes it from the pool,
+ * when there is one. */
 static int do_dir(struct md *m, struct hu_vdir *v, int ufd, int tfd,
 		  const char *name, struct hu_error *e)
 {
-	struct md_task *task = m->task;
 	struct hu_ventry ent;
 	struct hu_vdir *c;
 	size_t saved;
@@ -508,21 +508,14 @@ static int do_dir(struct md *m, struct hu_vdir *v, int ufd, int tfd,
 	rc = dir_ready(m, v, ufd, tfd, name, &c, &ent, e);
 	if (rc <= 0)
 		return rc;
-	rc = task ? md_task_push(m, c, &ent.st, name, e) : 0;
-	if (rc != 0) {
-		if (rc < 0)
-			hu_vdir_close(c);
-		return rc < 0 ? -1 : 0;
-	}
+	if (m->task)
+		return md_task_merge(m, c, &ent.st, name, e);
 	if (hu_pathbuf_push(&m->path, name, &saved) < 0) {
 		hu_vdir_close(c);
 		return hu_error_set(e, ENOMEM, NULL, "out of memory");
 	}
-	/* merged by this thread, all of it: nothing beneath goes to the pool */
-	m->task = NULL;
 	rc = merge_dir(m, c, hu_vdir_layer_fd(c, m->iup), &ent.st,
 		       hu_vdir_layer_fd(c, m->ito), e);
-	m->task = task;
 	hu_pathbuf_pop(&m->path, saved);
 	hu_vdir_close(c);
 	if (rc < 0)

@@ -103,11 +103,12 @@ int md_rmdir_upper(struct md *m, int ufd, const char *name,
  * the merge allows it, each taking directories whole, else by
  * md_merge_root(). */
 int md_pool_merge(struct md *m, const struct stat *us, struct hu_error *e);
-/* Offer view directory @c of upper directory @name, ready to merge, to
- * the pool: 1 when a task took it (and @c), 0 when this thread is to
- * merge it (the pool has enough waiting), -1 on error. */
-int md_task_push(struct md *m, struct hu_vdir *c, const struct stat *us,
-		 const char *name, struct hu_error *e);
+/* View directory @c of subdirectory @name (its stat @us) of the task this
+ * thread merges the entries of, ready to merge: a task of its own, to the
+ * pool while few wait, else merged by this thread now.  Takes @c.  0, or
+ * -1 on error. */
+int md_task_merge(struct md *m, struct hu_vdir *c, const struct stat *us,
+		  const char *name, struct hu_error *e);
 /* Another thread failed: true (@e set) when this one is to stop too. */
 bool md_pool_stopped(struct md *m, struct hu_error *e);
 /* Count one entry merged; the count so far. */
