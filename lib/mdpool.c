@@ -62,8 +62,7 @@ struct md_pool {
 					 * first (a child before its parent) */
 	bool stop;			/* a thread failed */
 	struct hu_error err;		/* the first failure */
-	struct hu_mergedown_stats st;	/* the threads', added up */
-	uint64_t done;
+	uint64_t done;			/* entries, for the progress */
 	const struct md *m;
 };
 
@@ -88,8 +87,9 @@ bool md_pool_stopped(struct md *m, struct hu_error *e)
 	return true;
 }
 
-/* Take @t out of the pool's tasks (under its lock) and free it (not:
- * closing fds, it is no place to hold the lock in). */
+/* Take @t out of the pool's tasks, under its lock; task_free() closes
+ * its fds after, outside the lock, which the other threads would wait
+ * for. */
 static void task_unlink(struct md_pool *pool, struct md_task *t)
 {
 	if (t->newer)
