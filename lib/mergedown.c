@@ -276,6 +276,18 @@ static int copy_nondir(struct md *m, struct hu_vdir *v, int ufd, int tfd,
 	return 0;
 }
 
+/* A rename failed: true when it met another filesystem (EXDEV, a mount
+ * inside a layer) and this run copies from here on.  Not in a pool,
+ * whose threads stop on the error and start over on one thread, which
+ * then copies with one hard-link map. */
+static bool copies_from_here(struct md *m)
+{
+	if (errno != EXDEV || m->pool)
+		return false;
+	m->same_fs = false;
+	return true;
+}
+
 /* A file, symlink or device: renamed over the target's entry.  @st:
  * its stat, or NULL for a plain regular file renamed on one filesystem
  * (read here if a copy is needed after all). */
@@ -283,7 +295,7 @@ static int do_nondir(struct md *m, struct hu_vdir *v, int ufd, int tfd,
 		     const char *name, const struct stat *st,
 		     struct hu_error *e)
 {
-	bool copy = m->keep || !m->same_fs;
+	bool copy = !md_renames(m);
 	struct stat tst, ust;
 	int rc;
 
@@ -311,10 +323,9 @@ static int do_nondir(struct md *m, struct hu_vdir *v, int ufd, int tfd,
 		m->st->moved++;
 		return 0;
 	}
-	if (errno != EXDEV || m->pool)	/* the pool starts over */
+	if (!copies_from_here(m))
 		return md_fail(m->to, m->path.s, name, errno,
 			       "cannot move into place", e);
-	m->same_fs = false;	/* a mount inside a layer */
 	if (!st && fstatat(ufd, name, &ust, AT_SYMLINK_NOFOLLOW) < 0)
 		return md_fail(m->up, m->path.s, name, errno, "cannot stat",
 			       e);
@@ -404,7 +415,7 @@ static int swap_in(struct md *m, struct hu_vdir *v, struct hu_vdir *c,
 				       "opaque", attr, sizeof(attr));
 		m->st->markers++;
 	}
-	if (m->keep || !m->same_fs) {
+	if (!md_renames(m)) {
 		md_step(m, "copy", m->path.s, name);
 		if (md_copy_tree(m, ufd, name, tfd, m->path.s, need, e) < 0)
 			return md_prefix(m->to, m->path.s, NULL, e);
@@ -420,10 +431,9 @@ static int swap_in(struct md *m, struct hu_vdir *v, struct hu_vdir *c,
 		return md_prefix(m->up, m->path.s, name, e);
 	md_step(m, "move", m->path.s, name);
 	if (hu_wr_renameat2(ufd, name, tfd, name, 0) < 0) {
-		if (errno != EXDEV || m->pool)	/* the pool starts over */
+		if (!copies_from_here(m))
 			return md_fail(m->to, m->path.s, name, errno,
 				       "cannot move into place", e);
-		m->same_fs = false;
 		return swap_in(m, v, c, ufd, tfd, name, e);
 	}
 	m->st->moved++;
@@ -539,8 +549,8 @@ static int merge_entry(struct md *m, struct hu_vdir *v, int ufd, int tfd,
 		return do_dir(m, v, ufd, tfd, name, e);
 	/* a regular file of an upper without a private xattr on any is no
 	 * marker: renamed as it is, its stat unread */
-	if (n->type == DT_REG && hu_layer_files_plain(m->up) && m->same_fs &&
-	    !m->keep && !hu_wr_dry_run())
+	if (n->type == DT_REG && hu_layer_files_plain(m->up) && md_renames(m) &&
+	    !hu_wr_dry_run())
 		return do_nondir(m, v, ufd, tfd, name, NULL, e);
 	if (fstatat(ufd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		return md_fail(m->up, m->path.s, name, errno, "cannot stat",

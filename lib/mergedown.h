@@ -34,12 +34,18 @@ struct md {
 					 * upper inode with several names */
 	struct hu_pathbuf path;		/* the directory being merged */
 	uint64_t done;
-	/* Several threads (mdpool.c): the pool, and the directory whose
-	 * entries this thread merges as a task of it (NULL beneath one it
-	 * merges whole). */
+	/* Several threads (mdpool.c): the pool, and the task whose entries
+	 * this thread merges (both NULL on one thread). */
 	struct md_pool *pool;
 	struct md_task *task;
 };
+
+/* Does @m rename the upper's entries into the target (one filesystem,
+ * the upper not kept), rather than copy them? */
+static inline bool md_renames(const struct md *m)
+{
+	return m->same_fs && !m->keep;
+}
 
 /* Report step @what of @dir/@name (either may be NULL or ""). */
 void md_step(struct md *m, const char *what, const char *dir,
