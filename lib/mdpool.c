@@ -26,7 +26,6 @@
  */
 #include <errno.h>
 #include <pthread.h>
-#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -35,14 +34,15 @@
 
 enum {
 	POOL_MAX_THREADS = 8,
-	POOL_WAITING_PER_THREAD = 2,	/* a few ready for a thread that ends one */
+	/* a few ready for a thread that ends one */
+	POOL_WAITING_PER_THREAD = 2,
 	POOL_MAX_OPEN = 256,		/* tasks open (three fds each) */
 };
 
 struct md_task {
 	struct md_task *parent;
 	struct md_task *next;		/* waiting, the newest first */
-	struct md_task *newer, *older;	/* every task not finished */
+	struct md_task *newer, *older;	/* all the tasks not finished */
 	struct hu_vdir *v;
 	int ufd, tfd;			/* @v's upper and target dirs */
 	struct stat us;			/* the upper dir, before the merge */
@@ -67,8 +67,7 @@ struct md_pool {
 };
 
 struct worker {
-	struct md_pool *pool;
-	struct md m;
+	struct md m;			/* its pool in m.pool */
 	struct hu_mergedown_stats st;
 	struct hu_error e;
 	pthread_t thread;
@@ -158,21 +157,20 @@ static int set_path(struct md *m, const char *path, struct hu_error *e)
 
 /* One of @t's entries or subtasks is finished: when it was the last,
  * finish @t (and so, perhaps, its parent). */
-static int task_done(struct worker *w, struct md_task *t)
+static int task_done(struct md *m, struct md_task *t, struct hu_error *e)
 {
-	struct md_pool *pool = w->pool;
+	struct md_pool *pool = m->pool;
 
 	while (t && __atomic_sub_fetch(&t->pending, 1, __ATOMIC_ACQ_REL) == 0) {
 		struct md_task *parent = t->parent;
 
-		if (set_path(&w->m, t->path, &w->e) < 0 ||
-		    md_dir_done(&w->m, t->v, t->ufd, &t->us, t->tfd, t->ts,
-				&w->e) < 0)
+		if (set_path(m, t->path, e) < 0 ||
+		    md_dir_done(m, t->v, t->ufd, &t->us, t->tfd, t->ts, e) < 0)
 			return -1;
 		/* in the parent's path, naming the child */
 		if (parent &&
-		    (set_path(&w->m, parent->path, &w->e) < 0 ||
-		     md_rmdir_upper(&w->m, parent->ufd, t->name, &w->e) < 0))
+		    (set_path(m, parent->path, e) < 0 ||
+		     md_rmdir_upper(m, parent->ufd, t->name, e) < 0))
 			return -1;
 		pthread_mutex_lock(&pool->lock);
 		task_unlink(pool, t);
@@ -183,24 +181,23 @@ static int task_done(struct worker *w, struct md_task *t)
 	return 0;
 }
 
-static int run_task(struct worker *w, struct md_task *t)
+/* Task @t merged by the thread of @m: its entries, then what it
+ * finishes. */
+static int run_task(struct md *m, struct md_task *t, struct hu_error *e)
 {
 	int rc;
 
-	if (set_path(&w->m, t->path, &w->e) < 0)
+	if (set_path(m, t->path, e) < 0)
 		return -1;
-	w->m.task = t;
-	rc = md_merge_entries(&w->m, t->v, t->ufd, &t->us, t->tfd, t->ts,
-			      &w->e);
-	w->m.task = NULL;
-	return rc < 0 ? -1 : task_done(w, t);
+	m->task = t;
+	rc = md_merge_entries(m, t->v, t->ufd, &t->us, t->tfd, t->ts, e);
+	m->task = NULL;
+	return rc < 0 ? -1 : task_done(m, t, e);
 }
 
 int md_task_merge(struct md *m, struct hu_vdir *c, const struct stat *us,
 		  const char *name, struct hu_error *e)
 {
-	struct worker *w = (struct worker *)((char *)m -
-					     offsetof(struct worker, m));
 	struct md_pool *pool = m->pool;
 	struct md_task *parent = m->task, *t;
 	bool queued = false, stopped;
@@ -234,7 +231,7 @@ int md_task_merge(struct md *m, struct hu_vdir *c, const struct stat *us,
 	if (queued)
 		return 0;
 	/* now, on this thread, and back to the parent's entries after */
-	rc = run_task(w, t);
+	rc = run_task(m, t, e);
 	m->task = parent;
 	if (set_path(m, parent->path, e) < 0)
 		return -1;
@@ -264,11 +261,11 @@ static struct md_task *take(struct md_pool *pool)
 static void *work(void *arg)
 {
 	struct worker *w = arg;
-	struct md_pool *pool = w->pool;
+	struct md_pool *pool = w->m.pool;
 	struct md_task *t;
 
 	while ((t = take(pool))) {
-		int rc = run_task(w, t);
+		int rc = run_task(&w->m, t, &w->e);
 		bool over;
 
 		pthread_mutex_lock(&pool->lock);
@@ -341,7 +338,6 @@ static int pool_run(struct md *m, const struct stat *us, size_t n,
 	pool.waiting = t;
 	pool.nwaiting = 1;
 	for (size_t i = 0; i < n; i++) {
-		w[i].pool = &pool;
 		w[i].m = *m;
 		w[i].m.pool = &pool;
 		w[i].m.st = &w[i].st;
@@ -415,8 +411,8 @@ int md_pool_merge(struct md *m, const struct stat *us, struct hu_error *e)
 	/* one thread: the steps in their order for -v and -n; the copies
 	 * share their hard-link map; redirects and metacopy files reach
 	 * across directories */
-	if (n < 2 || m->o->step || hu_wr_dry_run() || m->keep ||
-	    !m->same_fs || m->up->refs != HU_REFS_NONE)
+	if (n < 2 || m->o->step || hu_wr_dry_run() || !md_renames(m) ||
+	    m->up->refs != HU_REFS_NONE)
 		return md_merge_root(m, us, e);
 	held = calloc(m->ito + 1, sizeof(*held));
 	if (!held)
