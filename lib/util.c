@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <time.h>
 #include <sys/syscall.h>
+#include <linux/openat2.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -154,6 +155,72 @@ int hu_open_dir_at(int dirfd, const char *name)
 {
 	return openat(dirfd, name,
 		      O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+}
+
+/* openat2(2) (Linux 5.6) is asked once whether it works: an older kernel
+ * says ENOSYS, a seccomp filter that does not know it EPERM or worse. */
+enum { OPENAT2_UNKNOWN, OPENAT2_YES, OPENAT2_NO };
+static atomic_int openat2_state;
+
+static int open_dir_openat2(int rootfd, const char *path)
+{
+	struct open_how how = {
+		.flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC,
+		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+			   RESOLVE_NO_MAGICLINKS,
+	};
+
+	return (int)syscall(SYS_openat2, rootfd, path, &how, sizeof(how));
+}
+
+/* The same, a component at a time. */
+static int open_dir_walk(int rootfd, const char *path)
+{
+	char *copy = strdup(path), *save = NULL;
+	int fd = rootfd;
+
+	if (!copy)
+		return -1;
+	for (char *c = strtok_r(copy, "/", &save); c;
+	     c = strtok_r(NULL, "/", &save)) {
+		int sub = hu_open_dir_at(fd, c);
+
+		if (fd != rootfd) {
+			int saved = errno;
+
+			close(fd);
+			errno = saved;
+		}
+		fd = sub;
+		if (fd < 0)
+			break;
+	}
+	free(copy);
+	return fd == rootfd ? hu_open_dir_at(rootfd, ".") : fd;
+}
+
+int hu_open_dir_beneath(int rootfd, const char *path)
+{
+	int state = atomic_load_explicit(&openat2_state, memory_order_relaxed);
+	int fd;
+
+	if (state != OPENAT2_NO) {
+		fd = open_dir_openat2(rootfd, path);
+		if (fd >= 0 || state == OPENAT2_YES ||
+		    (errno != ENOSYS && errno != EPERM)) {
+			if (state == OPENAT2_UNKNOWN)
+				atomic_store(&openat2_state, OPENAT2_YES);
+			/* a symlink met on the way: none is followed */
+			if (fd < 0 && errno == ELOOP)
+				errno = ENOTDIR;
+			return fd;
+		}
+		atomic_store(&openat2_state, OPENAT2_NO);
+	}
+	fd = open_dir_walk(rootfd, path);
+	if (fd < 0 && errno == ELOOP)
+		errno = ENOTDIR;
+	return fd;
 }
 
 bool hu_fd_is_at(int dirfd, const char *name, int fd)

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/vfs.h>
 #include <unistd.h>
@@ -134,6 +135,67 @@ Test(xattr_at, a_filter_refusing_the_calls_falls_back)
 	cr_assert_eq(errno, EPERM, "the filter is in place");
 #endif
 	expect_xattrs_by_name();
+}
+
+/* ---- a directory beneath a root --------------------------------------- */
+
+/* hu_open_dir_beneath() opens what a walk of hu_open_dir_at() would, and
+ * says ENOTDIR wherever that walk meets a symlink or a file. */
+static void expect_open_beneath(void)
+{
+	struct stat a, b;
+	int root, fd;
+
+	tu_file("r/a/b/c/f", "");
+	tu_symlink("a", "r/link");
+	tu_symlink("/", "r/a/up");
+	cr_assert_geq(root = open(tu_path("r"), O_RDONLY | O_DIRECTORY), 0);
+	fd = hu_open_dir_beneath(root, "a/b/c");
+	cr_assert_geq(fd, 0, "%s", strerror(errno));
+	cr_assert_eq(fstat(fd, &a), 0);
+	cr_assert_eq(stat(tu_path("r/a/b/c"), &b), 0);
+	cr_expect_eq(a.st_ino, b.st_ino);
+	close(fd);
+	errno = 0;
+	cr_expect_eq(hu_open_dir_beneath(root, "a/missing/c"), -1);
+	cr_expect_eq(errno, ENOENT);
+	errno = 0;
+	cr_expect_eq(hu_open_dir_beneath(root, "link/b"), -1);
+	cr_expect_eq(errno, ENOTDIR, "a symlink is not followed: %s",
+		     strerror(errno));
+	errno = 0;
+	cr_expect_eq(hu_open_dir_beneath(root, "a/up"), -1);
+	cr_expect_eq(errno, ENOTDIR);
+	errno = 0;
+	cr_expect_eq(hu_open_dir_beneath(root, "a/b/c/f"), -1);
+	cr_expect_eq(errno, ENOTDIR);
+	close(root);
+	tu_cleanup();
+}
+
+Test(open_beneath, opens_what_a_walk_opens)
+{
+	expect_open_beneath();
+}
+
+/* A seccomp filter that refuses openat2, as an older runtime's profile
+ * may: the walk one component at a time answers the same. */
+Test(open_beneath, a_filter_refusing_openat2_falls_back)
+{
+	struct sock_filter prog[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
+			 offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_openat2, 1, 0),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+	};
+	struct sock_fprog fprog = {
+		.len = sizeof(prog) / sizeof(prog[0]), .filter = prog,
+	};
+
+	cr_assert_eq(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
+	cr_assert_eq(prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &fprog), 0);
+	expect_open_beneath();
 }
 
 /* ---- write-behind -------------------------------------------------------- */
