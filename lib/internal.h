@@ -185,6 +185,17 @@ void hu_vdir_close_fds(struct hu_vdir *d);
  * hu_vdir_open_data() hands out those fds.  The previous window's fds
  * not handed out are closed.  Returns the entry to call it again at. */
 size_t hu_vdir_prefetch(struct hu_vdir *d, size_t from);
+/* hu_vdir_open_child(), but the bottom layer's directory is looked up
+ * only when something asks for it (a listing, a name lookup that gets
+ * there, a child's lookup, a file's data), where the lookup has found the
+ * child merging already with a directory of a layer between and would
+ * go on into the bottom layer plainly (by the same path, no redirect):
+ * most directories a merge-down walks never need theirs.  The accessors
+ * below that take no error see only the directories looked up so far
+ * (hu_vdir_is_merged() is true either way).  Looking the bottom up
+ * touches the child alone: another thread may then be the parent's. */
+int hu_vdir_open_child_lazy(struct hu_vdir *d, const struct hu_ventry *ent,
+			    struct hu_vdir **out, struct hu_error *e);
 /* How many layer directories make up view directory @d (one fd each). */
 size_t hu_vdir_width(const struct hu_vdir *d);
 /* The directory of layer @layer that is part of @d (after redirects, as

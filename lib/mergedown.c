@@ -457,7 +457,7 @@ static int dir_ready(struct md *m, struct hu_vdir *v, int ufd, int tfd,
 		rc = md_fail(m->up, m->path.s, name, 0,
 			     "a directory of the upper the view does not "
 			     "show", e);
-	if (rc < 0 || hu_vdir_open_child(v, ent, c, e) < 0)
+	if (rc < 0 || hu_vdir_open_child_lazy(v, ent, c, e) < 0)
 		return -1;
 	if (hu_vdir_width(*c) == 1) {
 		rc = swap_in(m, v, *c, ufd, tfd, name, e);
@@ -483,7 +483,7 @@ static int dir_ready(struct md *m, struct hu_vdir *v, int ufd, int tfd,
 	if (rc == 0) {
 		hu_vdir_close(*c);
 		*c = NULL;
-		if (hu_vdir_open_child(v, ent, c, e) < 0)
+		if (hu_vdir_open_child_lazy(v, ent, c, e) < 0)
 			return -1;
 	}
 	return 1;

@@ -77,6 +77,9 @@ struct hu_vdir {
 	 * instead of asking the layers again; "" once used or unusable. */
 	struct seen *seen;
 	char seen_name[NAME_MAX + 1];
+	/* Opened by hu_vdir_open_child_lazy(): the bottom layer's directory
+	 * at @path is still to be looked up (view_complete()). */
+	bool bottom_pending;
 };
 
 /* One name of one layer directory, as a candidate for the listing. */
@@ -105,6 +108,9 @@ int view_fail(const struct hu_vdir *d, size_t layer, struct hu_error *e);
 /* The same for a path relative to layer @layer's root (@rel may be NULL). */
 int view_layer_fail(const struct hu_stack *s, size_t layer, const char *rel,
 		    struct hu_error *e);
+/* Look up the bottom layer's directory of @d if it is still pending
+ * (hu_vdir_open_child_lazy()); nothing else is touched. */
+int view_complete(struct hu_vdir *d, struct hu_error *e);
 /* The layer directory of @d in layer @layer, or NULL. */
 struct vlayer *view_vlayer_of(const struct hu_vdir *d, size_t layer);
 /* The path of layer directory @v of @d relative to its layer's root. */

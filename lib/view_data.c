@@ -215,6 +215,11 @@ static int open_data(struct hu_vdir *d, const struct hu_ventry *ent,
 		*own = !mc || ent->layer == 0;
 	if (!mc || ent->layer == 0)
 		return fd;
+	/* the data lies beneath: every layer directory of @d may count */
+	if (view_complete(d, e) < 0) {
+		close(fd);
+		return -1;
+	}
 	return find_data(d, ent, fd, quiet, e);
 }
 

@@ -287,7 +287,7 @@ int hu_vdir_list(struct hu_vdir *d, const struct hu_ventry **ents, size_t *n,
 
 	if (d->listed)
 		goto done;
-	if (collect(d, &recs, &nrecs, e) < 0)
+	if (view_complete(d, e) < 0 || collect(d, &recs, &nrecs, e) < 0)
 		return -1;
 	d->ents = malloc((nrecs ? nrecs : 1) * sizeof(*d->ents));
 	if (!d->ents) {
@@ -324,7 +324,9 @@ int hu_vdir_lookup(struct hu_vdir *d, const char *name, struct hu_ventry *ent,
 int hu_vdir_lookup_below(struct hu_vdir *d, const char *name, size_t below,
 			 struct hu_ventry *ent, struct hu_error *e)
 {
-	struct vrec *recs = malloc(2 * d->nd * sizeof(*recs));
+	/* room for the bottom layer's records too, if it is still to be
+	 * looked up */
+	struct vrec *recs = malloc(2 * (d->nd + 1) * sizeof(*recs));
 	size_t n = 0;
 	int rc;
 

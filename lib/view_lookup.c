@@ -541,25 +541,91 @@ static int lookup_path(const struct hu_vdir *child, const struct vlayer *pv,
 	return 0;
 }
 
+int view_complete(struct hu_vdir *d, struct hu_error *e)
+{
+	struct seen *seen;
+	int fd;
+
+	if (!d->bottom_pending)
+		return 0;
+	d->bottom_pending = false;
+	fd = hu_open_dir_beneath(d->s->layers[0].fd, d->path);
+	if (fd < 0) {
+		if (errno == ENOENT || errno == ENOTDIR ||
+		    errno == ENAMETOOLONG)
+			return 0;	/* the bottom layer has none */
+		hu_error_set(e, errno, NULL, "cannot open directory");
+		return view_fail(d, 0, e);
+	}
+	if (vdir_push(d, 0, fd, true, NULL) < 0) {
+		close(fd);
+		return hu_error_set(e, ENOMEM, NULL, "out of memory");
+	}
+	/* what a lookup saw is one per layer directory: the new one, the
+	 * last, asked nothing yet */
+	if (!d->seen)
+		return 0;
+	seen = realloc(d->seen, d->nd * sizeof(*seen));
+	if (!seen) {
+		free(d->seen);
+		d->seen = NULL;
+		d->seen_name[0] = '\0';
+		return 0;
+	}
+	seen[d->nd - 1] = (struct seen){ 0 };
+	d->seen = seen;
+	return 0;
+}
+
+/* May @child, whose lookup @lk is about to ask the bottom layer, leave
+ * it for later (hu_vdir_open_child_lazy())?  Only where it merges
+ * already, and where the bottom's directory is found by its own path from
+ * the layer's root as the lookup would find it: its parent's is (or will
+ * be) at the parent's path, nothing redirected.  In the bottom layer a
+ * directory steers nothing, and in a deferred one only an OCI marker's
+ * name is probed (probe_name()): such a name is looked up now. */
+static bool bottom_can_wait(const struct hu_vdir *parent,
+			    const struct hu_vdir *child,
+			    const struct lookup *lk)
+{
+	const struct hu_layer *l = &parent->s->layers[0];
+	const struct vlayer *pv = view_vlayer_of(parent, 0);
+
+	if (child->nd < 2 || lk->abs || lk->redirected || child->d[0].path)
+		return false;
+	if (!parent->bottom_pending && (!pv || pv->path))
+		return false;
+	return !hu_layer_half(l) && !hu_oci_is_marker(lk->path);
+}
+
 /*
  * Follow @lk down from layer @from (exclusive): in the parent's layer
  * directories while the path is relative, from each layer's root once a
- * redirect made it absolute.  Directories found join @child.
+ * redirect made it absolute.  Directories found join @child.  With
+ * @use_seen, what the parent's last name lookup saw is not asked again;
+ * with @lazy, the bottom layer may wait (bottom_can_wait()).
  */
 static int lookup_below(struct hu_vdir *parent, struct hu_vdir *child,
-			size_t from, const struct seen *seen, struct lookup *lk,
-			struct hu_error *e)
+			size_t from, bool use_seen, bool lazy,
+			struct lookup *lk, struct hu_error *e)
 {
 	const struct hu_stack *s = parent->s;
 
 	for (size_t j = from; j-- > 0 && !lk->stop;) {
-		const struct vlayer *pv = view_vlayer_of(parent, j);
+		const struct vlayer *pv;
 		const struct seen *known = NULL;
 		const char *base_path;
 		struct stat st;
 		char *path;
 		int base, fd;
 
+		if (j == 0 && lazy && bottom_can_wait(parent, child, lk)) {
+			child->bottom_pending = true;
+			break;
+		}
+		if (j == 0 && view_complete(parent, e) < 0)
+			return -1;
+		pv = view_vlayer_of(parent, j);
 		if (lk->abs) {
 			base = s->layers[j].fd;
 			base_path = "";
@@ -567,8 +633,9 @@ static int lookup_below(struct hu_vdir *parent, struct hu_vdir *child,
 			base = pv->fd;
 			base_path = view_layer_path(parent, pv);
 			/* the name the lookup asked, not moved by a redirect */
-			if (seen && !lk->redirected && seen[pv - parent->d].looked)
-				known = &seen[pv - parent->d];
+			if (use_seen && parent->seen && !lk->redirected &&
+			    parent->seen[pv - parent->d].looked)
+				known = &parent->seen[pv - parent->d];
 		} else {
 			continue;
 		}
@@ -663,7 +730,7 @@ int hu_vdir_redirect_keeps(struct hu_vdir *d, size_t below, const char *r,
 		free(lk.path);
 		return hu_error_set(e, ENOMEM, NULL, "out of memory");
 	}
-	rc = lookup_below(d, probe, below, NULL, &lk, e);
+	rc = lookup_below(d, probe, below, false, false, &lk, e);
 	if (rc == 0)
 		rc = same_below(d, probe, below, e);
 	hu_vdir_close(probe);
@@ -758,10 +825,10 @@ static int entry_path(const struct hu_vdir *parent, const struct hu_ventry *ent,
 	return *out ? 0 : -1;
 }
 
-/* What the last name lookup in @parent saw of each layer, when it found
- * @ent: used once (the caller may change the layers after). */
-static const struct seen *seen_for(struct hu_vdir *parent,
-				   const struct hu_ventry *ent)
+/* Did the last name lookup in @parent find @ent, so that what it saw of
+ * each layer can be used?  Once (the caller may change the layers
+ * after). */
+static bool seen_for(struct hu_vdir *parent, const struct hu_ventry *ent)
 {
 	const struct vlayer *v = view_vlayer_of(parent, ent->layer);
 	const struct seen *at;
@@ -769,18 +836,16 @@ static const struct seen *seen_for(struct hu_vdir *parent,
 
 	parent->seen_name[0] = '\0';
 	if (!same)
-		return NULL;
+		return false;
 	at = &parent->seen[v - parent->d];
-	if (!at->found || at->st.st_ino != ent->st.st_ino ||
-	    at->st.st_dev != ent->st.st_dev)
-		return NULL;
-	return parent->seen;
+	return at->found && at->st.st_ino == ent->st.st_ino &&
+	       at->st.st_dev == ent->st.st_dev;
 }
 
-int hu_vdir_open_child(struct hu_vdir *parent, const struct hu_ventry *ent,
-		       struct hu_vdir **out, struct hu_error *e)
+static int open_child(struct hu_vdir *parent, const struct hu_ventry *ent,
+		      bool lazy, struct hu_vdir **out, struct hu_error *e)
 {
-	const struct seen *seen = seen_for(parent, ent);
+	bool seen = seen_for(parent, ent);
 	struct hu_vdir *d = vdir_new(parent->s, parent, ent->name);
 	struct lookup lk = { 0 };
 	char *path;
@@ -806,7 +871,8 @@ int hu_vdir_open_child(struct hu_vdir *parent, const struct hu_ventry *ent,
 	if (child_lookup(parent, ent, fd, view_layer_path(d, &d->d[0]), &lk,
 			 &d->d[0].bare, e) < 0)
 		goto fail_here;
-	if (!lk.stop && lookup_below(parent, d, ent->layer, seen, &lk, e) < 0)
+	if (!lk.stop &&
+	    lookup_below(parent, d, ent->layer, seen, lazy, &lk, e) < 0)
 		goto fail;
 	free(lk.path);
 	*out = d;
@@ -817,6 +883,19 @@ fail:
 	free(lk.path);
 	hu_vdir_close(d);
 	return -1;
+}
+
+int hu_vdir_open_child(struct hu_vdir *parent, const struct hu_ventry *ent,
+		       struct hu_vdir **out, struct hu_error *e)
+{
+	return open_child(parent, ent, false, out, e);
+}
+
+int hu_vdir_open_child_lazy(struct hu_vdir *parent,
+			    const struct hu_ventry *ent, struct hu_vdir **out,
+			    struct hu_error *e)
+{
+	return open_child(parent, ent, true, out, e);
 }
 
 void hu_vdir_close_fds(struct hu_vdir *d)
@@ -887,11 +966,24 @@ int view_name_records(struct hu_vdir *d, const char *name, size_t below,
 		d->seen = malloc(d->nd * sizeof(*d->seen));
 	if (d->seen && strlen(name) < sizeof(d->seen_name))
 		strcpy(d->seen_name, name);	/* else nothing is kept */
-	for (size_t i = 0; i < d->nd && rc == 0; i++) {
-		const struct hu_layer *l = &d->s->layers[d->d[i].layer];
-		int fd = d->d[i].fd;
+	if (d->seen)
+		memset(d->seen, 0, d->nd * sizeof(*d->seen));
+	/* The topmost layer that has the name (or its OCI whiteout) decides
+	 * it: the layers below are not asked. */
+	for (size_t i = 0; *n == 0 && rc == 0; i++) {
+		const struct hu_layer *l;
 		bool oci_wh = false;
+		int fd;
 
+		if (i == d->nd) {
+			if (!d->bottom_pending || below == 0)
+				break;
+			rc = view_complete(d, e);
+			if (rc < 0 || i == d->nd)
+				break;
+		}
+		l = &d->s->layers[d->d[i].layer];
+		fd = d->d[i].fd;
 		if (d->seen)
 			seen = &d->seen[i];
 		*seen = (struct seen){ 0 };

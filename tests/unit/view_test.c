@@ -453,3 +453,87 @@ Test(view, a_new_plain_directory_joins_in_its_place)
 	hu_vdir_close(root);
 	hu_stack_close(&s);
 }
+
+/* A directory opened lazily leaves the bottom layer's directory for
+ * whatever asks for it first: a name lookup that gets there, the listing,
+ * a child's lookup; it is looked up by its path, as the lookup would have
+ * found it (a symlink there is no directory, an opaque mark above stops
+ * it), and a child of a directory still waiting waits too. */
+Test(view, a_lazy_directory_looks_the_bottom_up_when_asked)
+{
+	struct hu_error e = { 0 };
+	const struct hu_ventry *ents;
+	struct hu_vdir *root, *d, *c;
+	struct hu_ventry ent;
+	struct hu_stack s;
+	size_t n;
+
+	tu_file("lo/d/x", "");
+	tu_file("lo/d/e/z", "");
+	tu_file("lo/d/f/w", "");
+	tu_mkdir("mid/d/f");
+	tu_mkdir("up/d/e");
+	tu_mkdir("up/d/f");
+	tu_file("lo/real/x", "");
+	tu_symlink("real", "lo/s");
+	tu_mkdir("mid/s");
+	tu_mkdir("up/s");
+	tu_file("lo/o/x", "");
+	tu_mkdir("mid/o");
+	tu_xattr("mid/o", "trusted.overlay.opaque", "y");
+	tu_mkdir("up/o");
+	cr_assert_eq(tu_stack(&s, &e, 3, "lo", "mid", "up"), 0, "%s: %s",
+		     e.path, e.msg);
+	cr_assert_eq(hu_vdir_open_root(&s, &root, &e), 0, "%s", e.msg);
+
+	cr_assert_eq(hu_vdir_lookup(root, "d", &ent, &e), 1, "%s", e.msg);
+	cr_assert_eq(hu_vdir_open_child_lazy(root, &ent, &d, &e), 0, "%s",
+		     e.msg);
+	cr_expect_eq(hu_vdir_width(d), 2, "lo/d waits");
+	cr_expect(hu_vdir_is_merged(d));
+	/* up/d/f and mid/d/f merge: lo/d/f waits too, lo/d still unasked */
+	cr_assert_eq(hu_vdir_lookup(d, "f", &ent, &e), 1, "%s", e.msg);
+	cr_assert_eq(hu_vdir_open_child_lazy(d, &ent, &c, &e), 0, "%s", e.msg);
+	cr_expect_eq(hu_vdir_width(c), 2);
+	cr_expect_eq(hu_vdir_width(d), 2);
+	cr_assert_eq(hu_vdir_lookup(c, "w", &ent, &e), 1, "%s", e.msg);
+	cr_expect_eq(ent.layer, 0);
+	cr_expect_eq(hu_vdir_width(c), 3, "lo/d/f, asked for w");
+	hu_vdir_close(c);
+	/* up/d/e merges with lo/d/e alone: lo/d is asked now */
+	cr_assert_eq(hu_vdir_lookup(d, "e", &ent, &e), 1, "%s", e.msg);
+	cr_assert_eq(hu_vdir_open_child_lazy(d, &ent, &c, &e), 0, "%s", e.msg);
+	cr_expect_eq(hu_vdir_width(d), 3);
+	cr_expect_eq(hu_vdir_width(c), 2, "up/d/e and lo/d/e");
+	cr_assert_eq(hu_vdir_list(c, &ents, &n, &e), 0, "%s", e.msg);
+	cr_expect_eq(n, 1);
+	hu_vdir_close(c);
+	cr_assert_eq(hu_vdir_lookup(d, "x", &ent, &e), 1, "%s", e.msg);
+	cr_expect_eq(ent.layer, 0);
+	hu_vdir_close(d);
+
+	/* the listing asks too */
+	cr_assert_eq(hu_vdir_lookup(root, "d", &ent, &e), 1, "%s", e.msg);
+	cr_assert_eq(hu_vdir_open_child_lazy(root, &ent, &d, &e), 0, "%s",
+		     e.msg);
+	cr_assert_eq(hu_vdir_list(d, &ents, &n, &e), 0, "%s", e.msg);
+	cr_expect_eq(n, 3, "e, f, x");
+	hu_vdir_close(d);
+
+	/* lo/s is a symlink: no directory of the view's */
+	cr_assert_eq(hu_vdir_lookup(root, "s", &ent, &e), 1, "%s", e.msg);
+	cr_assert_eq(hu_vdir_open_child_lazy(root, &ent, &d, &e), 0, "%s",
+		     e.msg);
+	cr_expect_eq(hu_vdir_lookup(d, "x", &ent, &e), 0, "%s", e.msg);
+	cr_expect_eq(hu_vdir_width(d), 2);
+	hu_vdir_close(d);
+	/* mid/o is opaque: lo/o is never asked */
+	cr_assert_eq(hu_vdir_lookup(root, "o", &ent, &e), 1, "%s", e.msg);
+	cr_assert_eq(hu_vdir_open_child_lazy(root, &ent, &d, &e), 0, "%s",
+		     e.msg);
+	cr_expect_eq(hu_vdir_lookup(d, "x", &ent, &e), 0, "%s", e.msg);
+	cr_expect_eq(hu_vdir_width(d), 2);
+	hu_vdir_close(d);
+	hu_vdir_close(root);
+	hu_stack_close(&s);
+}
