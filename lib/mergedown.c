@@ -468,9 +468,12 @@ static int dir_ready(struct md *m, struct hu_vdir *v, int ufd, int tfd,
 	if (hu_vdir_layer_fd(*c, m->ito) >= 0 || tfd < 0)
 		return 1;
 	/* the target has nothing here, a layer beneath has: an empty
-	 * directory between them changes no view */
+	 * directory between them changes no view.  Made with the upper's
+	 * permissions where the umask keeps them (its metadata then needs
+	 * no chmod), and writable by its maker until then. */
 	md_step(m, "mkdir", m->path.s, name);
-	if (hu_wr_mkdirat(tfd, name, 0700) < 0 && errno != EEXIST) {
+	if (hu_wr_mkdirat(tfd, name, (ent->st.st_mode & 0777) | 0700) < 0 &&
+	    errno != EEXIST) {
 		rc = md_fail(m->to, m->path.s, name, errno, "cannot create", e);
 		goto fail;
 	}
