@@ -32,6 +32,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
@@ -206,15 +207,94 @@ static int clear_target(struct md *m, struct hu_vdir *v, int tfd,
 	return need < 0 ? md_prefix(m->to, NULL, NULL, e) : need;
 }
 
-/* A whiteout of the upper: the target's entry goes; the target keeps a
- * whiteout of its own only where a layer beneath still shows the name. */
-static int do_whiteout(struct md *m, struct hu_vdir *v, int ufd, int tfd,
-		       const char *name, struct hu_error *e)
+/* A rename failed: true when it met another filesystem (EXDEV, a mount
+ * inside a layer) and this run copies from here on.  Not in a pool,
+ * whose threads stop on the error and start over on one thread, which
+ * then copies with one hard-link map. */
+static bool copies_from_here(struct md *m)
 {
-	int need = clear_target(m, v, tfd, name, e);
+	if (errno != EXDEV || m->pool)
+		return false;
+	m->same_fs = false;
+	return true;
+}
 
-	if (need < 0)
-		return -1;
+/* Is the upper's whiteout @name (stat @st) the very marker the target
+ * takes: the same format's own kind (a 0/0 device, a union symlink),
+ * renamed in on one filesystem? */
+static bool whiteout_moves(const struct md *m, int tfd, const struct stat *st)
+{
+	if (tfd < 0 || !md_renames(m) || hu_wr_dry_run() ||
+	    m->up->format != m->tofmt.format ||
+	    m->up->userxattr != m->tofmt.userxattr)
+		return false;
+	if (m->tofmt.format == HU_FMT_OVERLAY)
+		return S_ISCHR(st->st_mode);
+	return m->tofmt.format == HU_FMT_UNION && S_ISLNK(st->st_mode);
+}
+
+/* The upper's whiteout @name renamed over the target's: 1 done, 0 when
+ * another filesystem was met (the copies take it from here).  What the
+ * target held there is removed first, as a step of its own (the rename
+ * does not replace it), so that the steps and counts are those of a
+ * whiteout made anew. */
+static int move_whiteout(struct md *m, int ufd, int tfd, const char *name,
+			 struct hu_error *e)
+{
+	char attr[64];
+	const char *keep = m->tofmt.format == HU_FMT_UNION ?
+		hu_marker_xattr(m->tofmt.format, m->tofmt.userxattr,
+				"whiteout", attr, sizeof(attr)) : NULL;
+	int rc;
+
+	/* the kernel's bookkeeping stays behind, the marker's own xattr not */
+	if (md_strip_private(ufd, name, keep, e) < 0)
+		return md_prefix(m->up, m->path.s, NULL, e);
+	rc = hu_wr_renameat2(ufd, name, tfd, name, RENAME_NOREPLACE);
+	if (rc < 0 && errno == EEXIST) {
+		if (remove_target(m, tfd, name, e) < 0)
+			return -1;
+		rc = hu_wr_renameat2(ufd, name, tfd, name, RENAME_NOREPLACE);
+	}
+	if (rc == 0) {
+		md_step(m, "whiteout", m->path.s, name);
+		m->st->markers++;
+		return 1;
+	}
+	if (!copies_from_here(m))
+		return md_fail(m->to, m->path.s, name, errno,
+			       "cannot move into place", e);
+	return 0;
+}
+
+/* A whiteout of the upper (stat @st): the target's entry goes; the
+ * target keeps a whiteout of its own only where a layer beneath still
+ * shows the name: the upper's, moved, where it is one of the target's
+ * kind. */
+static int do_whiteout(struct md *m, struct hu_vdir *v, int ufd, int tfd,
+		       const char *name, const struct stat *st,
+		       struct hu_error *e)
+{
+	int need;
+
+	if (whiteout_moves(m, tfd, st)) {
+		need = md_below_has_v(m, v, name, e);
+		if (need < 0)
+			return md_prefix(m->to, NULL, NULL, e);
+		if (need) {
+			int rc = move_whiteout(m, ufd, tfd, name, e);
+
+			if (rc != 0)
+				return rc < 0 ? -1 : 0;
+		}
+		/* none needed, or copies from here: made as below */
+		if (remove_target(m, tfd, name, e) < 0)
+			return -1;
+	} else {
+		need = clear_target(m, v, tfd, name, e);
+		if (need < 0)
+			return -1;
+	}
 	if (need) {
 		md_step(m, "whiteout", m->path.s, name);
 		if (hu_marker_add_whiteout(&m->tofmt, m->tofmt.format, tfd,
@@ -274,18 +354,6 @@ static int copy_nondir(struct md *m, struct hu_vdir *v, int ufd, int tfd,
 		return md_fail(m->up, m->path.s, name, errno,
 			       "cannot remove", e);
 	return 0;
-}
-
-/* A rename failed: true when it met another filesystem (EXDEV, a mount
- * inside a layer) and this run copies from here on.  Not in a pool,
- * whose threads stop on the error and start over on one thread, which
- * then copies with one hard-link map. */
-static bool copies_from_here(struct md *m)
-{
-	if (errno != EXDEV || m->pool)
-		return false;
-	m->same_fs = false;
-	return true;
 }
 
 /* A file, symlink or device: renamed over the target's entry.  @st:
@@ -562,7 +630,7 @@ static int merge_entry(struct md *m, struct hu_vdir *v, int ufd, int tfd,
 			       e) < 0)
 		return md_prefix(m->up, m->path.s, NULL, e);
 	if (kind == HU_MARK_WHITEOUT)
-		return do_whiteout(m, v, ufd, tfd, name, e);
+		return do_whiteout(m, v, ufd, tfd, name, &st, e);
 	if (kind != HU_MARK_NONE)
 		return 0;
 	if (S_ISDIR(st.st_mode))
