@@ -34,6 +34,11 @@
 
 enum {
 	POOL_MAX_THREADS = 8,
+	/* A thread sleeps in the kernel for much of its run (every rename
+	 * across directories takes the filesystem's rename lock, the ext4
+	 * journal makes its handles wait): more threads than CPUs keep
+	 * them busy (bench/README.md, merge-down). */
+	POOL_THREADS_PER_CPU = 4,
 	/* a few ready for a thread that ends one */
 	POOL_WAITING_PER_THREAD = 2,
 	POOL_MAX_OPEN = 256,		/* tasks open (three fds each) */
@@ -296,11 +301,13 @@ static void stats_add(struct hu_mergedown_stats *to,
 	to->markers += from->markers;
 }
 
-/* How many threads merge: HUNION_THREADS when set, else one a CPU. */
+/* How many threads merge: HUNION_THREADS when set, else
+ * POOL_THREADS_PER_CPU a CPU; at most POOL_MAX_THREADS. */
 static size_t pool_threads(void)
 {
 	const char *env = getenv("HUNION_THREADS");
-	long n = env ? strtol(env, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN);
+	long n = env ? strtol(env, NULL, 10) :
+		POOL_THREADS_PER_CPU * sysconf(_SC_NPROCESSORS_ONLN);
 
 	if (n < 1)
 		return 1;
