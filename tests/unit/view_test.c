@@ -454,6 +454,23 @@ Test(view, a_new_plain_directory_joins_in_its_place)
 	hu_stack_close(&s);
 }
 
+/* Child @name of @root, opened lazily, finds no x of the bottom layer's
+ * and stays two layer directories wide. */
+static void expect_bottom_none(struct hu_vdir *root, const char *name)
+{
+	struct hu_error e = { 0 };
+	struct hu_ventry ent;
+	struct hu_vdir *d;
+
+	cr_assert_eq(hu_vdir_lookup(root, name, &ent, &e), 1, "%s", e.msg);
+	cr_assert_eq(hu_vdir_open_child_lazy(root, &ent, &d, &e), 0, "%s",
+		     e.msg);
+	cr_expect_eq(hu_vdir_lookup(d, "x", &ent, &e), 0, "%s: %s", name,
+		     e.msg);
+	cr_expect_eq(hu_vdir_width(d), 2, "%s", name);
+	hu_vdir_close(d);
+}
+
 /* A directory opened lazily leaves the bottom layer's directory for
  * whatever asks for it first: a name lookup that gets there, the listing,
  * a child's lookup; it is looked up by its path, as the lookup would have
@@ -521,19 +538,9 @@ Test(view, a_lazy_directory_looks_the_bottom_up_when_asked)
 	hu_vdir_close(d);
 
 	/* lo/s is a symlink: no directory of the view's */
-	cr_assert_eq(hu_vdir_lookup(root, "s", &ent, &e), 1, "%s", e.msg);
-	cr_assert_eq(hu_vdir_open_child_lazy(root, &ent, &d, &e), 0, "%s",
-		     e.msg);
-	cr_expect_eq(hu_vdir_lookup(d, "x", &ent, &e), 0, "%s", e.msg);
-	cr_expect_eq(hu_vdir_width(d), 2);
-	hu_vdir_close(d);
+	expect_bottom_none(root, "s");
 	/* mid/o is opaque: lo/o is never asked */
-	cr_assert_eq(hu_vdir_lookup(root, "o", &ent, &e), 1, "%s", e.msg);
-	cr_assert_eq(hu_vdir_open_child_lazy(root, &ent, &d, &e), 0, "%s",
-		     e.msg);
-	cr_expect_eq(hu_vdir_lookup(d, "x", &ent, &e), 0, "%s", e.msg);
-	cr_expect_eq(hu_vdir_width(d), 2);
-	hu_vdir_close(d);
+	expect_bottom_none(root, "o");
 	hu_vdir_close(root);
 	hu_stack_close(&s);
 }
