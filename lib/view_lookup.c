@@ -984,8 +984,8 @@ int view_name_records(struct hu_vdir *d, const char *name, size_t below,
 		}
 		l = &d->s->layers[d->d[i].layer];
 		fd = d->d[i].fd;
-		if (d->seen)
-			seen = &d->seen[i];
+		/* view_complete() may have moved or dropped d->seen */
+		seen = d->seen ? &d->seen[i] : &none;
 		*seen = (struct seen){ 0 };
 		if (d->d[i].layer >= below)
 			continue;
