@@ -957,7 +957,7 @@ size_t hu_vdir_width(const struct hu_vdir *d)
 int view_name_records(struct hu_vdir *d, const char *name, size_t below,
 		      struct vrec *recs, size_t *n, struct hu_error *e)
 {
-	struct seen none, *seen = &none;
+	struct seen none = { 0 }, *seen = &none;
 	int rc = 0;
 
 	*n = 0;
