@@ -38,26 +38,6 @@ static const char *shown_path(const char *p)
 	return *p ? p : ".";
 }
 
-/* Directory @path of @l, opened a component at a time, never following a
- * symlink; -1 with errno when there is none. */
-static int open_layer_dir(const struct hu_layer *l, const char *path)
-{
-	char *copy = strdup(path), *save = NULL;
-	int fd = copy ? dup(l->fd) : -1;
-
-	for (char *c = copy ? strtok_r(copy, "/", &save) : NULL;
-	     c && fd >= 0; c = strtok_r(NULL, "/", &save)) {
-		int sub = hu_open_dir_at(fd, c);
-		int err = errno;
-
-		close(fd);
-		fd = sub;
-		errno = err;
-	}
-	free(copy);
-	return fd;
-}
-
 /* ---- two directories redirecting to one origin ------------------------ */
 
 static int key_cmp(const void *pa, const void *pb)
@@ -85,7 +65,7 @@ static int report_shared(struct fsck_run *r, struct ovl_redirect *rec,
 	rc = fsck_found(r, HU_PB_REDIRECT_SHARED, rec->path, NULL, detail, e);
 	if (rc != 1)
 		return rc < 0 ? -1 : 0;
-	fd = open_layer_dir(l, rec->path);
+	fd = hu_open_dir_beneath(l->fd, rec->path);
 	if (fd < 0)
 		rc = hu_error_set(&why, errno, NULL, "cannot open directory");
 	else

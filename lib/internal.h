@@ -267,9 +267,10 @@ void hu_names_free(struct hu_names *l);
 
 /* openat() of a directory, never following a symlink. */
 int hu_open_dir_at(int dirfd, const char *name);
-/* The directory at relative @path under @rootfd, opened as a walk of
- * hu_open_dir_at() would (no symlink followed, never above @rootfd: a
- * symlink met says ENOTDIR), in one openat2(2) where the kernel has it. */
+/* The directory at relative @path under @rootfd ("" or "/": @rootfd
+ * itself, a new fd), opened as a walk of hu_open_dir_at() would (no
+ * symlink followed, never above @rootfd: a symlink met says ENOTDIR), in
+ * one openat2(2) where the kernel has it. */
 int hu_open_dir_beneath(int rootfd, const char *path);
 /* Is open @fd still the entry @name of @dirfd (same device and inode,
  * @name not followed)?  For a file we locked, which its owner may have

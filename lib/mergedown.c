@@ -134,38 +134,19 @@ int md_below_has(struct md *m, const char *dir, const char *name,
 
 int md_open_parent(int rootfd, const char *path, const char **leaf)
 {
-	const char *p = path, *slash;
-	int fd = rootfd;
+	const char *slash = strrchr(path, '/');
+	char *dir;
+	int fd;
 
-	while ((slash = strchr(p, '/'))) {
-		char comp[NAME_MAX + 1];
-		size_t len = slash - p;
-		int next;
-
-		if (len > NAME_MAX) {
-			errno = ENAMETOOLONG;
-			next = -1;
-		} else if (len == 0) {
-			p = slash + 1;
-			continue;
-		} else {
-			memcpy(comp, p, len);
-			comp[len] = '\0';
-			next = hu_open_dir_at(fd, comp);
-		}
-		if (fd != rootfd) {
-			int err = errno;
-
-			close(fd);
-			errno = err;
-		}
-		if (next < 0)
-			return -1;
-		fd = next;
-		p = slash + 1;
-	}
-	*leaf = p;
-	return fd == rootfd ? dup(rootfd) : fd;
+	*leaf = slash ? slash + 1 : path;
+	if (!slash)
+		return dup(rootfd);
+	dir = strndup(path, slash - path);
+	if (!dir)
+		return -1;
+	fd = hu_open_dir_beneath(rootfd, dir);
+	free(dir);
+	return fd;
 }
 
 static void progress(struct md *m)

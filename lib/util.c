@@ -173,7 +173,7 @@ static int open_dir_openat2(int rootfd, const char *path)
 	return (int)syscall(SYS_openat2, rootfd, path, &how, sizeof(how));
 }
 
-/* The same, a component at a time. */
+/* The same, a component at a time (@path holds one at least). */
 static int open_dir_walk(int rootfd, const char *path)
 {
 	char *copy = strdup(path), *save = NULL;
@@ -196,7 +196,7 @@ static int open_dir_walk(int rootfd, const char *path)
 			break;
 	}
 	free(copy);
-	return fd == rootfd ? hu_open_dir_at(rootfd, ".") : fd;
+	return fd;
 }
 
 int hu_open_dir_beneath(int rootfd, const char *path)
@@ -204,20 +204,21 @@ int hu_open_dir_beneath(int rootfd, const char *path)
 	int state = atomic_load_explicit(&openat2_state, memory_order_relaxed);
 	int fd;
 
-	if (state != OPENAT2_NO) {
-		fd = open_dir_openat2(rootfd, path);
-		if (fd >= 0 || state == OPENAT2_YES ||
-		    (errno != ENOSYS && errno != EPERM)) {
-			if (state == OPENAT2_UNKNOWN)
-				atomic_store(&openat2_state, OPENAT2_YES);
-			/* a symlink met on the way: none is followed */
-			if (fd < 0 && errno == ELOOP)
-				errno = ENOTDIR;
-			return fd;
-		}
+	while (*path == '/')
+		path++;
+	if (!*path)
+		return hu_open_dir_at(rootfd, ".");
+	if (state == OPENAT2_NO)
+		return open_dir_walk(rootfd, path);
+	fd = open_dir_openat2(rootfd, path);
+	if (fd < 0 && state == OPENAT2_UNKNOWN &&
+	    (errno == ENOSYS || errno == EPERM)) {
 		atomic_store(&openat2_state, OPENAT2_NO);
+		return open_dir_walk(rootfd, path);
 	}
-	fd = open_dir_walk(rootfd, path);
+	if (state == OPENAT2_UNKNOWN)
+		atomic_store(&openat2_state, OPENAT2_YES);
+	/* a symlink on the way: the walk's open of it says ENOTDIR */
 	if (fd < 0 && errno == ELOOP)
 		errno = ENOTDIR;
 	return fd;
