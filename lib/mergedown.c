@@ -203,9 +203,9 @@ static bool copies_from_here(struct md *m)
 /* Is the upper's whiteout @name (stat @st) the very marker the target
  * takes: the same format's own kind (a 0/0 device, a union symlink),
  * renamed in on one filesystem? */
-static bool whiteout_moves(const struct md *m, int tfd, const struct stat *st)
+static bool whiteout_moves(const struct md *m, const struct stat *st)
 {
-	if (tfd < 0 || !md_renames(m) || hu_wr_dry_run() ||
+	if (!md_renames(m) || hu_wr_dry_run() ||
 	    m->up->format != m->tofmt.format ||
 	    m->up->userxattr != m->tofmt.userxattr)
 		return false;
@@ -256,26 +256,19 @@ static int do_whiteout(struct md *m, struct hu_vdir *v, int ufd, int tfd,
 		       const char *name, const struct stat *st,
 		       struct hu_error *e)
 {
-	int need;
+	int need = tfd < 0 ? 0 : md_below_has_v(m, v, name, e);
 
-	if (whiteout_moves(m, tfd, st)) {
-		need = md_below_has_v(m, v, name, e);
-		if (need < 0)
-			return md_prefix(m->to, NULL, NULL, e);
-		if (need) {
-			int rc = move_whiteout(m, ufd, tfd, name, e);
+	if (need < 0)
+		return md_prefix(m->to, NULL, NULL, e);
+	if (need && whiteout_moves(m, st)) {
+		int rc = move_whiteout(m, ufd, tfd, name, e);
 
-			if (rc != 0)
-				return rc < 0 ? -1 : 0;
-		}
-		/* none needed, or copies from here: made as below */
-		if (remove_target(m, tfd, name, e) < 0)
-			return -1;
-	} else {
-		need = clear_target(m, v, tfd, name, e);
-		if (need < 0)
-			return -1;
+		if (rc != 0)
+			return rc < 0 ? -1 : 0;
+		/* another filesystem: made anew, as below */
 	}
+	if (remove_target(m, tfd, name, e) < 0)
+		return -1;
 	if (need) {
 		md_step(m, "whiteout", m->path.s, name);
 		if (hu_marker_add_whiteout(&m->tofmt, m->tofmt.format, tfd,
