@@ -47,7 +47,8 @@ int chg_side_fast(const struct chg_walk *w, struct chg_dir *sd,
 	sd->merged = hu_vdir_is_merged(nd);
 	if (hu_vdir_list(ud, &sd->uents, &sd->n, e) < 0)
 		return -1;
-	if (hu_names_read(hu_vdir_fd(ud, NULL), &sd->raw, NULL, e) < 0) {
+	if (hu_layer_names_read(&w->ustack.layers[0], hu_vdir_fd(ud, NULL),
+				false, &sd->raw, NULL, e) < 0) {
 		hu_error_prefix(e, hu_vdir_path(ud));
 		hu_error_prefix(e, w->ustack.layers[0].path);
 		return -1;

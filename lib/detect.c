@@ -271,8 +271,8 @@ static int detect_dir(struct detect *d, int fd)
 	if (check_dir_xattrs(d, fd) < 0)
 		return -1;
 	/* Below the layer's root, each fd is one this walk just opened. */
-	rc = fd == d->l->fd ? hu_names_read(fd, &names, d->path.s, d->e) :
-		hu_names_read_fresh(fd, &names, d->path.s, d->e);
+	rc = hu_layer_names_read(d->l, fd, fd != d->l->fd, &names, d->path.s,
+				 d->e);
 	if (rc < 0)
 		return -1;
 	for (size_t i = 0; i < names.n && rc == 0; i++)

@@ -176,6 +176,10 @@ struct hu_layer {
 		       HU_REFS_SOME } refs;
 	bool files_private;	/* answered with refs: a regular file holds
 				 * a union or overlay xattr */
+	/* The layer's filesystem lists a directory in as few getdents(2)
+	 * calls as its buffer allows, and none is mounted beneath its root:
+	 * a short read is the end (hu_layer_names_read). */
+	bool readdir_fills;
 };
 
 struct hu_stack {

@@ -263,6 +263,11 @@ int hu_names_read(int fd, struct hu_names *out, const char *path,
  * directory, a tenth of a flatten's directory work). */
 int hu_names_read_fresh(int fd, struct hu_names *out, const char *path,
 			struct hu_error *e);
+/* Either of them for a directory of layer @l (@fresh: the second), one
+ * syscall fewer where the layer's filesystem allows (readdir_fills). */
+int hu_layer_names_read(const struct hu_layer *l, int fd, bool fresh,
+			struct hu_names *out, const char *path,
+			struct hu_error *e);
 void hu_names_free(struct hu_names *l);
 
 /* openat() of a directory, never following a symlink. */

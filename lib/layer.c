@@ -7,14 +7,17 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/capability.h>
+#include <linux/magic.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include "internal.h"
+#include "mountinfo.h"
 
 /* Can this process read trusted.* xattrs (CAP_SYS_ADMIN)? */
 static bool can_read_trusted(void)
@@ -147,6 +150,32 @@ static int open_tarball(struct hu_layer *l, const char *path,
 	return rc;
 }
 
+/*
+ * Does getdents(2) fill its buffer on every directory of the layer at
+ * @fd, unless the listing is at its end?  On these filesystems readdir
+ * stops only when the next record does not fit (ext4_readdir and
+ * ext4_dx_readdir, xfs_readdir, btrfs_real_readdir, offset_readdir of
+ * tmpfs) or a signal is pending (hu_layer_names_read minds that).  A
+ * filesystem mounted beneath the root could be any other, as FUSE and
+ * NFS, which may return less: then the layer's listings read to 0.
+ */
+static bool readdir_fills(int fd)
+{
+	struct statfs sf;
+
+	if (fstatfs(fd, &sf) < 0)
+		return false;
+	switch (sf.f_type) {
+	case EXT4_SUPER_MAGIC:
+	case XFS_SUPER_MAGIC:
+	case BTRFS_SUPER_MAGIC:
+	case TMPFS_MAGIC:
+		return !hu_mount_beneath(fd);
+	default:
+		return false;
+	}
+}
+
 static int open_root(struct hu_layer *l, const char *path,
 		     const struct hu_stack *below, struct pending *p,
 		     const struct hu_stack_opts *o, struct hu_error *e)
@@ -159,6 +188,7 @@ static int open_root(struct hu_layer *l, const char *path,
 			return hu_error_set(e, errno, path, "cannot stat layer");
 		l->dev = st.st_dev;
 		l->ino = st.st_ino;
+		l->readdir_fills = readdir_fills(l->fd);
 		return 0;
 	}
 	if (errno == ENOTDIR && stat(path, &st) == 0 && S_ISREG(st.st_mode))

@@ -222,7 +222,7 @@ static int scan_entries(const struct hu_layer *l, struct wh_dir *d,
 {
 	size_t n = 0;
 
-	if (hu_names_read(d->fd, &d->names, NULL, e) < 0)
+	if (hu_layer_names_read(l, d->fd, false, &d->names, NULL, e) < 0)
 		return -1;
 	d->ents = calloc(d->names.n ? d->names.n : 1, sizeof(*d->ents));
 	if (!d->ents)

@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "internal.h"
 #include "mountinfo.h"
@@ -304,6 +305,87 @@ int hu_stack_mounted(const struct hu_stack *s, int extra_fd,
 	rc = hu_mountinfo_scan(f, MOUNTINFO, s, extra_fd, use, e);
 	fclose(f);
 	return rc;
+}
+
+/*
+ * Is anything mounted beneath directory @dir (an absolute path as the
+ * kernel writes one, never a user's), or is the mountinfo unreadable?
+ * Here, unlike the overlay options above, both sides are the kernel's
+ * own spelling of a path in this mount namespace (d_path: the fd link
+ * and the MOUNTPOINT field), so they compare as strings.  A line that
+ * does not parse counts as a mount beneath: the answer only ever turns
+ * an optimisation off.
+ */
+bool hu_mountinfo_beneath(FILE *f, const char *dir)
+{
+	size_t len = strcmp(dir, "/") == 0 ? 0 : strlen(dir);
+	char *line = NULL, *rest, *mountpoint = NULL;
+	size_t cap = 0;
+	bool beneath = false;
+
+	errno = 0;
+	while (!beneath && getline(&line, &cap, f) >= 0) {
+		rest = line;
+		rest[strcspn(rest, "\n")] = '\0';
+		for (int i = 0; i < 5 && rest; i++)
+			mountpoint = strsep(&rest, " ");
+		if (!rest) {
+			beneath = true;
+			break;
+		}
+		unescape_octal(mountpoint);
+		beneath = strncmp(mountpoint, dir, len) == 0 &&
+			  mountpoint[len] == '/' && mountpoint[len + 1];
+	}
+	free(line);
+	return beneath || ferror(f);
+}
+
+/* The path the kernel gives directory @fd (malloc'd), or NULL. */
+static char *fd_dir_path(int fd)
+{
+	char link[HU_FDPATH_MAX], *buf = NULL, *bigger;
+	size_t size = 256;
+	ssize_t n;
+
+	hu_fdpath(link, fd, NULL);
+	for (;;) {
+		bigger = realloc(buf, size);
+		if (!bigger)
+			break;
+		buf = bigger;
+		n = readlink(link, buf, size);
+		if (n < 0)
+			break;
+		if ((size_t)n < size) {
+			buf[n] = '\0';
+			return buf;
+		}
+		size *= 2;
+	}
+	free(buf);
+	return NULL;
+}
+
+bool hu_mount_beneath(int fd)
+{
+	char *dir = fd_dir_path(fd);
+	FILE *f;
+	bool beneath;
+
+	if (!dir)
+		return true;
+	/* "/gone (deleted)", or not a path of this namespace at all */
+	if (dir[0] != '/' || strstr(dir, " (deleted)")) {
+		free(dir);
+		return true;
+	}
+	f = fopen(MOUNTINFO, "re");
+	beneath = !f || hu_mountinfo_beneath(f, dir);
+	if (f)
+		fclose(f);
+	free(dir);
+	return beneath;
 }
 
 void hu_mount_use_free(struct hu_mount_use *u)

@@ -14,4 +14,11 @@ int hu_mountinfo_scan(FILE *f, const char *what, const struct hu_stack *s,
 		      int extra_fd, struct hu_mount_use *use,
 		      struct hu_error *e);
 
+/* Is a filesystem mounted anywhere beneath absolute path @dir, by the
+ * mountinfo lines of @f?  True too when @f cannot be read to the end. */
+bool hu_mountinfo_beneath(FILE *f, const char *dir);
+/* The same for directory @fd, from /proc/self/mountinfo; true when that
+ * or the directory's path cannot be read. */
+bool hu_mount_beneath(int fd);
+
 #endif /* HUNION_MOUNTINFO_H */

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <time.h>
 #include <sys/syscall.h>
@@ -78,7 +79,20 @@ struct linux_dirent64 {
 	char d_name[];
 };
 
-static int read_entries(int fd, bool rewind, struct name_acc *a)
+/* The longest record getdents64(2) writes: a NAME_MAX name, its NUL,
+ * padded to 8 bytes. */
+#define DIRENT64_MAX \
+	((offsetof(struct linux_dirent64, d_name) + NAME_MAX + 1 + 7) & ~7ul)
+
+/*
+ * @fills: the directory is on a filesystem whose readdir fills the buffer
+ * unless it is at the end (hu_layer.readdir_fills).  A read that left
+ * room for the longest record then ended the listing, and the call that
+ * would say so with 0 is saved: one syscall a directory.  @short_end: set
+ * when a listing ended so.
+ */
+static int read_entries(int fd, bool rewind, bool fills, struct name_acc *a,
+			bool *short_end)
 {
 	static __thread char buf[32768];
 	long n;
@@ -97,18 +111,31 @@ static int read_entries(int fd, bool rewind, struct name_acc *a)
 			if (acc_add(a, nm, de->d_type) < 0)
 				return -1;
 		}
+		if (fills && (size_t)n + DIRENT64_MAX <= sizeof(buf)) {
+			*short_end = true;
+			return 0;
+		}
 	}
 	return n < 0 ? -1 : 0;
 }
 
-static int names_read(int fd, bool rewind, struct hu_names *out,
+static int names_read(int fd, bool rewind, bool fills, struct hu_names *out,
 		      const char *path, struct hu_error *e)
 {
 	struct name_acc a = { 0 };
+	bool short_end = false;
 
 	memset(out, 0, sizeof(*out));
-	if (read_entries(fd, rewind, &a) < 0)
+	if (read_entries(fd, rewind, fills, &a, &short_end) < 0)
 		goto fail;
+	/* The one other short read: a signal pending on this thread
+	 * (filldir64() stops for it).  Its handler ran before the call
+	 * returned, and each one the program catches interrupts it: the
+	 * listing may be cut short, so it is not used. */
+	if (short_end && hu_interrupted()) {
+		errno = EINTR;
+		goto fail;
+	}
 	out->v = malloc((a.n ? a.n : 1) * sizeof(*out->v));
 	if (!out->v) {
 		errno = ENOMEM;
@@ -135,13 +162,20 @@ fail:
 int hu_names_read(int fd, struct hu_names *out, const char *path,
 		  struct hu_error *e)
 {
-	return names_read(fd, true, out, path, e);
+	return names_read(fd, true, false, out, path, e);
 }
 
 int hu_names_read_fresh(int fd, struct hu_names *out, const char *path,
 			struct hu_error *e)
 {
-	return names_read(fd, false, out, path, e);
+	return names_read(fd, false, false, out, path, e);
+}
+
+int hu_layer_names_read(const struct hu_layer *l, int fd, bool fresh,
+			struct hu_names *out, const char *path,
+			struct hu_error *e)
+{
+	return names_read(fd, !fresh, l->readdir_fills, out, path, e);
 }
 
 void hu_names_free(struct hu_names *l)

@@ -151,10 +151,9 @@ static int collect(struct hu_vdir *d, struct vrec **out, size_t *nout,
 	for (size_t i = 0; i < d->nd; i++) {
 		/* A directory's own fds are read once; a layer root's fd is
 		 * shared, and detection may have read it. */
-		int fd = d->d[i].fd;
-		int rc = d->d[i].own ?
-			hu_names_read_fresh(fd, &d->lists[i], NULL, e) :
-			hu_names_read(fd, &d->lists[i], NULL, e);
+		const struct hu_layer *l = &d->s->layers[d->d[i].layer];
+		int rc = hu_layer_names_read(l, d->d[i].fd, d->d[i].own,
+					     &d->lists[i], NULL, e);
 
 		if (rc < 0 || probe_names(d, i, e) < 0)
 			return view_fail(d, d->d[i].layer, e);

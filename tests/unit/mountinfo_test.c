@@ -10,7 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/magic.h>
 #include <sys/mount.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include "../../lib/mountinfo.h"
@@ -333,4 +335,79 @@ Test(mountinfo, other_filesystems_and_invisible_options)
 	tu_expect_str(scan("1 2 3\n\n - overlay\n48 26 0:39 / /m rw -\n",
 			   "u"), "none");
 	free(opts);
+}
+
+/* hu_mountinfo_beneath() of mountinfo @text and directory @dir. */
+static bool beneath(const char *text, const char *dir)
+{
+	FILE *f = fmemopen((void *)text, strlen(text), "r");
+	bool rc;
+
+	cr_assert_not_null(f);
+	rc = hu_mountinfo_beneath(f, dir);
+	fclose(f);
+	return rc;
+}
+
+Test(mountinfo, a_mount_beneath_a_directory_by_the_kernels_paths)
+{
+	static const char text[] =
+		"22 1 254:0 / / rw,relatime shared:1 - ext4 /dev/vda rw\n"
+		"30 22 0:5 / /a/b\\040c/d rw shared:2 - tmpfs tmpfs rw\n"
+		"31 22 0:6 / /x/yz rw shared:3 - tmpfs tmpfs rw\n";
+
+	/* beneath, however deep, and with mountinfo's escapes undone */
+	cr_expect(beneath(text, "/a"));
+	cr_expect(beneath(text, "/a/b c"));
+	cr_expect_not(beneath(text, "/a/b\\040c"));
+	cr_expect_not(beneath(text, "/a/b c/d"));
+	cr_expect(beneath(text, "/x"));
+	/* the mount on the directory itself is the directory's own
+	 * filesystem; a name that only starts alike is a sibling */
+	cr_expect_not(beneath(text, "/x/yz"));
+	cr_expect_not(beneath(text, "/x/y"));
+	cr_expect_not(beneath(text, "/a/b"));
+	cr_expect_not(beneath(text, "/q"));
+	/* every mount but the root's is beneath "/" */
+	cr_expect(beneath(text, "/"));
+	cr_expect_not(beneath("22 1 254:0 / / rw - ext4 /dev/vda rw\n",
+			      "/"));
+	/* a line cut short could be any mount: assume one */
+	cr_expect(beneath("22 1 254:0 / /elsewhere\n", "/q"));
+	cr_expect(beneath("22 1 254:0\n", "/q"));
+}
+
+/* A real mount beneath a layer turns its short reads off; without it the
+ * layer's listings end at a short read and find every name. */
+Test(mountinfo, a_layer_with_a_mount_beneath_reads_to_the_end)
+{
+	struct hu_stack_opts so = { .format = HU_FMT_UNION };
+	struct hu_layer l;
+	struct hu_error e = { 0 };
+	struct statfs sf;
+
+	private_mounts();
+	tu_mkdir("layer/sub/m");
+	cr_assert_eq(statfs(tu_path("layer"), &sf), 0);
+	if (sf.f_type != EXT4_SUPER_MAGIC && sf.f_type != TMPFS_MAGIC &&
+	    sf.f_type != XFS_SUPER_MAGIC && sf.f_type != BTRFS_SUPER_MAGIC)
+		cr_skip_test("the test directory's filesystem (%lx) is not "
+			     "one whose reads fill", (long)sf.f_type);
+	cr_assert_eq(hu_layer_open(&l, tu_path("layer"), &so, &e), 0,
+		     "%s", e.msg);
+	cr_expect(l.readdir_fills);
+	hu_layer_close(&l);
+	cr_assert_eq(mount("tmpfs", tu_path("layer/sub/m"), "tmpfs", 0,
+			   NULL), 0, "%s", strerror(errno));
+	mounted_at(tu_path("layer/sub/m"));
+	cr_assert_eq(hu_layer_open(&l, tu_path("layer"), &so, &e), 0,
+		     "%s", e.msg);
+	cr_expect_not(l.readdir_fills);
+	hu_layer_close(&l);
+	/* the mounted filesystem as a layer of its own: nothing beneath */
+	cr_assert_eq(hu_layer_open(&l, tu_path("layer/sub/m"), &so, &e), 0,
+		     "%s", e.msg);
+	cr_expect(l.readdir_fills);
+	hu_layer_close(&l);
+	hu_error_clear(&e);
 }

@@ -281,3 +281,77 @@ Test(temp_name, fits_beside_the_longest_name, .fini = tu_cleanup)
 	free(tmp);
 	close(dirfd);
 }
+
+/* hu_layer_names_read() of @dirfd with short reads taken as the end,
+ * against hu_names_read(), which reads to 0. */
+static void expect_same_listing(int dirfd, size_t n)
+{
+	struct hu_layer l = { .readdir_fills = true };
+	struct hu_names a, b;
+	struct hu_error e = { 0 };
+
+	cr_assert_eq(hu_names_read(dirfd, &a, "dir", &e), 0, "%s", e.msg);
+	cr_assert_eq(hu_layer_names_read(&l, dirfd, false, &b, "dir", &e), 0,
+		     "%s", e.msg);
+	cr_assert_eq(a.n, n);
+	cr_assert_eq(b.n, n);
+	for (size_t i = 0; i < n; i++)
+		cr_expect_str_eq(b.v[i].name, a.v[i].name);
+	hu_names_free(&a);
+	hu_names_free(&b);
+}
+
+/* Names of every length, so that reads end with every amount of room
+ * left: a read cut short by a full buffer is not the end. */
+Test(names_read, a_short_read_ends_only_a_listing_that_left_room,
+     .fini = tu_cleanup)
+{
+	int dirfd = open(tu_tmpdir(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	char name[NAME_MAX + 1];
+	size_t n = 0;
+
+	cr_assert_geq(dirfd, 0);
+	expect_same_listing(dirfd, 0);
+	for (size_t len = 1; len <= NAME_MAX; len++) {
+		/* eight names of @len bytes: a number, padded */
+		for (int k = 0; k < 8; k++) {
+			int w = snprintf(name, sizeof(name), "%zu", n);
+
+			if ((size_t)w > len)
+				continue;
+			memset(name + w, 'x', len - w);
+			name[len] = '\0';
+			cr_assert_eq(mkdirat(dirfd, name, 0700), 0, "%s: %s",
+				     name, strerror(errno));
+			n++;
+		}
+		if (len == 3)
+			expect_same_listing(dirfd, n);
+	}
+	expect_same_listing(dirfd, n);
+	close(dirfd);
+}
+
+/* A short read may be one a signal cut: once the program is being
+ * interrupted, such a listing is not used. */
+Test(names_read, a_short_read_while_interrupted_fails, .fini = tu_cleanup)
+{
+	struct hu_layer l = { .readdir_fills = true };
+	int dirfd = open(tu_tmpdir(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	struct hu_names names;
+	struct hu_error e = { 0 };
+
+	cr_assert_geq(dirfd, 0);
+	cr_assert_eq(mkdirat(dirfd, "x", 0700), 0);
+	hu_interrupt();
+	cr_expect_eq(hu_layer_names_read(&l, dirfd, false, &names, "dir",
+					 &e), -1);
+	cr_expect_eq(e.err, EINTR);
+	hu_error_clear(&e);
+	l.readdir_fills = false;
+	cr_assert_eq(hu_layer_names_read(&l, dirfd, false, &names, "dir",
+					 &e), 0);
+	cr_expect_eq(names.n, 1);
+	hu_names_free(&names);
+	close(dirfd);
+}
