@@ -219,17 +219,26 @@ static bool whiteout_moves(const struct md *m, const struct stat *st)
  * target held there is removed first, as a step of its own (the rename
  * does not replace it), so that the steps and counts are those of a
  * whiteout made anew. */
-static int move_whiteout(struct md *m, int ufd, int tfd, const char *name,
+/* The upper's whiteout @name made ready to move into the target as it
+ * is: the kernel's bookkeeping stays behind, the marker's own xattr (a
+ * union one's) not. */
+static int keep_whiteout(struct md *m, int ufd, const char *name,
 			 struct hu_error *e)
 {
 	char attr[64];
 	const char *keep = m->tofmt.format == HU_FMT_UNION ?
 		hu_marker_xattr(m->tofmt.format, m->tofmt.userxattr,
 				"whiteout", attr, sizeof(attr)) : NULL;
+
+	return md_strip_private(ufd, name, keep, e);
+}
+
+static int move_whiteout(struct md *m, int ufd, int tfd, const char *name,
+			 struct hu_error *e)
+{
 	int rc;
 
-	/* the kernel's bookkeeping stays behind, the marker's own xattr not */
-	if (md_strip_private(ufd, name, keep, e) < 0)
+	if (keep_whiteout(m, ufd, name, e) < 0)
 		return md_prefix(m->up, m->path.s, NULL, e);
 	rc = hu_wr_renameat2(ufd, name, tfd, name, RENAME_NOREPLACE);
 	if (rc < 0 && errno == EEXIST) {
@@ -374,57 +383,122 @@ static int do_nondir(struct md *m, struct hu_vdir *v, int ufd, int tfd,
 	return copy_nondir(m, v, ufd, tfd, name, st ? st : &ust, e);
 }
 
+static int clean_tree(struct md *m, struct hu_vdir *v, int fd,
+		      const char *keep, bool *foreign, struct hu_error *e);
+
+/* Subdirectory @name of @fd, in view directory @v (NULL: it merges with
+ * nothing beneath), cleaned as clean_tree() cleans: one that merges with
+ * nothing keeps an opaque marker where a layer beneath the target has
+ * the name, as swap_in() gives one. */
+static int clean_subdir(struct md *m, struct hu_vdir *v, int fd,
+			const char *name, bool *foreign, struct hu_error *e)
+{
+	struct hu_ventry ent;
+	struct hu_vdir *c = NULL;
+	const char *keep = NULL;
+	char attr[64];
+	int sub, rc = 0;
+
+	if (v) {
+		rc = hu_vdir_lookup(v, name, &ent, e);
+		if (rc == 0 || (rc == 1 && ent.layer != m->iup))
+			rc = hu_error_set(e, 0, name, "a directory of the "
+					  "upper the view does not show");
+		if (rc == 1)
+			rc = hu_vdir_open_child_lazy(v, &ent, &c, e);
+	}
+	if (rc == 0 && c && hu_vdir_width(c) == 1) {
+		hu_vdir_close(c);
+		c = NULL;
+		rc = md_below_has_v(m, v, name, e);
+		if (rc == 1) {
+			keep = hu_marker_xattr(m->tofmt.format,
+					       m->tofmt.userxattr, "opaque",
+					       attr, sizeof(attr));
+			rc = hu_marker_set_opaque(&m->tofmt, m->tofmt.format,
+						  fd, name, true, e);
+		}
+	}
+	if (rc < 0) {
+		hu_vdir_close(c);
+		return -1;
+	}
+	sub = c ? hu_vdir_layer_fd(c, m->iup) : hu_open_dir_at(fd, name);
+	if (sub < 0)
+		rc = hu_error_set(e, errno, name, "cannot open directory");
+	else if (clean_tree(m, c, sub, keep, foreign, e) < 0)
+		rc = md_prefix_name(e, name);
+	if (!c && sub >= 0)
+		close(sub);
+	hu_vdir_close(c);
+	return rc;
+}
+
 /*
- * An upper directory that merges with nothing beneath, taken out of the
- * view's way of merging: its whiteouts (which hide nothing) go, and every
- * private xattr but @keep on its root.  The times of a directory whose
- * whiteouts go are recorded first and put back after.
+ * An upper directory taken out of the view's way of merging, to be moved
+ * into the target whole: every private xattr goes but @keep on its root,
+ * and its whiteouts that hide nothing.  With view directory @v it merges
+ * with layers beneath the target (the target has nothing there), and a
+ * whiteout that hides a name of theirs stays, where it is the target's
+ * own kind; one of another kind sets *@foreign and stops the walk (the
+ * directory is merged entry by entry instead).  Without @v it merges
+ * with nothing and every whiteout goes.  Each step keeps the view.  The
+ * times of a directory whose whiteouts go are recorded first and put
+ * back after.
  */
-static int clean_tree(struct md *m, int fd, const char *keep,
-		      struct hu_error *e)
+static int clean_tree(struct md *m, struct hu_vdir *v, int fd,
+		      const char *keep, bool *foreign, struct hu_error *e)
 {
 	struct hu_names names;
 	bool *wh = NULL, any = false, rec = false;
+	bool bare = v && hu_vdir_layer_bare(v, m->iup);
 	struct timespec ts[2];
 	int rc = 0;
 
-	if (hu_names_read(fd, &names, NULL, e) < 0)
+	if (hu_layer_names_read(m->up, fd, false, &names, NULL, e) < 0)
 		return -1;
 	wh = calloc(names.n ? names.n : 1, sizeof(*wh));
 	if (!wh) {
 		hu_names_free(&names);
 		return hu_error_set(e, ENOMEM, NULL, "out of memory");
 	}
-	for (size_t i = 0; i < names.n && rc == 0; i++) {
+	for (size_t i = 0; i < names.n && rc == 0 && !*foreign; i++) {
 		const char *name = names.v[i].name, *target;
 		enum hu_marker kind;
 		struct stat st;
+		int need = 0;
 
+		/* a plain upper's regular file is no marker (merge_entry) */
+		if (names.v[i].type == DT_REG && hu_layer_files_plain(m->up))
+			continue;
 		if (fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
 			rc = hu_error_set(e, errno, name, "cannot stat");
 			break;
 		}
 		rc = hu_marker_classify(m->up, fd, name, &st, true, &kind,
 					&target, e);
-		if (rc == 0 && kind == HU_MARK_WHITEOUT) {
+		if (rc == 0 && kind == HU_MARK_WHITEOUT && v)
+			need = md_below_has_v(m, v, name, e);
+		if (rc < 0 || need < 0)
+			rc = -1;
+		else if (kind == HU_MARK_WHITEOUT && !need)
 			wh[i] = any = true;
-		} else if (rc == 0 && S_ISDIR(st.st_mode)) {
-			int sub = hu_open_dir_at(fd, name);
-
-			if (sub < 0)
-				rc = hu_error_set(e, errno, name,
-						  "cannot open directory");
-			else if (clean_tree(m, sub, NULL, e) < 0)
-				rc = md_prefix_name(e, name);
-			if (sub >= 0)
-				close(sub);
-		} else if (rc == 0) {
+		else if (kind == HU_MARK_WHITEOUT && !whiteout_moves(m, &st))
+			*foreign = true;
+		else if (kind == HU_MARK_WHITEOUT &&
+			 (rc = keep_whiteout(m, fd, name, e)) == 0)
+			m->st->markers++;	/* moves along with the tree */
+		else if (S_ISDIR(st.st_mode))
+			rc = clean_subdir(m, v, fd, name, foreign, e);
+		else
 			rc = md_strip_private(fd, name, NULL, e);
-		}
 	}
-	if (rc == 0 && md_times_get(m, fd, NULL, any, ts, &rec, e) < 0)
+	/* a directory the view found bare has no record to read, and
+	 * nothing private to strip but the record made here */
+	if (rc == 0 && !*foreign && (any || !bare) &&
+	    md_times_get(m, fd, NULL, any, ts, &rec, e) < 0)
 		rc = -1;
-	for (size_t i = 0; i < names.n && rc == 0; i++)
+	for (size_t i = 0; i < names.n && rc == 0 && !*foreign; i++)
 		if (wh[i] && hu_wr_unlinkat(fd, names.v[i].name, 0) < 0)
 			rc = hu_error_set(e, errno, names.v[i].name,
 					  "cannot remove the whiteout");
@@ -432,7 +506,7 @@ static int clean_tree(struct md *m, int fd, const char *keep,
 		rc = hu_error_set(e, errno, NULL, "cannot set the times");
 	if (rc == 0 && rec)
 		rc = md_times_clear(m, fd, e);
-	if (rc == 0)
+	if (rc == 0 && !*foreign && !bare)
 		rc = md_strip_private(fd, NULL, keep, e);
 	free(wh);
 	hu_names_free(&names);
@@ -449,6 +523,7 @@ static int swap_in(struct md *m, struct hu_vdir *v, struct hu_vdir *c,
 	const char *keep = NULL;
 	int need = clear_target(m, v, tfd, name, e);
 	int cufd = hu_vdir_layer_fd(c, m->iup);
+	bool foreign = false;	/* never without a view directory */
 
 	if (need < 0)
 		return -1;
@@ -469,7 +544,7 @@ static int swap_in(struct md *m, struct hu_vdir *v, struct hu_vdir *c,
 	if (need && hu_marker_set_opaque(&m->tofmt, m->tofmt.format, ufd,
 					 name, true, e) < 0)
 		return md_prefix(m->up, m->path.s, NULL, e);
-	if (clean_tree(m, cufd, keep, e) < 0)
+	if (clean_tree(m, NULL, cufd, keep, &foreign, e) < 0)
 		return md_prefix(m->up, m->path.s, name, e);
 	md_step(m, "move", m->path.s, name);
 	if (hu_wr_renameat2(ufd, name, tfd, name, 0) < 0) {
@@ -480,6 +555,39 @@ static int swap_in(struct md *m, struct hu_vdir *v, struct hu_vdir *c,
 	}
 	m->st->moved++;
 	return 0;
+}
+
+/*
+ * A directory that merges with layers beneath the target, where the
+ * target has nothing: moved in whole as swap_in() moves one, once
+ * clean_tree() has taken it out of the view's way (no directory made, no
+ * entry moved one by one, no times to put back).  1 moved; 0 merged entry
+ * by entry instead: a dry run, a copy, an upper with redirects or
+ * metacopy files (whose xattrs the cleaning would drop), a whiteout to
+ * write in another kind, or another filesystem met.
+ */
+static int move_merged(struct md *m, struct hu_vdir *c, int ufd, int tfd,
+		       const char *name, struct hu_error *e)
+{
+	bool foreign = false;
+
+	if (!md_renames(m) || hu_wr_dry_run() ||
+	    m->up->refs != HU_REFS_NONE)
+		return 0;
+	if (clean_tree(m, c, hu_vdir_layer_fd(c, m->iup), NULL, &foreign,
+		       e) < 0)
+		return md_prefix(m->up, m->path.s, name, e);
+	if (foreign)
+		return 0;
+	md_step(m, "move", m->path.s, name);
+	if (hu_wr_renameat2(ufd, name, tfd, name, RENAME_NOREPLACE) == 0) {
+		m->st->moved++;
+		return 1;
+	}
+	if (errno == EXDEV)
+		return 0;
+	return md_fail(m->to, m->path.s, name, errno,
+		       "cannot move into place", e);
 }
 
 static int merge_dir(struct md *m, struct hu_vdir *v, int ufd,
@@ -509,6 +617,14 @@ static int dir_ready(struct md *m, struct hu_vdir *v, int ufd, int tfd,
 	}
 	if (hu_vdir_layer_fd(*c, m->ito) >= 0 || tfd < 0)
 		return 1;
+	rc = move_merged(m, *c, ufd, tfd, name, e);
+	if (rc != 0)
+		goto done;
+	/* looked into by the cleaning: read afresh */
+	hu_vdir_close(*c);
+	*c = NULL;
+	if (hu_vdir_open_child_lazy(v, ent, c, e) < 0)
+		return -1;
 	/* the target has nothing here, a layer beneath has: an empty
 	 * directory between them changes no view.  Made with the upper's
 	 * permissions where the umask keeps them (its metadata then needs
@@ -533,9 +649,11 @@ static int dir_ready(struct md *m, struct hu_vdir *v, int ufd, int tfd,
 	}
 	return 1;
 fail:
+	rc = -1;
+done:
 	hu_vdir_close(*c);
 	*c = NULL;
-	return -1;
+	return rc < 0 ? -1 : 0;
 }
 
 int md_rmdir_upper(struct md *m, int ufd, const char *name,
@@ -622,8 +740,8 @@ int md_merge_entries(struct md *m, struct hu_vdir *v, int ufd,
 	/* below the root, @ufd is the one the view just opened: read from
 	 * its start without a rewind */
 	if (md_times_get(m, ufd, us, true, ts, NULL, e) < 0 ||
-	    (ufd == m->up->fd ? hu_names_read(ufd, &names, NULL, e) :
-	     hu_names_read_fresh(ufd, &names, NULL, e)) < 0)
+	    hu_layer_names_read(m->up, ufd, ufd != m->up->fd, &names, NULL,
+				e) < 0)
 		return md_prefix(m->up, m->path.s, NULL, e);
 	for (size_t i = 0; i < names.n && rc == 0; i++)
 		rc = merge_entry(m, v, ufd, tfd, &names.v[i], e);
