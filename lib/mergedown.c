@@ -214,11 +214,6 @@ static bool whiteout_moves(const struct md *m, const struct stat *st)
 	return m->tofmt.format == HU_FMT_UNION && S_ISLNK(st->st_mode);
 }
 
-/* The upper's whiteout @name renamed over the target's: 1 done, 0 when
- * another filesystem was met (the copies take it from here).  What the
- * target held there is removed first, as a step of its own (the rename
- * does not replace it), so that the steps and counts are those of a
- * whiteout made anew. */
 /* The upper's whiteout @name made ready to move into the target as it
  * is: the kernel's bookkeeping stays behind, the marker's own xattr (a
  * union one's) not. */
@@ -233,6 +228,11 @@ static int keep_whiteout(struct md *m, int ufd, const char *name,
 	return md_strip_private(ufd, name, keep, e);
 }
 
+/* The upper's whiteout @name renamed over the target's: 1 done, 0 when
+ * another filesystem was met (the copies take it from here).  What the
+ * target held there is removed first, as a step of its own (the rename
+ * does not replace it), so that the steps and counts are those of a
+ * whiteout made anew. */
 static int move_whiteout(struct md *m, int ufd, int tfd, const char *name,
 			 struct hu_error *e)
 {
