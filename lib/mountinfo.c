@@ -323,7 +323,6 @@ bool hu_mountinfo_beneath(FILE *f, const char *dir)
 	size_t cap = 0;
 	bool beneath = false;
 
-	errno = 0;
 	while (!beneath && getline(&line, &cap, f) >= 0) {
 		rest = line;
 		rest[strcspn(rest, "\n")] = '\0';
