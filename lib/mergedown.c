@@ -113,6 +113,21 @@ int md_below_has_v(struct md *m, struct hu_vdir *v, const char *name,
 	return hu_vdir_lookup_below(v, name, m->ito, &ent, e);
 }
 
+/* Does a layer beneath the target show a directory @name in @v, which an
+ * opaque marker of the target's would hide?  A file beneath merges with
+ * nothing, and needs none.  1, 0, or -1. */
+static int below_has_dir(struct md *m, struct hu_vdir *v, const char *name,
+			 struct hu_error *e)
+{
+	struct hu_ventry ent;
+	int rc;
+
+	if (m->ito == 0)
+		return 0;	/* nothing beneath the target */
+	rc = hu_vdir_lookup_below(v, name, m->ito, &ent, e);
+	return rc == 1 ? S_ISDIR(ent.st.st_mode) : rc;
+}
+
 int md_below_has(struct md *m, const char *dir, const char *name,
 		 struct hu_error *e)
 {
@@ -174,9 +189,9 @@ static int remove_target(struct md *m, int tfd, const char *name,
 	return 0;
 }
 
-/* The target's entry @name removed, which the upper hides: 1 when a
- * layer beneath still has the name (the target needs a marker), 0 not,
- * -1 on error. */
+/* The target's entry @name removed, which the upper's directory hides:
+ * 1 when a layer beneath still shows a directory of the name (the
+ * target's needs an opaque marker), 0 not, -1 on error. */
 static int clear_target(struct md *m, struct hu_vdir *v, int tfd,
 			const char *name, struct hu_error *e)
 {
@@ -184,7 +199,7 @@ static int clear_target(struct md *m, struct hu_vdir *v, int tfd,
 
 	if (remove_target(m, tfd, name, e) < 0)
 		return -1;
-	need = tfd < 0 ? 0 : md_below_has_v(m, v, name, e);
+	need = tfd < 0 ? 0 : below_has_dir(m, v, name, e);
 	return need < 0 ? md_prefix(m->to, NULL, NULL, e) : need;
 }
 
@@ -388,8 +403,8 @@ static int clean_tree(struct md *m, struct hu_vdir *v, int fd,
 
 /* Subdirectory @name of @fd, in view directory @v (NULL: it merges with
  * nothing beneath), cleaned as clean_tree() cleans: one that merges with
- * nothing keeps an opaque marker where a layer beneath the target has
- * the name, as swap_in() gives one. */
+ * nothing keeps an opaque marker where a layer beneath the target shows a
+ * directory of the name, as swap_in() gives one. */
 static int clean_subdir(struct md *m, struct hu_vdir *v, int fd,
 			const char *name, bool *foreign, struct hu_error *e)
 {
@@ -410,7 +425,7 @@ static int clean_subdir(struct md *m, struct hu_vdir *v, int fd,
 	if (rc == 0 && c && hu_vdir_width(c) == 1) {
 		hu_vdir_close(c);
 		c = NULL;
-		rc = md_below_has_v(m, v, name, e);
+		rc = below_has_dir(m, v, name, e);
 		if (rc == 1) {
 			keep = hu_marker_xattr(m->tofmt.format,
 					       m->tofmt.userxattr, "opaque",
