@@ -103,14 +103,22 @@ int md_vopen(const struct hu_stack *s, const char *path, struct hu_vdir **out,
 	return rc;
 }
 
+/* @name in @v among the layers beneath the target: 1 found (*@ent), 0
+ * not, -1 on error. */
+static int lookup_beneath(struct md *m, struct hu_vdir *v, const char *name,
+			  struct hu_ventry *ent, struct hu_error *e)
+{
+	if (m->ito == 0)
+		return 0;	/* nothing beneath the target */
+	return hu_vdir_lookup_below(v, name, m->ito, ent, e);
+}
+
 int md_below_has_v(struct md *m, struct hu_vdir *v, const char *name,
 		   struct hu_error *e)
 {
 	struct hu_ventry ent;
 
-	if (m->ito == 0)
-		return 0;	/* nothing beneath the target */
-	return hu_vdir_lookup_below(v, name, m->ito, &ent, e);
+	return lookup_beneath(m, v, name, &ent, e);
 }
 
 /* Does a layer beneath the target show a directory @name in @v, which an
@@ -120,11 +128,8 @@ static int below_has_dir(struct md *m, struct hu_vdir *v, const char *name,
 			 struct hu_error *e)
 {
 	struct hu_ventry ent;
-	int rc;
+	int rc = lookup_beneath(m, v, name, &ent, e);
 
-	if (m->ito == 0)
-		return 0;	/* nothing beneath the target */
-	rc = hu_vdir_lookup_below(v, name, m->ito, &ent, e);
 	return rc == 1 ? S_ISDIR(ent.st.st_mode) : rc;
 }
 
@@ -401,6 +406,23 @@ static int do_nondir(struct md *m, struct hu_vdir *v, int ufd, int tfd,
 static int clean_tree(struct md *m, struct hu_vdir *v, int fd,
 		      const char *keep, bool *foreign, struct hu_error *e);
 
+#define NOT_SHOWN "a directory of the upper the view does not show"
+
+/* The view directory *@c of the upper's subdirectory @name of @v (its
+ * lookup in *@ent): 1 opened, 0 when the view shows no directory of the
+ * upper's there (NOT_SHOWN), -1 on error. */
+static int open_upper_dir(struct md *m, struct hu_vdir *v, const char *name,
+			  struct hu_ventry *ent, struct hu_vdir **c,
+			  struct hu_error *e)
+{
+	int rc = hu_vdir_lookup(v, name, ent, e);
+
+	*c = NULL;
+	if (rc <= 0 || ent->layer != m->iup)
+		return rc < 0 ? -1 : 0;
+	return hu_vdir_open_child_lazy(v, ent, c, e) < 0 ? -1 : 1;
+}
+
 /* Subdirectory @name of @fd, in view directory @v (NULL: it merges with
  * nothing beneath), cleaned as clean_tree() cleans: one that merges with
  * nothing keeps an opaque marker where a layer beneath the target shows a
@@ -412,16 +434,12 @@ static int clean_subdir(struct md *m, struct hu_vdir *v, int fd,
 	struct hu_vdir *c = NULL;
 	const char *keep = NULL;
 	char attr[64];
-	int sub, rc = 0;
+	int sub, rc = v ? open_upper_dir(m, v, name, &ent, &c, e) : 1;
 
-	if (v) {
-		rc = hu_vdir_lookup(v, name, &ent, e);
-		if (rc == 0 || (rc == 1 && ent.layer != m->iup))
-			rc = hu_error_set(e, 0, name, "a directory of the "
-					  "upper the view does not show");
-		if (rc == 1)
-			rc = hu_vdir_open_child_lazy(v, &ent, &c, e);
-	}
+	if (rc == 0)
+		rc = hu_error_set(e, 0, name, NOT_SHOWN);
+	else if (rc == 1)
+		rc = 0;
 	if (rc == 0 && c && hu_vdir_width(c) == 1) {
 		hu_vdir_close(c);
 		c = NULL;
@@ -572,23 +590,29 @@ static int swap_in(struct md *m, struct hu_vdir *v, struct hu_vdir *c,
 	return 0;
 }
 
+/* Does this run move in whole a directory the target lacks that merges
+ * beneath it (move_merged)?  Not in a dry run, nor a copy, nor for an
+ * upper with redirects or metacopy files, whose xattrs the cleaning
+ * would drop. */
+static bool moves_merged(const struct md *m)
+{
+	return md_renames(m) && !hu_wr_dry_run() &&
+	       m->up->refs == HU_REFS_NONE;
+}
+
 /*
  * A directory that merges with layers beneath the target, where the
  * target has nothing: moved in whole as swap_in() moves one, once
  * clean_tree() has taken it out of the view's way (no directory made, no
  * entry moved one by one, no times to put back).  1 moved; 0 merged entry
- * by entry instead: a dry run, a copy, an upper with redirects or
- * metacopy files (whose xattrs the cleaning would drop), a whiteout to
- * write in another kind, or another filesystem met.
+ * by entry instead: a whiteout to write in another kind, or another
+ * filesystem met.
  */
 static int move_merged(struct md *m, struct hu_vdir *c, int ufd, int tfd,
 		       const char *name, struct hu_error *e)
 {
 	bool foreign = false;
 
-	if (!md_renames(m) || hu_wr_dry_run() ||
-	    m->up->refs != HU_REFS_NONE)
-		return 0;
 	if (clean_tree(m, c, hu_vdir_layer_fd(c, m->iup), NULL, &foreign,
 		       e) < 0)
 		return md_prefix(m->up, m->path.s, name, e);
@@ -614,15 +638,11 @@ static int dir_ready(struct md *m, struct hu_vdir *v, int ufd, int tfd,
 		     const char *name, struct hu_vdir **c,
 		     struct hu_ventry *ent, struct hu_error *e)
 {
-	int rc;
+	int rc = open_upper_dir(m, v, name, ent, c, e);
 
-	*c = NULL;
-	rc = hu_vdir_lookup(v, name, ent, e);
-	if (rc == 0 || (rc == 1 && ent->layer != m->iup))
-		rc = md_fail(m->up, m->path.s, name, 0,
-			     "a directory of the upper the view does not "
-			     "show", e);
-	if (rc < 0 || hu_vdir_open_child_lazy(v, ent, c, e) < 0)
+	if (rc == 0)
+		md_fail(m->up, m->path.s, name, 0, NOT_SHOWN, e);
+	if (rc <= 0)
 		return -1;
 	if (hu_vdir_width(*c) == 1) {
 		rc = swap_in(m, v, *c, ufd, tfd, name, e);
@@ -632,14 +652,16 @@ static int dir_ready(struct md *m, struct hu_vdir *v, int ufd, int tfd,
 	}
 	if (hu_vdir_layer_fd(*c, m->ito) >= 0 || tfd < 0)
 		return 1;
-	rc = move_merged(m, *c, ufd, tfd, name, e);
-	if (rc != 0)
-		goto done;
-	/* looked into by the cleaning: read afresh */
-	hu_vdir_close(*c);
-	*c = NULL;
-	if (hu_vdir_open_child_lazy(v, ent, c, e) < 0)
-		return -1;
+	if (moves_merged(m)) {
+		rc = move_merged(m, *c, ufd, tfd, name, e);
+		if (rc != 0)
+			goto done;
+		/* looked into by the cleaning: read afresh */
+		hu_vdir_close(*c);
+		*c = NULL;
+		if (hu_vdir_open_child_lazy(v, ent, c, e) < 0)
+			return -1;
+	}
 	/* the target has nothing here, a layer beneath has: an empty
 	 * directory between them changes no view.  Made with the upper's
 	 * permissions where the umask keeps them (its metadata then needs
