@@ -27,12 +27,12 @@ ifeq ($(WERROR),1)
 WARN    += -Werror
 endif
 OPT     ?= -O2 -g
-CPPFLAGS += -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64
+CPPFLAGS += -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -Ilib
 CFLAGS  += -std=c11 -pthread $(OPT) $(WARN) $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 LDLIBS  += $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -larchive -lattr -lzstd -lcrypto -lz)
 
 B       ?= build
-LIB_SRC  = $(sort $(wildcard lib/*.c))
+LIB_SRC  = $(sort $(wildcard lib/*/*.c))
 CMD_SRC  = $(sort $(wildcard cmd/*.c))
 UNIT_SRC = $(sort $(wildcard tests/unit/*.c))
 LIB_OBJ  = $(LIB_SRC:%.c=$(B)/%.o)
@@ -61,7 +61,7 @@ $(B)/hunion: $(LIB_OBJ) $(CMD_OBJ)
 $(B)/libhunion.a: $(LIB_OBJ)
 	rm -f $@ && ar rcs $@ $^
 
-$(B)/%.o: %.c lib/*.h lib/*.def cmd/*.h
+$(B)/%.o: %.c lib/*.h lib/*/*.h lib/*/*.def cmd/*.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
 

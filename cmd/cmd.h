@@ -11,7 +11,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-#include "../lib/hunion.h"
+#include "hunion.h"
 
 /* Exit codes outside fsck and diff. */
 enum { EXIT_OK = 0, EXIT_TROUBLE = 1, EXIT_USAGE = 2 };

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * hunion whiteout ls|add|rm|opaque|convert: the markers of one layer by
- * hand.  Parsing and printing only; lib/whiteout.c and lib/convert*.c do
+ * hand.  Parsing and printing only; lib/whiteout/ do
  * the work.
  */
 #include <stdio.h>

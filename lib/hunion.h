@@ -60,7 +60,7 @@ void hu_report_warn(const struct hu_report *r, int err, const char *dir,
 /* One per line of problem.def: HU_PB_WHITEOUT_ORPHAN... */
 enum hu_problem_id {
 #define HU_PROBLEM(name, id, sev, repair, msg, action) HU_PB_##name,
-#include "problem.def"
+#include "fsck/problem.def"
 #undef HU_PROBLEM
 	HU_PB_COUNT
 };

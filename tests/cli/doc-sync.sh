@@ -18,7 +18,10 @@
 #      the tree's top: only ./hunion), TMPDIR a temp dir.  Blocks of make
 #      commands only are the build itself and are not run.  As root only
 #      (the examples write trusted.* xattrs);
-#  (e) every man page renders with scdoc (when scdoc is installed).
+#  (e) every man page renders with scdoc (when scdoc is installed);
+#  (f) every problem of lib/fsck/problem.def has its hunion-fsck(8) section;
+#  (g) README.md's "Source tree" names every folder of lib/ and every file
+#      of cmd/, and nothing that is not there.
 #
 # The table is read through --help, the same text users see, so the test
 # follows the table without a second hand-kept list.
@@ -269,15 +272,15 @@ check_readme() {
 
 check_readme
 
-# ---- (f) every problem ID of lib/problem.def has its section in
+# ---- (f) every problem ID of lib/fsck/problem.def has its section in
 # hunion-fsck(8), as "## camelCaseId", and every such section a problem
 
 check_problem_ids() {
 	local page=$root/man/hunion-fsck.8.scd ids doc id
 	ids=$(sed -n 's/^HU_PROBLEM([A-Z_0-9]*, *"\([A-Za-z0-9]*\)".*/\1/p' \
-		"$root/lib/problem.def" | sort)
+		"$root/lib/fsck/problem.def" | sort)
 	if [ -z "$ids" ]; then
-		bad "lib/problem.def: no problem found"
+		bad "lib/fsck/problem.def: no problem found"
 		return
 	fi
 	doc=$(sed -n 's/^## \([a-z][A-Za-z0-9]*\)$/\1/p' "$page" 2>/dev/null | sort)
@@ -287,11 +290,45 @@ check_problem_ids() {
 	done
 	for id in $doc; do
 		grep -qx "$id" <<<"$ids" ||
-			bad "hunion-fsck.8: section $id is no problem of lib/problem.def"
+			bad "hunion-fsck.8: section $id is no problem of lib/fsck/problem.def"
 	done
 }
 
 check_problem_ids
+
+# ---- (g) README.md's source tree is the tree ---------------------------------
+
+check_source_tree() {
+	local block name p named
+	block=$(sed -n '/^## Source tree/,/^## /p' "$root/README.md" |
+		sed -n '/^```$/,/^```$/p')
+	if [ -z "$block" ]; then
+		bad "README.md: no \"## Source tree\" block"
+		return
+	fi
+	# What the tree has: lib/'s folders, cmd/'s files.
+	for p in "$root"/lib/*/ "$root"/cmd/*.c "$root"/cmd/*.h; do
+		name=$(basename "$p")
+		[ -d "$p" ] && name=$name/
+		if grep -qE "(^|[[:space:]])$name([[:space:]]|$)" <<<"$block"; then ok
+		else bad "README.md: the source tree does not name ${p#"$root"/}"; fi
+	done
+	# What the block names under lib/ and cmd/: each must be there.
+	named=$(sed -n '/^lib\//,/^[a-z]/p' <<<"$block" |
+		grep -oE '^  [a-z_]+/' | tr -d ' ')
+	for name in $named; do
+		[ -d "$root/lib/$name" ] ||
+			bad "README.md: the source tree names lib/$name, which is not there"
+	done
+	named=$(sed -n '/^cmd\//,/^lib\//p' <<<"$block" | sed '$d' |
+		grep -oE '[a-z_]+\.[ch]\b' | sort -u)
+	for name in $named; do
+		[ -f "$root/cmd/$name" ] ||
+			bad "README.md: the source tree names cmd/$name, which is not there"
+	done
+}
+
+check_source_tree
 
 # ---- (e) the man pages render -----------------------------------------------
 

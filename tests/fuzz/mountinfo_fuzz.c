@@ -17,7 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../../lib/mountinfo.h"
+#include "mount/mountinfo.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

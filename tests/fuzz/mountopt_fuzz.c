@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../lib/hunion.h"
-#include "../../lib/mount.h"
+#include "hunion.h"
+#include "mount/mount.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -41,7 +41,7 @@ for src in "$HERE"/*_fuzz.c; do
 	name=$(basename "$src" _fuzz.c)
 	bin=$B/$name-replay
 	corpus=$HERE/corpus/$name
-	if ! "$cc" -std=c11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -g -O1 \
+	if ! "$cc" -std=c11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -I"$ROOT/lib" -g -O1 \
 		"${san[@]}" -o "$bin" "$src" "$HERE/replay_main.c" \
 		"$B/libhunion.a" "${libs[@]}" 2>"$B/$name-replay.log"; then
 		echo "FAIL $name: the replay binary does not build"

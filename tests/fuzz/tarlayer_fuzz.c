@@ -19,7 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../../lib/hunion.h"
+#include "hunion.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -25,7 +25,7 @@
 #      changes (text and --json) and what --trees printed; without
 #      --exact the listing may only add M lines for copied-up files; -r
 #      must equal --trees -r; the walk that lists the whole new view
-#      (HUNION_DIFF_SLOW=1, see lib/changes.c) must list and write the
+#      (HUNION_DIFF_SLOW=1, see lib/diff/changes.c) must list and write the
 #      same as the default one, which lists only the upper's entries;
 #   5. "hunion diff --oci" applied to a copy of OLD (tests/tools/
 #      oci_apply.py, OCI layer.md rules) must give the kernel's merged

@@ -15,7 +15,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
-#include "../../lib/internal.h"
+#include "internal.h"
 #include "testutil.h"
 
 static void teardown(void)

@@ -4,7 +4,7 @@
 #include <criterion/criterion.h>
 #include <string.h>
 
-#include "../../lib/fsck_overlay.h"
+#include "fsck/fsck_overlay.h"
 
 struct redirect_case {
 	const char *value;

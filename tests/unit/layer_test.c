@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "testutil.h"
-#include "../../lib/internal.h"
+#include "internal.h"
 
 static void teardown(void)
 {

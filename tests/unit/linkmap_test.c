@@ -5,7 +5,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "../../lib/linkmap.h"
+#include "common/linkmap.h"
 
 static struct stat inode(mode_t mode, nlink_t nlink, dev_t dev, ino_t ino)
 {

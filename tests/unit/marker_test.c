@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../../lib/internal.h"
+#include "internal.h"
 #include "testutil.h"
 
 static void teardown(void)

@@ -15,7 +15,7 @@
 #include <sys/statfs.h>
 #include <unistd.h>
 
-#include "../../lib/mountinfo.h"
+#include "mount/mountinfo.h"
 #include "testutil.h"
 
 /* The mounts a test made, undone before its directory is removed (rm

@@ -5,8 +5,8 @@
 #include <string.h>
 #include <sys/mount.h>
 
-#include "../../lib/internal.h"
-#include "../../lib/mount.h"
+#include "internal.h"
+#include "mount/mount.h"
 
 Test(mountopt, helper_options_give_the_layers_bottom_first)
 {

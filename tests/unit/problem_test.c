@@ -5,7 +5,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "../../lib/internal.h"
+#include "internal.h"
 
 Test(problem, ids_are_unique_camel_case_and_parse_back)
 {

@@ -14,7 +14,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
-#include "../../lib/internal.h"
+#include "internal.h"
 #include "testutil.h"
 
 static void setup(void)

@@ -18,7 +18,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "../../lib/paxxattr.h"
+#include "tar/paxxattr.h"
 #include "testutil.h"
 
 static void teardown(void)

@@ -7,7 +7,7 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
-#include "../../lib/hunion.h"
+#include "hunion.h"
 
 /* A fresh directory for one test; removed by tu_cleanup(). */
 const char *tu_tmpdir(void);

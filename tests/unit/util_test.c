@@ -18,9 +18,9 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
-#include "../../lib/hunion.h"
-#include "../../lib/internal.h"
-#include "../../lib/linkmap.h"
+#include "hunion.h"
+#include "internal.h"
+#include "common/linkmap.h"
 #include "testutil.h"
 
 Test(error, carries_path_errno_and_message)

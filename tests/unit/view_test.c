@@ -6,7 +6,7 @@
 #include <unistd.h>
 
 #include "testutil.h"
-#include "../../lib/internal.h"
+#include "internal.h"
 
 static void teardown(void)
 {

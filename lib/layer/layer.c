@@ -1,0 +1,329 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Layers and stacks: open each layer directory once, detect its format
+ * (detect.c) and refuse stacks that cannot mean anything.  A tarball
+ * layer is unpacked into a private directory first (tarlayer.c).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <linux/magic.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "mount/mountinfo.h"
+
+/* Can this process read trusted.* xattrs (CAP_SYS_ADMIN)? */
+static bool can_read_trusted(void)
+{
+	struct __user_cap_header_struct hdr = {
+		.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0 };
+	struct __user_cap_data_struct data[2];
+
+	if (syscall(SYS_capget, &hdr, data) != 0)
+		return geteuid() == 0;
+	return data[CAP_SYS_ADMIN / 32].effective &
+	       (1u << (CAP_SYS_ADMIN % 32));
+}
+
+/* Without CAP_SYS_ADMIN trusted.* xattrs are invisible: a union or overlay
+ * layer would silently lose its opaque markers. */
+static int check_trusted(const struct hu_layer *l, struct hu_error *e)
+{
+	bool trusted = (!l->userxattr && l->format != HU_FMT_OCI) ||
+		       (hu_layer_half(l) && !l->conv_to_userxattr &&
+			l->conv_to != HU_FMT_OCI);
+
+	if (trusted && !can_read_trusted())
+		return hu_error_set(e, EPERM, l->path,
+				    "trusted.* xattrs are unreadable without "
+				    "CAP_SYS_ADMIN: run as root, or use "
+				    "--userxattr");
+	return 0;
+}
+
+/*
+ * Layers of a stack whose format detection waits, to run together: one
+ * walk of each layer, the walks in parallel threads.  Detection is pure
+ * syscalls per directory, and the layers are independent.  A tarball layer
+ * reads the view of the layers below it, so they are detected first.
+ */
+struct pending {
+	struct hu_layer *layers;	/* the stack's, in order */
+	bool *wait;			/* per layer: not detected yet */
+	size_t n;			/* layers opened so far */
+	struct hu_error *errs;		/* per layer */
+	atomic_size_t next;		/* the next layer a thread takes */
+	bool one_thread;		/* a problem sink: call it from this
+					 * thread only, layer after layer */
+};
+
+static void *detect_worker(void *arg)
+{
+	struct pending *p = arg;
+
+	for (size_t i; (i = atomic_fetch_add(&p->next, 1)) < p->n;)
+		if (p->wait[i])
+			(void)hu_layer_detect(&p->layers[i], &p->errs[i]);
+	return NULL;
+}
+
+/* Detect every waiting layer; the error of the lowest failing one wins. */
+static int detect_pending(struct pending *p, struct hu_error *e)
+{
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	size_t nwait = 0, nthreads = 0;
+	pthread_t threads[7];	/* with this thread, at most 8 walks at once */
+	int rc = 0;
+
+	for (size_t i = 0; i < p->n; i++)
+		nwait += p->wait[i];
+	if (nwait == 0)
+		return 0;
+	p->errs = calloc(p->n, sizeof(*p->errs));
+	if (!p->errs)
+		return hu_error_set(e, ENOMEM, NULL, "out of memory");
+	atomic_store(&p->next, 0);
+	/* this thread is one of the workers */
+	while (!p->one_thread && nthreads + 1 < nwait &&
+	       (long)nthreads + 1 < cpus &&
+	       nthreads < sizeof(threads) / sizeof(threads[0]) &&
+	       pthread_create(&threads[nthreads], NULL, detect_worker, p) == 0)
+		nthreads++;
+	detect_worker(p);
+	while (nthreads > 0)
+		pthread_join(threads[--nthreads], NULL);
+	for (size_t i = 0; i < p->n; i++) {
+		if (!p->wait[i])
+			continue;
+		p->wait[i] = false;
+		if (rc == 0 && (p->errs[i].msg[0] ||
+				check_trusted(&p->layers[i], &p->errs[i]) < 0)) {
+			hu_error_clear(e);
+			*e = p->errs[i];
+			memset(&p->errs[i], 0, sizeof(p->errs[i]));
+			rc = -1;
+		}
+		hu_error_clear(&p->errs[i]);
+	}
+	free(p->errs);
+	p->errs = NULL;
+	return rc;
+}
+
+/* @path is a regular file: unpack it if it holds a tarball. */
+static int open_tarball(struct hu_layer *l, const char *path,
+			const struct hu_stack *below, struct pending *p,
+			const struct hu_stack_opts *o, struct hu_error *e)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC), rc;
+	struct stat st;
+
+	if (fd < 0)
+		return hu_error_set(e, errno, path, "cannot open layer");
+	/* The file itself, symlinks resolved: no output may replace it
+	 * (outfile.c). */
+	if (fstat(fd, &st) < 0) {
+		rc = errno;
+		close(fd);
+		return hu_error_set(e, rc, path, "cannot stat layer");
+	}
+	if (!hu_tar_sniff(fd)) {
+		close(fd);
+		return hu_error_set(e, 0, path,
+				    "not a directory, nor a tarball");
+	}
+	if (p && detect_pending(p, e) < 0) {
+		close(fd);
+		return -1;
+	}
+	rc = hu_tarlayer_unpack(l, fd, below, o->report, e);
+	close(fd);
+	l->file_dev = st.st_dev;
+	l->file_ino = st.st_ino;
+	return rc;
+}
+
+/*
+ * Does getdents(2) fill its buffer on every directory of the layer at
+ * @fd, unless the listing is at its end?  On these filesystems readdir
+ * stops only when the next record does not fit (ext4_readdir and
+ * ext4_dx_readdir, xfs_readdir, btrfs_real_readdir, offset_readdir of
+ * tmpfs) or a signal is pending (hu_layer_names_read minds that).  A
+ * filesystem mounted beneath the root could be any other, as FUSE and
+ * NFS, which may return less: then the layer's listings read to 0.
+ */
+static bool readdir_fills(int fd)
+{
+	struct statfs sf;
+
+	if (fstatfs(fd, &sf) < 0)
+		return false;
+	switch (sf.f_type) {
+	case EXT4_SUPER_MAGIC:
+	case XFS_SUPER_MAGIC:
+	case BTRFS_SUPER_MAGIC:
+	case TMPFS_MAGIC:
+		return !hu_mount_beneath(fd);
+	default:
+		return false;
+	}
+}
+
+static int open_root(struct hu_layer *l, const char *path,
+		     const struct hu_stack *below, struct pending *p,
+		     const struct hu_stack_opts *o, struct hu_error *e)
+{
+	struct stat st;
+
+	l->fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (l->fd >= 0) {
+		if (fstat(l->fd, &st) < 0)
+			return hu_error_set(e, errno, path, "cannot stat layer");
+		l->dev = st.st_dev;
+		l->ino = st.st_ino;
+		l->readdir_fills = readdir_fills(l->fd);
+		return 0;
+	}
+	if (errno == ENOTDIR && stat(path, &st) == 0 && S_ISREG(st.st_mode))
+		return open_tarball(l, path, below, p, o, e);
+	if (errno == ENOENT)
+		return hu_error_set(e, 0, path, "no such layer");
+	return hu_error_set(e, errno, path, "cannot open layer");
+}
+
+/* @below: the layers already open beneath @l (NULL when alone).  With @p,
+ * a layer to detect is left waiting in it (detect_pending). */
+static int layer_open(struct hu_layer *l, const char *path,
+		      const struct hu_stack *below, struct pending *p,
+		      const struct hu_stack_opts *o, struct hu_error *e)
+{
+	int rc;
+
+	memset(l, 0, sizeof(*l));
+	l->fd = l->unpacked_lock = -1;
+	l->problems = o->problems;
+	l->report = o->report;
+	l->path = strdup(path);
+	if (!l->path)
+		return hu_error_set(e, ENOMEM, path, "out of memory");
+	if (open_root(l, path, below, p, o, e) < 0)
+		goto fail;
+	l->userxattr = o->userxattr;
+	if (l->unpacked)
+		return 0;	/* a tarball: always OCI, no trusted.* */
+	rc = hu_conv_record_read(l, e);
+	if (rc < 0)
+		goto fail;
+	if (rc > 0) {
+		/* half-converted: the record knows both formats */
+		if (o->format != HU_FMT_AUTO && o->format != l->format) {
+			hu_error_set(e, 0, path, "half-converted from %s to "
+				     "%s, not %s: run the same 'hunion "
+				     "whiteout convert --in-place' again to "
+				     "finish", hu_format_name(l->format),
+				     hu_format_name(l->conv_to),
+				     hu_format_name(o->format));
+			goto fail;
+		}
+	} else if (o->format != HU_FMT_AUTO) {
+		l->format = o->format;
+	} else if (below && below->n < o->defer_below &&
+		   (l->userxattr || can_read_trusted())) {
+		/* Unreadable trusted.* xattrs would hide the evidence that
+		 * settles the layer: without them, detect now. */
+		l->format = HU_FMT_NONE;
+		l->deferred = true;
+		return 0;
+	} else if (p) {
+		p->wait[below->n] = true;
+		return 0;
+	} else if (hu_layer_detect(l, e) < 0) {
+		goto fail;
+	}
+	if (check_trusted(l, e) < 0)
+		goto fail;
+	return 0;
+fail:
+	hu_layer_close(l);
+	return -1;
+}
+
+int hu_layer_open(struct hu_layer *l, const char *path,
+		  const struct hu_stack_opts *o, struct hu_error *e)
+{
+	return layer_open(l, path, NULL, NULL, o, e);
+}
+
+void hu_layer_close(struct hu_layer *l)
+{
+	if (l->fd >= 0)
+		close(l->fd);
+	l->fd = -1;
+	hu_tarlayer_remove(l);
+	free(l->path);
+	l->path = NULL;
+}
+
+int hu_stack_open(struct hu_stack *s, char *const paths[], size_t n,
+		  const struct hu_stack_opts *o, struct hu_error *e)
+{
+	struct pending p = { 0 };
+
+	memset(s, 0, sizeof(*s));
+	s->problems = o->problems;
+	if (n == 0)
+		return hu_error_set(e, EINVAL, NULL, "no layers given");
+	s->layers = calloc(n, sizeof(*s->layers));
+	p.wait = calloc(n, sizeof(*p.wait));
+	if (!s->layers || !p.wait) {
+		free(p.wait);
+		free(s->layers);
+		s->layers = NULL;
+		return hu_error_set(e, ENOMEM, NULL, "out of memory");
+	}
+	p.layers = s->layers;
+	p.one_thread = o->problems != NULL;
+	for (size_t i = 0; i < n; i++) {
+		struct hu_stack below = { i, s->layers, o->problems };
+
+		p.n = i;
+		if (layer_open(&s->layers[i], paths[i], &below, &p, o, e) < 0)
+			goto fail;
+		s->n = i + 1;
+		for (size_t j = 0; j < i; j++) {
+			if (s->layers[j].dev == s->layers[i].dev &&
+			    s->layers[j].ino == s->layers[i].ino) {
+				hu_error_set(e, 0, paths[i],
+					     "the same directory as layer %s",
+					     paths[j]);
+				goto fail;
+			}
+		}
+	}
+	p.n = n;
+	if (o->find_refs && p.wait[n - 1])
+		s->layers[n - 1].refs = HU_REFS_ASK;
+	if (detect_pending(&p, e) < 0)
+		goto fail;
+	free(p.wait);
+	return 0;
+fail:
+	free(p.wait);
+	hu_stack_close(s);
+	return -1;
+}
+
+void hu_stack_close(struct hu_stack *s)
+{
+	for (size_t i = 0; i < s->n; i++)
+		hu_layer_close(&s->layers[i]);
+	free(s->layers);
+	memset(s, 0, sizeof(*s));
+}

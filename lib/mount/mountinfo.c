@@ -1,0 +1,397 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Is a layer in use by a mounted overlay?  Writing to the upper, lower or
+ * workdir of a mounted overlay is undefined behaviour for the kernel
+ * (Documentation/filesystems/overlayfs.rst, "Changes to underlying
+ * filesystems"), so fsck refuses to repair such a layer.
+ *
+ * /proc/self/mountinfo names each overlay's directories in its super
+ * options, as the mounter wrote them: relative, through a bind mount or a
+ * symlink, or not at all (fuse-overlayfs keeps them to itself).  So paths
+ * are never compared as strings: each one is stat'ed and its (st_dev,
+ * st_ino) compared with the layers'.  One that cannot be resolved is
+ * passed over: gone, in another mount namespace, or relative.  A relative
+ * path is relative to the mounter's working directory, which we do not
+ * know; tried from ours, "upper" of anybody's mount would be caught as
+ * the "upper" beside us, and every fsck there refused.
+ *
+ * The kernel's spelling (fs/overlayfs/params.c, ovl_show_options()): the
+ * whole options field is escaped by seq_show_option() (",= \t\n\\" as
+ * \ooo); inside it, lowerdir= is the ':'-separated list as given, its
+ * ':' and '\' escaped by '\' ("::" before the data-only layers);
+ * lowerdir+= and datadir+= (Linux 6.8) name one directory each, as is;
+ * upperdir= and workdir= are as given (kernels before 6.5 kept the
+ * mounter's '\' escapes in them, which they undid at mount time).
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "mount/mountinfo.h"
+
+#define MOUNTINFO "/proc/self/mountinfo"
+
+/* The identities looked for: the layers and the extra directory. */
+struct wanted {
+	const struct hu_stack *s;
+	bool extra;
+	dev_t extra_dev;
+	ino_t extra_ino;
+	/* The use reported is the most telling one found: the top layer
+	 * (the one fsck writes), then the extra directory, then the layers
+	 * beneath, upper ones first.  Rank 0 ends the search. */
+	int best;		/* the rank of *use filled, NO_RANK: none */
+	int cand;		/* the best rank met in this option */
+	const char *cand_layer;	/* its layer's path, NULL: the extra */
+};
+
+#define NO_RANK INT_MAX
+
+/* One mount of an overlay-like filesystem, its fields decoded. */
+struct mount {
+	const char *mountpoint;
+	const char *fstype;
+};
+
+static bool is_overlay_type(const char *fstype)
+{
+	return strcmp(fstype, "overlay") == 0 ||
+	       strcmp(fstype, "union") == 0 ||
+	       strcmp(fstype, "fuse.fuse-overlayfs") == 0;
+}
+
+static bool is_octal(char c)
+{
+	return c >= '0' && c <= '7';
+}
+
+/* Undo mountinfo's escapes in place: "\ooo" is the byte ooo (octal). */
+static void unescape_octal(char *s)
+{
+	char *out = s;
+
+	while (*s) {
+		if (s[0] == '\\' && is_octal(s[1]) && is_octal(s[2]) &&
+		    is_octal(s[3])) {
+			*out++ = (char)(((s[1] - '0') << 6) |
+					((s[2] - '0') << 3) | (s[3] - '0'));
+			s += 4;
+		} else {
+			*out++ = *s++;
+		}
+	}
+	*out = '\0';
+}
+
+/* Undo a mount option's escapes in place: "\c" is c. */
+static void unescape_backslash(char *s)
+{
+	char *out = s;
+
+	while (*s) {
+		if (s[0] == '\\' && s[1])
+			s++;
+		*out++ = *s++;
+	}
+	*out = '\0';
+}
+
+static bool same_inode(const struct stat *st, dev_t dev, ino_t ino)
+{
+	return st->st_dev == dev && st->st_ino == ino;
+}
+
+/* Is the directory at @path one of @w's?  The mounter's path: followed
+ * like the kernel followed it.  Notes it as the option's candidate when
+ * it ranks better than any use found yet. */
+static void path_check(struct wanted *w, const char *path)
+{
+	struct stat st;
+	size_t n = w->s ? w->s->n : 0;
+
+	if (path[0] != '/' || stat(path, &st) < 0)
+		return;
+	for (size_t i = n; i-- > 0;) {
+		int rank = i + 1 == n ? 0 : (int)(n - i);
+
+		if (same_inode(&st, w->s->layers[i].dev, w->s->layers[i].ino) &&
+		    rank < w->cand) {
+			w->cand = rank;
+			w->cand_layer = w->s->layers[i].path;
+		}
+	}
+	if (w->extra && same_inode(&st, w->extra_dev, w->extra_ino) &&
+	    w->cand > 1) {
+		w->cand = 1;
+		w->cand_layer = NULL;
+	}
+}
+
+static int use_fill(struct wanted *w, struct hu_mount_use *use,
+		    const struct mount *m, const char *role,
+		    struct hu_error *e)
+{
+	hu_mount_use_free(use);
+	use->mountpoint = strdup(m->mountpoint);
+	use->fstype = strdup(m->fstype);
+	use->role = strdup(role);
+	use->layer = w->cand_layer ? strdup(w->cand_layer) : NULL;
+	if (!use->mountpoint || !use->fstype || !use->role ||
+	    (w->cand_layer && !use->layer)) {
+		hu_mount_use_free(use);
+		return hu_error_set(e, ENOMEM, MOUNTINFO, "out of memory");
+	}
+	w->best = w->cand;
+	return 0;
+}
+
+/* lowerdir=A:B::C (decoded already): the directories, each '\'-escaped,
+ * split on the ':' that are not.  Cuts @list up. */
+static void lowerdir_check(struct wanted *w, char *list)
+{
+	char *start = list;
+
+	for (char *p = list;; p++) {
+		if (*p == '\\' && p[1]) {
+			p++;
+			continue;
+		}
+		if (*p != ':' && *p)
+			continue;
+		bool last = !*p;
+
+		*p = '\0';
+		unescape_backslash(start);
+		path_check(w, start);
+		if (last)
+			return;
+		start = p + 1;
+	}
+}
+
+/* upperdir= or workdir=: as given, or, from an older kernel, with the
+ * mounter's '\' escapes still in.  Cuts @path up. */
+static void single_check(struct wanted *w, char *path)
+{
+	path_check(w, path);
+	if (!strchr(path, '\\'))
+		return;
+	unescape_backslash(path);
+	path_check(w, path);
+}
+
+/* One super option of @m, still escaped: *@use refilled when it names a
+ * wanted directory ranking better than the use found so far.  0, or -1
+ * on error. */
+static int option_check(struct wanted *w, const struct mount *m,
+			char *opt, struct hu_mount_use *use,
+			struct hu_error *e)
+{
+	static const struct {
+		const char *prefix;
+		const char *role;
+		bool list;
+	} keys[] = {
+		{ "lowerdir=", "lowerdir", true },
+		{ "lowerdir+=", "lowerdir", false },
+		{ "datadir+=", "datadir", false },
+		{ "upperdir=", "upperdir", false },
+		{ "workdir=", "workdir", false },
+	};
+
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		size_t len = strlen(keys[i].prefix);
+		char *value = opt + len;
+
+		if (strncmp(opt, keys[i].prefix, len) != 0)
+			continue;
+		unescape_octal(value);
+		w->cand = NO_RANK;
+		if (keys[i].list)
+			lowerdir_check(w, value);
+		else
+			single_check(w, value);
+		return w->cand < w->best ?
+		       use_fill(w, use, m, keys[i].role, e) : 0;
+	}
+	return 0;
+}
+
+/*
+ * One line of mountinfo (proc(5)): ID PARENT MAJ:MIN ROOT MOUNTPOINT
+ * OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPEROPTIONS.  Cuts @line up.
+ * A line that does not parse is passed over: nothing of ours is in it.
+ */
+static int line_check(struct wanted *w, char *line,
+		      struct hu_mount_use *use, struct hu_error *e)
+{
+	char *field[5], *fstype, *superopts, *opt;
+	struct mount m;
+	int rc;
+
+	line[strcspn(line, "\n")] = '\0';
+	for (int i = 0; i < 5; i++)
+		if (!(field[i] = strsep(&line, " ")))
+			return 0;
+	do {
+		opt = strsep(&line, " ");	/* OPTIONS, OPTIONAL... */
+	} while (opt && strcmp(opt, "-") != 0);
+	fstype = strsep(&line, " ");
+	(void)strsep(&line, " ");		/* SOURCE */
+	superopts = strsep(&line, " ");
+	if (!opt || !fstype || !superopts)
+		return 0;
+	unescape_octal(fstype);
+	if (!is_overlay_type(fstype))
+		return 0;
+	unescape_octal(field[4]);
+	m.mountpoint = field[4];
+	m.fstype = fstype;
+	/* A ',' inside a value is \054: split first, decode each. */
+	while ((opt = strsep(&superopts, ",")))
+		if ((rc = option_check(w, &m, opt, use, e)) != 0)
+			return rc;
+	return 0;
+}
+
+int hu_mountinfo_scan(FILE *f, const char *what, const struct hu_stack *s,
+		      int extra_fd, struct hu_mount_use *use,
+		      struct hu_error *e)
+{
+	struct wanted w = { .s = s, .best = NO_RANK };
+	char *line = NULL;
+	size_t cap = 0;
+	int rc = 0;
+
+	*use = (struct hu_mount_use){ 0 };
+	if (extra_fd >= 0) {
+		struct stat st;
+
+		if (fstat(extra_fd, &st) < 0)
+			return hu_error_set(e, errno, NULL, "cannot stat");
+		w.extra = true;
+		w.extra_dev = st.st_dev;
+		w.extra_ino = st.st_ino;
+	}
+	errno = 0;
+	while (rc == 0 && w.best > 0 && getline(&line, &cap, f) >= 0)
+		rc = line_check(&w, line, use, e);
+	if (rc == 0 && ferror(f))
+		rc = hu_error_set(e, errno ? errno : EIO, what,
+				  "cannot read");
+	free(line);
+	if (rc < 0) {
+		hu_mount_use_free(use);
+		return -1;
+	}
+	return w.best != NO_RANK;
+}
+
+int hu_stack_mounted(const struct hu_stack *s, int extra_fd,
+		     struct hu_mount_use *use, struct hu_error *e)
+{
+	FILE *f = fopen(MOUNTINFO, "re");
+	int rc;
+
+	*use = (struct hu_mount_use){ 0 };
+	if (!f)
+		return hu_error_set(e, errno, MOUNTINFO,
+				    "cannot tell which layers are mounted");
+	rc = hu_mountinfo_scan(f, MOUNTINFO, s, extra_fd, use, e);
+	fclose(f);
+	return rc;
+}
+
+/*
+ * Is anything mounted beneath directory @dir (an absolute path as the
+ * kernel writes one, never a user's), or is the mountinfo unreadable?
+ * Here, unlike the overlay options above, both sides are the kernel's
+ * own spelling of a path in this mount namespace (d_path: the fd link
+ * and the MOUNTPOINT field), so they compare as strings.  A line that
+ * does not parse counts as a mount beneath: the answer only ever turns
+ * an optimisation off.
+ */
+bool hu_mountinfo_beneath(FILE *f, const char *dir)
+{
+	size_t len = strcmp(dir, "/") == 0 ? 0 : strlen(dir);
+	char *line = NULL, *rest, *mountpoint = NULL;
+	size_t cap = 0;
+	bool beneath = false;
+
+	while (!beneath && getline(&line, &cap, f) >= 0) {
+		rest = line;
+		rest[strcspn(rest, "\n")] = '\0';
+		for (int i = 0; i < 5 && rest; i++)
+			mountpoint = strsep(&rest, " ");
+		if (!rest) {
+			beneath = true;
+			break;
+		}
+		unescape_octal(mountpoint);
+		beneath = strncmp(mountpoint, dir, len) == 0 &&
+			  mountpoint[len] == '/' && mountpoint[len + 1];
+	}
+	free(line);
+	return beneath || ferror(f);
+}
+
+/* The path the kernel gives directory @fd (malloc'd), or NULL. */
+static char *fd_dir_path(int fd)
+{
+	char link[HU_FDPATH_MAX], *buf = NULL, *bigger;
+	size_t size = 256;
+	ssize_t n;
+
+	hu_fdpath(link, fd, NULL);
+	for (;;) {
+		bigger = realloc(buf, size);
+		if (!bigger)
+			break;
+		buf = bigger;
+		n = readlink(link, buf, size);
+		if (n < 0)
+			break;
+		if ((size_t)n < size) {
+			buf[n] = '\0';
+			return buf;
+		}
+		size *= 2;
+	}
+	free(buf);
+	return NULL;
+}
+
+bool hu_mount_beneath(int fd)
+{
+	char *dir = fd_dir_path(fd);
+	FILE *f;
+	bool beneath;
+
+	if (!dir)
+		return true;
+	/* "/gone (deleted)", or not a path of this namespace at all */
+	if (dir[0] != '/' || strstr(dir, " (deleted)")) {
+		free(dir);
+		return true;
+	}
+	f = fopen(MOUNTINFO, "re");
+	beneath = !f || hu_mountinfo_beneath(f, dir);
+	if (f)
+		fclose(f);
+	free(dir);
+	return beneath;
+}
+
+void hu_mount_use_free(struct hu_mount_use *u)
+{
+	free(u->mountpoint);
+	free(u->fstype);
+	free(u->role);
+	free(u->layer);
+	*u = (struct hu_mount_use){ 0 };
+}

@@ -1,0 +1,549 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The byte pipeline under the tar writer: hash the input, compress it,
+ * hash and count the output, write it out in large complete writes.
+ *
+ * All of that runs in threads of their own: the caller (reading files,
+ * formatting tar headers) only copies bytes into one of a few 1 MiB
+ * chunks and hands full ones over to the pipeline thread (hashing the
+ * input, compressing with libzstd's own workers), which hands the
+ * compressed bytes to a writer thread (hashing the output, writing).
+ * Reading, hashing, compressing and writing overlap, and a write that
+ * waits on the disk (dirty pages being flushed) stops none of the rest.
+ *
+ * Same input, same bytes: gzip gets a header with no name, no time and
+ * OS 255 ("unknown"); zstd always runs with at least one worker thread,
+ * and libzstd's multi-threaded output does not depend on how many there
+ * are.
+ */
+#include <errno.h>
+#include <openssl/evp.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zlib.h>
+#include <zstd.h>
+
+#include "tar/compress.h"
+#include "internal.h"
+
+#define OUT_BUF (1u << 20)
+#define NOUT 4			/* compressed buffers: one filling, the rest
+				 * queued for the writer */
+#define CHUNK (1u << 20)
+#define NCHUNKS 16		/* input in flight to the pipeline thread */
+_Static_assert(NOUT <= NCHUNKS, "a stage holds at most NCHUNKS buffers");
+
+struct hu_zsink;
+
+/*
+ * One stage: a thread working through a ring of buffers that the thread
+ * before it fills.  Buffers [head, head + count) (mod n) are queued or
+ * being worked on, under @mu; the producer fills the next one, its own.
+ */
+struct stage {
+	struct hu_zsink *z;
+	int (*work)(struct hu_zsink *z, const unsigned char *p, size_t len,
+		    struct hu_error *e);
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	pthread_t th;
+	bool on;		/* the thread runs */
+	unsigned char *buf[NCHUNKS];
+	size_t len[NCHUNKS];
+	size_t n, head, count;
+	bool done;		/* no more buffers will come */
+	bool dropping;		/* aborted: work on nothing more */
+	bool failed;		/* the work failed: @err says why */
+	struct hu_error err;
+};
+
+struct hu_zsink {
+	int fd;
+	struct hu_writebehind wb;
+	enum hu_compress c;
+	EVP_MD_CTX *in_md, *out_md;
+	z_stream gz;
+	gz_header gzh;
+	bool gz_on;
+	ZSTD_CCtx *zc;
+	struct stage pipe;	/* the input: hashed, compressed */
+	unsigned char *in;	/* the caller's buffer of pipe */
+	size_t in_len;
+	struct stage writer;	/* compressed output: hashed, written (not
+				 * started for uncompressed output) */
+	unsigned char *out;	/* the pipeline's buffer of writer */
+	size_t out_len;
+	uint64_t out_bytes;	/* the writer's (or, uncompressed, the
+				 * pipeline's): read once both are done */
+};
+
+static const char *const media_types[] = {
+	[HU_COMP_NONE] = "application/vnd.oci.image.layer.v1.tar",
+	[HU_COMP_GZIP] = "application/vnd.oci.image.layer.v1.tar+gzip",
+	[HU_COMP_ZSTD] = "application/vnd.oci.image.layer.v1.tar+zstd",
+};
+
+/* Write all of @buf to the fd, hashing it on the way. */
+static int emit(struct hu_zsink *z, const unsigned char *buf, size_t len,
+		struct hu_error *e)
+{
+	const unsigned char *p = buf;
+
+	/* Uncompressed, the output is the input: one hash does. */
+	if (len && z->c != HU_COMP_NONE &&
+	    !EVP_DigestUpdate(z->out_md, buf, len))
+		return hu_error_set(e, EIO, NULL, "sha256 failed");
+	z->out_bytes += len;
+	while (len) {
+		ssize_t n = hu_wr_write(z->fd, p, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return hu_error_set(e, n < 0 ? errno : EIO, NULL,
+					    "cannot write");
+		if (hu_writebehind_wrote(&z->wb, (size_t)n) < 0)
+			return hu_error_set(e, errno, NULL, "cannot write");
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* ---- stages ---------------------------------------------------------- */
+
+static int stage_init(struct stage *st, struct hu_zsink *z, size_t n,
+		      size_t size,
+		      int (*work)(struct hu_zsink *, const unsigned char *,
+				  size_t, struct hu_error *))
+{
+	int rc = 0;
+
+	st->z = z;
+	st->work = work;
+	st->n = n;
+	pthread_mutex_init(&st->mu, NULL);
+	pthread_cond_init(&st->cv, NULL);
+	for (size_t i = 0; i < n; i++)
+		if (!(st->buf[i] = malloc(size)))
+			rc = -1;
+	return rc;
+}
+
+static void *stage_run(void *arg)
+{
+	struct stage *st = arg;
+
+	pthread_mutex_lock(&st->mu);
+	for (;;) {
+		size_t i = st->head;
+		bool skip;
+		int rc = 0;
+
+		while (!st->count && !st->done)
+			pthread_cond_wait(&st->cv, &st->mu);
+		if (!st->count)
+			break;
+		skip = st->failed || st->dropping;
+		pthread_mutex_unlock(&st->mu);
+		if (!skip)
+			rc = st->work(st->z, st->buf[i], st->len[i], &st->err);
+		pthread_mutex_lock(&st->mu);
+		if (rc < 0)
+			st->failed = true;
+		st->head = (i + 1) % st->n;
+		st->count--;
+		pthread_cond_broadcast(&st->cv);
+	}
+	pthread_mutex_unlock(&st->mu);
+	return NULL;
+}
+
+static int stage_start(struct stage *st, struct hu_error *e)
+{
+	int rc = pthread_create(&st->th, NULL, stage_run, st);
+
+	if (rc)
+		return hu_error_set(e, rc, NULL, "cannot start a thread");
+	st->on = true;
+	return 0;
+}
+
+/* -1 with the stage's own error if it failed. */
+static int stage_error(struct stage *st, struct hu_error *e)
+{
+	bool failed;
+
+	pthread_mutex_lock(&st->mu);
+	failed = st->failed;
+	pthread_mutex_unlock(&st->mu);
+	return failed ? hu_error_set(e, st->err.err, NULL, "%s", st->err.msg) :
+			0;
+}
+
+/* Queue the producer's buffer with @len bytes (nothing when 0), wait
+ * until the next one is free and make it the producer's, in *@own. */
+static int stage_put(struct stage *st, size_t len, unsigned char **own,
+		     struct hu_error *e)
+{
+	pthread_mutex_lock(&st->mu);
+	if (len) {
+		st->len[(st->head + st->count) % st->n] = len;
+		st->count++;
+		pthread_cond_broadcast(&st->cv);
+	}
+	while (st->count == st->n && !st->failed)
+		pthread_cond_wait(&st->cv, &st->mu);
+	*own = st->buf[(st->head + st->count) % st->n];
+	pthread_mutex_unlock(&st->mu);
+	return stage_error(st, e);
+}
+
+/* Let the thread finish what is queued (or, dropping, discard it). */
+static void stage_stop(struct stage *st, bool drop)
+{
+	if (!st->on)
+		return;
+	pthread_mutex_lock(&st->mu);
+	st->done = true;
+	st->dropping = st->dropping || drop;
+	pthread_cond_broadcast(&st->cv);
+	pthread_mutex_unlock(&st->mu);
+	pthread_join(st->th, NULL);
+	st->on = false;
+}
+
+static void stage_free(struct stage *st)
+{
+	stage_stop(st, true);
+	for (size_t i = 0; i < st->n; i++)
+		free(st->buf[i]);
+	hu_error_clear(&st->err);
+	pthread_cond_destroy(&st->cv);
+	pthread_mutex_destroy(&st->mu);
+}
+
+/* ---- the pipeline -------------------------------------------------------- */
+
+/* Hand the gathered compressed bytes to the writer and take the next
+ * free buffer (uncompressed output has no writer thread: write here). */
+static int flush_out(struct hu_zsink *z, struct hu_error *e)
+{
+	size_t len = z->out_len;
+
+	z->out_len = 0;
+	if (!z->writer.on)
+		return emit(z, z->out, len, e);
+	return stage_put(&z->writer, len, &z->out, e);
+}
+
+/* Run deflate over @len bytes with @flush, emptying the buffer as it
+ * fills. */
+static int put_gzip(struct hu_zsink *z, const unsigned char *p, size_t len,
+		    int flush, struct hu_error *e)
+{
+	int zr;
+
+	z->gz.next_in = (unsigned char *)p;
+	z->gz.avail_in = (uInt)len;
+	for (;;) {
+		z->gz.next_out = z->out + z->out_len;
+		z->gz.avail_out = (uInt)(OUT_BUF - z->out_len);
+		zr = deflate(&z->gz, flush);
+		z->out_len = OUT_BUF - z->gz.avail_out;
+		if (zr == Z_STREAM_ERROR)
+			return hu_error_set(e, EIO, NULL, "gzip failed");
+		if (z->out_len == OUT_BUF && flush_out(z, e) < 0)
+			return -1;
+		if (flush == Z_FINISH ? zr == Z_STREAM_END :
+		    z->gz.avail_in == 0 && z->gz.avail_out != 0)
+			return 0;
+	}
+}
+
+static int put_zstd(struct hu_zsink *z, const unsigned char *p, size_t len,
+		    ZSTD_EndDirective end, struct hu_error *e)
+{
+	ZSTD_inBuffer in = { p, len, 0 };
+
+	for (;;) {
+		ZSTD_outBuffer out = { z->out, OUT_BUF, z->out_len };
+		size_t left = ZSTD_compressStream2(z->zc, &out, &in, end);
+
+		if (ZSTD_isError(left))
+			return hu_error_set(e, EIO, NULL, "zstd failed: %s",
+					    ZSTD_getErrorName(left));
+		z->out_len = out.pos;
+		if (z->out_len == OUT_BUF && flush_out(z, e) < 0)
+			return -1;
+		if (end == ZSTD_e_end ? left == 0 : in.pos == in.size)
+			return 0;
+	}
+}
+
+/* Hash @len bytes of input and pass them on. */
+static int process(struct hu_zsink *z, const unsigned char *p, size_t len,
+		   struct hu_error *e)
+{
+	if (!len)
+		return 0;
+	if (!EVP_DigestUpdate(z->in_md, p, len))
+		return hu_error_set(e, EIO, NULL, "sha256 failed");
+	if (z->c == HU_COMP_GZIP)
+		return put_gzip(z, p, len, Z_NO_FLUSH, e);
+	if (z->c == HU_COMP_ZSTD)
+		return put_zstd(z, p, len, ZSTD_e_continue, e);
+	return emit(z, p, len, e);
+}
+
+/* Queue the caller's buffer; wait until the next one is free. */
+static int hand_over(struct hu_zsink *z, struct hu_error *e)
+{
+	size_t len = z->in_len;
+
+	z->in_len = 0;
+	return stage_put(&z->pipe, len, &z->in, e);
+}
+
+int hu_zsink_write(struct hu_zsink *z, const void *buf, size_t len,
+		   struct hu_error *e)
+{
+	const unsigned char *p = buf;
+
+	while (len) {
+		size_t n = CHUNK - z->in_len;
+
+		if (n > len)
+			n = len;
+		if (p != z->in + z->in_len)	/* not reserved */
+			memcpy(z->in + z->in_len, p, n);
+		z->in_len += n;
+		p += n;
+		len -= n;
+		if (z->in_len == CHUNK && hand_over(z, e) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+int hu_zsink_reserve(struct hu_zsink *z, size_t min, void **p, size_t *room,
+		     struct hu_error *e)
+{
+	if (CHUNK - z->in_len < min && hand_over(z, e) < 0)
+		return -1;
+	*p = z->in + z->in_len;
+	*room = CHUNK - z->in_len;
+	return 0;
+}
+
+static int online_cores(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+	return n > 0 ? (int)n : 1;
+}
+
+static int zstd_setup(struct hu_zsink *z, int level, int threads,
+		      struct hu_error *e)
+{
+	ZSTD_bounds wb = ZSTD_cParam_getBounds(ZSTD_c_nbWorkers);
+	size_t r;
+
+	z->zc = ZSTD_createCCtx();
+	if (!z->zc)
+		return hu_error_set(e, ENOMEM, NULL, "out of memory");
+	if (threads <= 0)
+		threads = online_cores();
+	if (!ZSTD_isError(wb.error) && threads > wb.upperBound)
+		threads = wb.upperBound;
+	r = ZSTD_CCtx_setParameter(z->zc, ZSTD_c_compressionLevel,
+				   level ? level : ZSTD_CLEVEL_DEFAULT);
+	if (!ZSTD_isError(r))
+		r = ZSTD_CCtx_setParameter(z->zc, ZSTD_c_checksumFlag, 1);
+	if (ZSTD_isError(r))
+		return hu_error_set(e, EINVAL, NULL, "zstd: %s",
+				    ZSTD_getErrorName(r));
+	/* A libzstd built without threads refuses: compress in this
+	 * thread then. */
+	(void)ZSTD_CCtx_setParameter(z->zc, ZSTD_c_nbWorkers, threads);
+	return 0;
+}
+
+static int gzip_setup(struct hu_zsink *z, int level, struct hu_error *e)
+{
+	/* windowBits 15 + 16: a gzip wrapper; the header names no file and
+	 * no time, so equal input gives equal bytes. */
+	if (deflateInit2(&z->gz, level ? level : Z_DEFAULT_COMPRESSION,
+			 Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+		return hu_error_set(e, EINVAL, NULL, "gzip: cannot start");
+	z->gz_on = true;
+	z->gzh.os = 255;
+	if (deflateSetHeader(&z->gz, &z->gzh) != Z_OK)
+		return hu_error_set(e, EINVAL, NULL, "gzip: cannot set header");
+	return 0;
+}
+
+int hu_zsink_open(struct hu_zsink **out, int fd, enum hu_compress c,
+		  int level, int threads, struct hu_error *e)
+{
+	struct hu_zsink *z = calloc(1, sizeof(*z));
+	int rc = -1;
+
+	*out = NULL;
+	if (!z)
+		return hu_error_set(e, ENOMEM, NULL, "out of memory");
+	z->fd = fd;
+	hu_writebehind_init(&z->wb, fd);
+	z->c = c;
+	z->in_md = EVP_MD_CTX_new();
+	z->out_md = EVP_MD_CTX_new();
+	if (stage_init(&z->pipe, z, NCHUNKS, CHUNK, process) < 0 ||
+	    stage_init(&z->writer, z, c == HU_COMP_NONE ? 1 : NOUT, OUT_BUF,
+		       emit) < 0 || !z->in_md || !z->out_md) {
+		hu_error_set(e, ENOMEM, NULL, "out of memory");
+		goto fail;
+	}
+	z->in = z->pipe.buf[0];
+	z->out = z->writer.buf[0];
+	if (!EVP_DigestInit_ex(z->in_md, EVP_sha256(), NULL) ||
+	    !EVP_DigestInit_ex(z->out_md, EVP_sha256(), NULL)) {
+		hu_error_set(e, EIO, NULL, "sha256 is not available");
+		goto fail;
+	}
+	if (c == HU_COMP_GZIP)
+		rc = gzip_setup(z, level, e);
+	else if (c == HU_COMP_ZSTD)
+		rc = zstd_setup(z, level, threads, e);
+	else
+		rc = 0;
+	if (rc == 0 && c != HU_COMP_NONE)
+		rc = stage_start(&z->writer, e);
+	if (rc == 0)
+		rc = stage_start(&z->pipe, e);
+	if (rc == 0) {
+		*out = z;
+		return 0;
+	}
+fail:
+	hu_zsink_abort(z);
+	return -1;
+}
+
+static void hex_digest(EVP_MD_CTX *md, char *out, size_t len)
+{
+	unsigned char d[EVP_MAX_MD_SIZE];
+	unsigned int n = 0;
+	size_t k;
+
+	EVP_DigestFinal_ex(md, d, &n);
+	k = (size_t)snprintf(out, len, "sha256:");
+	for (unsigned int i = 0; i < n && k + 3 <= len; i++, k += 2)
+		snprintf(out + k, len - k, "%02x", d[i]);
+}
+
+int hu_zsink_close(struct hu_zsink *z, struct hu_digests *d,
+		   struct hu_error *e)
+{
+	int rc = 0;
+
+	/* The last chunk; once the pipeline thread is done with it, this
+	 * thread ends the compressed stream. */
+	rc = hand_over(z, e);
+	stage_stop(&z->pipe, false);
+	if (rc == 0)
+		rc = stage_error(&z->pipe, e);
+	if (rc == 0 && z->c == HU_COMP_GZIP)
+		rc = put_gzip(z, NULL, 0, Z_FINISH, e);
+	if (rc == 0 && z->c == HU_COMP_ZSTD)
+		rc = put_zstd(z, NULL, 0, ZSTD_e_end, e);
+	if (rc == 0)
+		rc = flush_out(z, e);
+	stage_stop(&z->writer, rc < 0);
+	if (rc == 0)
+		rc = stage_error(&z->writer, e);
+	if (rc == 0 && d) {
+		memset(d, 0, sizeof(*d));
+		hex_digest(z->in_md, d->diff_id, sizeof(d->diff_id));
+		if (z->c == HU_COMP_NONE)
+			memcpy(d->digest, d->diff_id, sizeof(d->digest));
+		else
+			hex_digest(z->out_md, d->digest, sizeof(d->digest));
+		d->size = z->out_bytes;
+		d->media_type = media_types[z->c];
+	}
+	hu_zsink_abort(z);
+	return rc;
+}
+
+void hu_zsink_abort(struct hu_zsink *z)
+{
+	if (!z)
+		return;
+	stage_free(&z->pipe);
+	stage_free(&z->writer);
+	if (z->gz_on)
+		deflateEnd(&z->gz);
+	ZSTD_freeCCtx(z->zc);
+	EVP_MD_CTX_free(z->in_md);
+	EVP_MD_CTX_free(z->out_md);
+	free(z);
+}
+
+int hu_compress_parse(const char *s, enum hu_compress *out)
+{
+	static const char *const names[] = {
+		[HU_COMP_NONE] = "none", [HU_COMP_GZIP] = "gzip",
+		[HU_COMP_ZSTD] = "zstd",
+	};
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		if (!strcmp(s, names[i])) {
+			*out = (enum hu_compress)i;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), k = strlen(suffix);
+
+	return n > k && !strcmp(s + n - k, suffix);
+}
+
+enum hu_compress hu_compress_for_path(const char *path)
+{
+	if (ends_with(path, ".gz") || ends_with(path, ".tgz"))
+		return HU_COMP_GZIP;
+	if (ends_with(path, ".zst") || ends_with(path, ".tzst"))
+		return HU_COMP_ZSTD;
+	return HU_COMP_NONE;
+}
+
+int hu_compress_levels(enum hu_compress c, int *min, int *max)
+{
+	if (c == HU_COMP_GZIP) {
+		*min = 1;
+		*max = 9;
+		return 0;
+	}
+	if (c == HU_COMP_ZSTD) {
+		*min = ZSTD_minCLevel();
+		*max = ZSTD_maxCLevel();
+		return 0;
+	}
+	return -1;
+}
+
+size_t hu_descriptor_json(const struct hu_digests *d, char *buf, size_t len)
+{
+	int n = snprintf(buf, len, "{\"mediaType\":\"%s\",\"digest\":\"%s\","
+			 "\"size\":%llu,\"diffID\":\"%s\"}\n", d->media_type,
+			 d->digest, (unsigned long long)d->size, d->diff_id);
+
+	return n < 0 ? 0 : (size_t)n;
+}

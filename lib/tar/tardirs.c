@@ -1,0 +1,460 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The directories of a tarball layer: reaching an entry's parent (made
+ * when no entry named it), one component at a time and never through a
+ * symlink; and, once every entry is written, each directory's mode and
+ * times, deepest first, in one walk of the index.  A directory no entry
+ * named stands for the one of the same path beneath: it takes its owner,
+ * mode, times and xattrs from the view of the layers below.  Where there
+ * is none (or this tarball hides it) and it holds only markers, it goes:
+ * a whiteout removes, it never makes a directory (hunion-layers(7)).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "tar/tarlayer.h"
+
+void tl_escape(char *out, size_t size, const char *s)
+{
+	size_t n = 0;
+
+	for (; *s && n + 5 < size; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c < 0x20 || c == 0x7f || c == '\\')
+			n += snprintf(out + n, size - n, "\\x%02x", c);
+		else
+			out[n++] = (char)c;
+	}
+	out[n] = '\0';
+}
+
+/* ---- reaching a directory ------------------------------------------------- */
+
+void tl_drop_cache(struct tl *t)
+{
+	if (t->cfd >= 0)
+		close(t->cfd);
+	t->cfd = -1;
+	free(t->cpath);
+	t->cpath = NULL;
+}
+
+/* Make directory @name in @fd, node @parent, as a parent of the current
+ * entry that no entry has named (yet). */
+static int make_parent(struct tl *t, int fd, const char *name,
+		       uint32_t parent)
+{
+	uint32_t id;
+	struct ti_dir *d;
+
+	if (hu_wr_mkdirat(fd, name, 0700) < 0)
+		return tl_write_fail(t, errno, "create a parent directory");
+	id = ti_child(&t->ix, parent, name, strlen(name), true);
+	d = id != TI_NONE ? ti_dir(&t->ix, id) : NULL;
+	if (!d)
+		return tl_fail(t, ENOMEM, "out of memory");
+	t->ix.nodes[id].flags = TI_DIR;
+	*d = (struct ti_dir){ .node = id, .mode = 0755,
+			      .times = { t->times[0], t->times[1] } };
+	return 0;
+}
+
+/* Why component @name of @fd, the end of @prefix (@plen bytes of a
+ * path), is no directory. */
+static int through_fail(struct tl *t, int fd, const char *name,
+			const char *prefix, size_t plen, int err)
+{
+	char *p = strndup(prefix, plen), esc[256];
+	struct stat st;
+	const char *what = NULL;
+
+	tl_escape(esc, sizeof(esc), p ? p : name);
+	free(p);
+	if (fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+		what = S_ISLNK(st.st_mode) ? "a symlink" :
+		       !S_ISDIR(st.st_mode) ? "a non-directory" : NULL;
+	if (what)
+		return tl_fail(t, 0, "path passes through %s: %s", what, esc);
+	return tl_fail(t, err, "cannot open directory %s", esc);
+}
+
+/*
+ * Open directory @dir of the layer, walking the components from byte
+ * @skip on, where @from (node @node) already is.  With @make, missing
+ * directories are made as parents.  Returns an fd the caller closes and
+ * the node in *@out; -1 with the error set, or with @quiet, when a
+ * component is missing or no directory, -1 with errno ENOENT alone.
+ */
+static int walk_dir(struct tl *t, const char *dir, size_t skip, int from,
+		    uint32_t node, bool make, bool quiet, uint32_t *out)
+{
+	char comp[NAME_MAX + 1];
+	const char *s = dir + skip;
+	int fd = fcntl(from, F_DUPFD_CLOEXEC, 0);
+
+	if (fd < 0)
+		return tl_fail(t, errno, "cannot open a directory");
+	while (*s) {
+		size_t len = strchrnul(s, '/') - s;
+		int next, err;
+
+		if (len > NAME_MAX) {
+			/* No directory has such a name: none can be made. */
+			through_fail(t, fd, "", dir, (s - dir) + len,
+				     ENAMETOOLONG);
+			goto fail;
+		}
+		memcpy(comp, s, len);
+		comp[len] = '\0';
+		next = openat(fd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+			      O_CLOEXEC);
+		if (next < 0 && errno == ENOENT && make) {
+			if (make_parent(t, fd, comp, node) < 0)
+				goto fail;
+			next = openat(fd, comp, O_RDONLY | O_DIRECTORY |
+				      O_NOFOLLOW | O_CLOEXEC);
+		}
+		err = errno;
+		if (next < 0 && quiet && (err == ENOENT || err == ENOTDIR ||
+					  err == ELOOP)) {
+			close(fd);
+			errno = ENOENT;
+			return -1;
+		}
+		if (next < 0) {
+			through_fail(t, fd, comp, dir, (s - dir) + len, err);
+			goto fail;
+		}
+		close(fd);
+		fd = next;
+		if (node != TI_NONE)
+			node = ti_child(&t->ix, node, comp, len, make);
+		s += len + (s[len] == '/');
+	}
+	if (out)
+		*out = node;
+	return fd;
+fail:
+	close(fd);
+	return -1;
+}
+
+int tl_open_dir(struct tl *t, const char *dir)
+{
+	return walk_dir(t, dir, 0, t->root, TI_NONE, false, true, NULL);
+}
+
+int tl_parent_dir(struct tl *t, const char *dir, uint32_t *node)
+{
+	size_t clen = t->cpath ? strlen(t->cpath) : 0;
+	int fd;
+
+	if (t->cpath && strcmp(t->cpath, dir) == 0) {
+		*node = t->cnode;
+		return t->cfd;
+	}
+	/* Entries come grouped by directory, parents first: go on from the
+	 * last parent when it lies above this one. */
+	if (t->cpath && (!clen || (!strncmp(t->cpath, dir, clen) &&
+				   dir[clen] == '/')))
+		fd = walk_dir(t, dir, clen + (clen > 0), t->cfd, t->cnode,
+			      true, false, node);
+	else
+		fd = walk_dir(t, dir, 0, t->root, TI_ROOT, true, false, node);
+	if (fd < 0)
+		return -1;
+	tl_drop_cache(t);
+	t->cpath = strdup(dir);
+	if (!t->cpath) {
+		close(fd);
+		return tl_fail(t, ENOMEM, "out of memory");
+	}
+	t->cfd = fd;
+	t->cnode = *node;
+	if (*node == TI_NONE) {
+		tl_drop_cache(t);
+		return tl_fail(t, ENOMEM, "out of memory");
+	}
+	return fd;
+}
+
+/* ---- the end: modes, times, and what lies beneath ---------------------- */
+
+enum { V_UNKNOWN = 0, V_OPEN, V_ABSENT };
+
+/* One directory on the walk's current path. */
+struct frame {
+	uint32_t node;
+	uint32_t next;		/* the next child node to look at */
+	int fd;
+	int vstate;
+	struct hu_vdir *vd;	/* V_OPEN: the same directory beneath */
+};
+
+struct dwalk {
+	struct tl *t;
+	struct frame *f;
+	size_t n, cap;
+};
+
+static int node_fail(struct tl *t, uint32_t node, int err, const char *what)
+{
+	char *p = ti_name_path(&t->ix, node);
+
+	tl_fail_at(t, p && *p ? p : ".", err, "%s", what);
+	free(p);
+	return -1;
+}
+
+static int ent_cmp(const void *key, const void *ent)
+{
+	return strcmp(key, ((const struct hu_ventry *)ent)->name);
+}
+
+/* Does this tarball hide what lies beneath directory @k: a whiteout of
+ * its name, or the opaque marker, in its parent?  (Markers are made as
+ * files, whatever their entries' types.)  1 yes, 0 no, -1 error. */
+static int hidden_here(struct dwalk *w, size_t k)
+{
+	const char *name = w->t->ix.nodes[w->f[k].node].name;
+	int pfd = w->f[k - 1].fd;
+	char wh[NAME_MAX + 1];
+	struct stat st;
+
+	if (fstatat(pfd, HU_OCI_OPAQUE, &st, AT_SYMLINK_NOFOLLOW) == 0)
+		return 1;
+	if (errno != ENOENT)
+		return node_fail(w->t, w->f[k - 1].node, errno, "cannot stat "
+				 "the opaque marker");
+	if (!hu_oci_whiteout_name(wh, sizeof(wh), name))
+		return 0;	/* no such whiteout can be made */
+	if (fstatat(pfd, wh, &st, AT_SYMLINK_NOFOLLOW) == 0)
+		return 1;
+	if (errno != ENOENT)
+		return node_fail(w->t, w->f[k].node, errno, "cannot stat its "
+				 "whiteout");
+	return 0;
+}
+
+/* The directory of the view beneath at frame @k, looked up once: *@vd is
+ * NULL when the layers beneath have no such directory, or this tarball
+ * hides it. */
+static int below_vdir(struct dwalk *w, size_t k, struct hu_vdir **vd)
+{
+	struct frame *f = &w->f[k];
+	const struct hu_ventry *ents, *ent;
+	struct hu_vdir *parent;
+	size_t n;
+	int hidden;
+
+	*vd = NULL;
+	if (f->vstate != V_UNKNOWN) {
+		*vd = f->vd;
+		return 0;
+	}
+	f->vstate = V_ABSENT;
+	if (k == 0) {
+		if (hu_vdir_open_root(w->t->below, &f->vd, w->t->e) < 0)
+			return -1;
+		f->vstate = V_OPEN;
+		*vd = f->vd;
+		return 0;
+	}
+	if (below_vdir(w, k - 1, &parent) < 0)
+		return -1;
+	if (!parent)
+		return 0;
+	hidden = hidden_here(w, k);
+	if (hidden != 0)
+		return hidden < 0 ? -1 : 0;
+	if (hu_vdir_list(parent, &ents, &n, w->t->e) < 0)
+		return -1;
+	ent = bsearch(w->t->ix.nodes[f->node].name, ents, n, sizeof(*ents),
+		      ent_cmp);
+	if (!ent || !S_ISDIR(ent->st.st_mode))
+		return 0;
+	if (hu_vdir_open_child(parent, ent, &f->vd, w->t->e) < 0)
+		return -1;
+	f->vstate = V_OPEN;
+	*vd = f->vd;
+	return 0;
+}
+
+/* Directory @k, which no entry named, takes the metadata of the same
+ * directory beneath. */
+static int imply_from_below(struct dwalk *w, size_t k, struct ti_dir *d)
+{
+	struct tl *t = w->t;
+	struct hu_vdir *vd;
+	struct stat st;
+	int bfd;
+
+	if (below_vdir(w, k, &vd) < 0)
+		return -1;
+	if (!vd)
+		return 0;
+	bfd = hu_vdir_fd(vd, NULL);
+	if (fstat(bfd, &st) < 0)
+		return node_fail(t, w->f[k].node, errno,
+				 "cannot stat the directory beneath");
+	if (t->as_root && hu_wr_fchownat(w->f[k].fd, "", st.st_uid,
+					 st.st_gid, AT_EMPTY_PATH) < 0)
+		return node_fail(t, w->f[k].node, errno, "cannot set owner");
+	if (hu_copy_xattrs(bfd, NULL, w->f[k].fd, NULL, t->e) < 0)
+		return -1;
+	d->mode = st.st_mode & 07777;
+	d->times[0] = st.st_atim;
+	d->times[1] = st.st_mtim;
+	return 0;
+}
+
+static int push(struct dwalk *w, uint32_t node, int fd)
+{
+	struct ti_dir *d = &w->t->ix.dirs[w->t->ix.nodes[node].dir];
+
+	if (w->n == w->cap) {
+		size_t cap = w->cap ? w->cap * 2 : 64;
+		struct frame *f = realloc(w->f, cap * sizeof(*f));
+
+		if (!f) {
+			close(fd);
+			return tl_fail(w->t, ENOMEM, "out of memory");
+		}
+		w->f = f;
+		w->cap = cap;
+	}
+	w->f[w->n++] = (struct frame){ .node = node, .fd = fd,
+		.next = w->t->ix.nodes[node].child };
+	if (d->explicit_ || !w->t->below || !w->t->below->n)
+		return 0;
+	return imply_from_below(w, w->n - 1, d);
+}
+
+static void pop(struct dwalk *w)
+{
+	struct frame *f = &w->f[--w->n];
+
+	close(f->fd);
+	if (f->vstate == V_OPEN)
+		hu_vdir_close(f->vd);
+}
+
+/* The next child of the top frame that is a live directory, or TI_NONE. */
+static uint32_t next_dir(struct dwalk *w)
+{
+	struct frame *f = &w->f[w->n - 1];
+	const struct tar_index *x = &w->t->ix;
+
+	while (f->next != TI_NONE) {
+		uint32_t id = f->next;
+		const struct ti_node *nd = &x->nodes[id];
+
+		f->next = nd->next;
+		if ((nd->flags & TI_DIR) && !(nd->flags & TI_GONE) &&
+		    nd->dir != TI_NONE && !x->dirs[nd->dir].gone)
+			return id;
+	}
+	return TI_NONE;
+}
+
+/* The top frame is a directory no entry named.  Holding nothing (its
+ * subdirectories gone), it goes (1); holding markers only, it goes unless
+ * it stands for a directory beneath: a whiteout or an opaque marker
+ * removes what lies beneath, and there is nothing to remove.  0 when it
+ * stays. */
+static int drop_if_idle(struct dwalk *w)
+{
+	struct tl *t = w->t;
+	size_t k = w->n - 1;
+	struct frame *f = &w->f[k];
+	struct ti_node *nd = &t->ix.nodes[f->node];
+	struct hu_names names;
+	struct hu_vdir *vd = NULL;
+	bool entries = false, markers;
+
+	if (hu_names_read(f->fd, &names, NULL, NULL) < 0)
+		return node_fail(t, f->node, errno, "cannot list directory");
+	markers = names.n > 0;
+	for (size_t i = 0; i < names.n && !entries; i++)
+		entries = !hu_oci_is_marker(names.v[i].name);
+	hu_names_free(&names);
+	if (entries)
+		return 0;
+	if (markers && t->below->n && below_vdir(w, k, &vd) < 0)
+		return -1;
+	if (vd)
+		return 0;
+	if (hu_rmtree(w->f[k - 1].fd, nd->name) < 0)
+		return node_fail(t, f->node, errno, "cannot remove directory");
+	nd->flags |= TI_GONE;
+	t->ix.dirs[nd->dir].gone = true;
+	return 1;
+}
+
+static int walk_dirs(struct dwalk *w)
+{
+	struct tl *t = w->t;
+	int fd = fcntl(t->root, F_DUPFD_CLOEXEC, 0);
+
+	if (fd < 0)
+		return tl_fail(t, errno, "cannot open the layer's root");
+	if (push(w, TI_ROOT, fd) < 0)
+		return -1;
+	while (w->n) {
+		struct frame *f = &w->f[w->n - 1];
+		uint32_t id = next_dir(w);
+		struct ti_dir *d;
+
+		if (id != TI_NONE) {
+			fd = openat(f->fd, t->ix.nodes[id].name, O_RDONLY |
+				    O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (fd >= 0) {
+				if (push(w, id, fd) < 0)
+					return -1;
+			} else if (errno != ENOENT && errno != ENOTDIR &&
+				   errno != ELOOP) {
+				/* (those: gone with a directory replaced) */
+				return node_fail(t, id, errno,
+						 "cannot open directory");
+			}
+			continue;
+		}
+		d = &t->ix.dirs[t->ix.nodes[f->node].dir];
+		/* Alone (no layers beneath known), a layer keeps them all:
+		 * what they hide is for the stack it goes into to say. */
+		if (!d->explicit_ && w->n > 1 && t->below) {
+			int r = drop_if_idle(w);
+
+			if (r != 0) {
+				if (r < 0)
+					return -1;
+				pop(w);
+				continue;
+			}
+		}
+		if (hu_wr_fchmod(f->fd, d->mode) < 0 ||
+		    hu_wr_futimens(f->fd, d->times) < 0)
+			return node_fail(t, f->node, errno,
+					 "cannot set mode and times");
+		pop(w);
+	}
+	return 0;
+}
+
+int tl_finish_dirs(struct tl *t)
+{
+	struct dwalk w = { .t = t };
+	int rc = walk_dirs(&w);
+
+	while (w.n)
+		pop(&w);
+	free(w.f);
+	return rc;
+}

@@ -1,0 +1,389 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Tarball layers: a .tar, .tar.gz or .tar.zst is read once, entry by
+ * entry, into a private directory that the rest of hunion reads as an OCI
+ * layer: whiteouts stay .wh.NAME files and .wh..wh..opq stays a file, so
+ * the view's OCI rules apply unchanged (hunion-layers(7)).
+ *
+ * This file: the private directory, reading the archive, and how errors
+ * read.  Each entry is made by tarentry.c, directories by tardirs.c, paths
+ * are checked and indexed by tarindex.c, and tarsrc.c decompresses.
+ * Memory: the index of paths, never file data.
+ */
+#include <archive.h>
+#include <archive_entry.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "tar/tarlayer.h"
+
+/* ---- messages ------------------------------------------------------------ */
+
+/* "LAYER: ENTRY", or "LAYER" outside an entry. */
+static char *where(const struct tl *t, const char *entry)
+{
+	char *w;
+
+	if (!entry)
+		return strdup(t->l->path);
+	if (asprintf(&w, "%s: %s", t->l->path, entry) < 0)
+		return NULL;
+	return w;
+}
+
+__attribute__((format(printf, 4, 0)))
+static int vfail_at(struct tl *t, const char *entry, int err, const char *fmt,
+		    va_list ap)
+{
+	char msg[256], *w = where(t, entry);
+
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	hu_error_set(t->e, err, w ? w : t->l->path, "%s", msg);
+	free(w);
+	return -1;
+}
+
+int tl_fail(struct tl *t, int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vfail_at(t, t->raw, err, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+int tl_fail_at(struct tl *t, const char *path, int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vfail_at(t, path, err, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+void tl_warn(struct tl *t, int err, const char *fmt, ...)
+{
+	char msg[256], *w;
+	va_list ap;
+
+	if (!t->r || !t->r->warn)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	w = where(t, t->raw);
+	hu_report_warn(t->r, err, w ? w : t->l->path, NULL, "%s", msg);
+	free(w);
+}
+
+int tl_write_fail(struct tl *t, int err, const char *what)
+{
+	bool space = err == ENOSPC || err == EDQUOT;
+
+	return tl_fail(t, err, "cannot %s%s%s%s", what,
+		     space ? " (unpacking into " : "",
+		     space ? t->l->unpacked : "",
+		     space ? "; TMPDIR chooses where)" : "");
+}
+
+int tl_archive_fail(struct tl *t, const char *when)
+{
+	const char *why = archive_error_string(t->a);
+
+	if (!why || !*why)
+		why = "unexpected end of data, or corrupt data";
+	if (!t->raw && !t->last)
+		return tl_fail(t, 0, *tar_src_error(t->src) ?
+			     "corrupt or truncated tarball: %s" :
+			     "not a tarball, or a corrupt one: %s", why);
+	if (!t->raw)
+		t->raw = t->last;
+	return tl_fail(t, 0, "corrupt or truncated tarball (%s): %s", when, why);
+}
+
+/* ---- the private directory ------------------------------------------------- */
+
+/*
+ * $TMPDIR (or /var/tmp)/hunion-layer-XXXXXXXXXXXX, mode 0700, holding the
+ * layer as root/.  Its owner holds flock(2) on it while it is in use (the
+ * kernel drops the lock when the owner dies, however it dies), so a
+ * directory that can be locked is one a killed run left: the next tarball
+ * layer unpacked in the same TMPDIR removes it.
+ */
+#define LAYER_PREFIX "hunion-layer-"
+#define LAYER_DIGITS 12
+
+static bool is_layer_dir_name(const char *name)
+{
+	size_t n = strlen(LAYER_PREFIX);
+
+	if (strncmp(name, LAYER_PREFIX, n) != 0 ||
+	    strlen(name + n) != LAYER_DIGITS)
+		return false;
+	for (name += n; *name; name++)
+		if (!strchr("0123456789abcdef", *name))
+			return false;
+	return true;
+}
+
+/* Remove our unpack directories in @bfd whose owner is dead. */
+static void sweep_stale(int bfd)
+{
+	struct hu_names names;
+	struct stat st;
+
+	if (hu_names_read(bfd, &names, NULL, NULL) < 0)
+		return;
+	for (size_t i = 0; i < names.n; i++) {
+		const char *n = names.v[i].name;
+		int fd;
+
+		if (!is_layer_dir_name(n) ||
+		    fstatat(bfd, n, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+		    !S_ISDIR(st.st_mode) || st.st_uid != geteuid())
+			continue;
+		fd = openat(bfd, n, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+			    O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		/* Held: alive.  Not ours to judge if flock fails. */
+		if (flock(fd, LOCK_EX | LOCK_NB) == 0 && hu_fd_is_at(bfd, n, fd))
+			(void)hu_rmtree(bfd, n);
+		close(fd);
+	}
+	hu_names_free(&names);
+}
+
+/* Make a new directory @name in @bfd and lock it: its fd, or -1 with
+ * errno, EEXIST when the name was taken or a sweep took it first. */
+static int make_locked(int bfd, const char *name)
+{
+	int fd;
+
+	if (hu_wr_mkdirat(bfd, name, 0700) < 0)
+		return -1;
+	fd = openat(bfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+		    O_CLOEXEC);
+	if (fd < 0) {
+		int err = errno;
+
+		(void)hu_wr_unlinkat(bfd, name, AT_REMOVEDIR);
+		return errno = err == EEXIST ? EIO : err, -1;
+	}
+	/* Between mkdir and flock, a sweep may have locked and removed it:
+	 * then try another name.  Without flock here, go on unlocked (a
+	 * sweep cannot lock it either). */
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0 && errno == EWOULDBLOCK) {
+		close(fd);
+		return errno = EEXIST, -1;
+	}
+	if (!hu_fd_is_at(bfd, name, fd)) {
+		close(fd);
+		return errno = EEXIST, -1;
+	}
+	return fd;
+}
+
+static int make_tmp(struct tl *t)
+{
+	const char *base = getenv("TMPDIR");
+	char name[32], *abs;
+	int bfd, tfd = -1, err = 0;
+
+	if (!base || !*base)
+		base = "/var/tmp";
+	abs = realpath(base, NULL);
+	bfd = abs ? open(abs, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+	if (bfd < 0) {
+		err = errno;
+		free(abs);
+		return tl_fail(t, err, "cannot use %s to unpack (TMPDIR "
+			     "chooses where)", base);
+	}
+	sweep_stale(bfd);
+	for (int tries = 0;; tries++) {
+		unsigned char rnd[6];
+
+		if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd))
+			for (size_t i = 0; i < sizeof(rnd); i++)
+				rnd[i] = (unsigned char)(rand() ^ getpid());
+		snprintf(name, sizeof(name),
+			 LAYER_PREFIX "%02x%02x%02x%02x%02x%02x", rnd[0],
+			 rnd[1], rnd[2], rnd[3], rnd[4], rnd[5]);
+		tfd = make_locked(bfd, name);
+		if (tfd >= 0)
+			break;
+		if (errno != EEXIST || tries == 100) {
+			err = errno;
+			close(bfd);
+			tl_fail(t, err, "cannot make a directory in %s to unpack "
+			      "into (TMPDIR chooses where)", abs);
+			free(abs);
+			return -1;
+		}
+	}
+	t->l->unpacked = hu_path_join(abs, name);
+	t->l->unpacked_lock = tfd;
+	free(abs);
+	close(bfd);
+	if (!t->l->unpacked) {
+		close(tfd);
+		t->l->unpacked_lock = -1;
+		return tl_fail(t, ENOMEM, "out of memory");
+	}
+	if (hu_wr_mkdirat(tfd, "root", 0700) < 0 ||
+	    (t->root = openat(tfd, "root", O_RDONLY | O_DIRECTORY |
+			      O_NOFOLLOW | O_CLOEXEC)) < 0)
+		return tl_write_fail(t, errno, "make the directory to unpack "
+				     "into");
+	return 0;
+}
+
+void hu_tarlayer_remove(struct hu_layer *l)
+{
+	bool was = hu_wr_dry_run();
+
+	if (!l->unpacked)
+		return;
+	/* The private copy goes even in a dry run: it is not output. */
+	hu_wr_set_dry_run(false);
+	(void)hu_rmtree(AT_FDCWD, l->unpacked);
+	hu_wr_set_dry_run(was);
+	/* removed while locked: no sweep can take it for stale before */
+	if (l->unpacked_lock >= 0)
+		close(l->unpacked_lock);
+	l->unpacked_lock = -1;
+	free(l->unpacked);
+	l->unpacked = NULL;
+}
+
+/* ---- the driver ------------------------------------------------------------- */
+
+bool hu_tar_sniff(int fd)
+{
+	unsigned char b[512];
+	ssize_t n = pread(fd, b, sizeof(b), 0);
+	static const unsigned char zero[512];
+
+	if (n >= 4 && b[0] == 0x28 && b[1] == 0xb5 && b[2] == 0x2f &&
+	    b[3] == 0xfd)
+		return true;			/* zstd */
+	if (n >= 2 && b[0] == 0x1f && b[1] == 0x8b)
+		return true;			/* gzip */
+	if (n != 512)
+		return false;
+	/* ustar, or an empty archive: an end-of-archive block first. */
+	return memcmp(b + 257, "ustar", 5) == 0 || memcmp(b, zero, 512) == 0;
+}
+
+static int open_archive(struct tl *t, int fd)
+{
+	t->src = tar_src_open(fd);
+	t->a = archive_read_new();
+	if (!t->src || !t->a)
+		return tl_fail(t, ENOMEM, "out of memory");
+	if (tar_src_archive_open(t->src, t->a) != ARCHIVE_OK)
+		return tl_archive_fail(t, "at its start");
+	return 0;
+}
+
+/* Read the rest of the entry (tar_src_entry_skip). */
+static int entry_end(struct tl *t)
+{
+	if (tar_src_entry_skip(t->src, t->a) < ARCHIVE_WARN)
+		return tl_archive_fail(t, "in this entry's data");
+	return 0;
+}
+
+static int read_entries(struct tl *t)
+{
+	for (;;) {
+		int r;
+
+		if (hu_interrupt_check(t->e) < 0)
+			return -1;
+		r = archive_read_next_header(t->a, &t->ae);
+
+		if (r == ARCHIVE_EOF)
+			return tar_src_archive_end(t->src, t->a) < 0 ?
+			       tl_archive_fail(t, "after this entry") : 0;
+		if (r == ARCHIVE_WARN) {
+			t->raw = archive_entry_pathname(t->ae);
+			tl_warn(t, 0, "%s", archive_error_string(t->a));
+		} else if (r != ARCHIVE_OK) {
+			t->raw = NULL;
+			return tl_archive_fail(t, "after this entry");
+		}
+		if (tl_entry(t) < 0 || entry_end(t) < 0)
+			return -1;
+		free(t->last);
+		t->last = t->raw ? strdup(t->raw) : NULL;
+		t->raw = NULL;
+		if (++t->done % 4096 == 0 && t->r && t->r->progress)
+			t->r->progress(t->r->ctx, t->done);
+	}
+}
+
+static int unpack(struct tl *t, int fd)
+{
+	struct stat st;
+	struct ti_dir *d;
+
+	if (make_tmp(t) < 0)
+		return -1;
+	/* The root, until an entry names it: a parent like any other. */
+	if (ti_init(&t->ix) < 0 || !(d = ti_dir(&t->ix, TI_ROOT)))
+		return tl_fail(t, ENOMEM, "out of memory");
+	t->ix.nodes[TI_ROOT].flags = TI_DIR;
+	*d = (struct ti_dir){ .node = TI_ROOT, .mode = 0755,
+		.times = { { 0, UTIME_OMIT }, { 0, UTIME_OMIT } } };
+	if (open_archive(t, fd) < 0 || read_entries(t) < 0)
+		return -1;
+	tl_drop_cache(t);
+	if (tl_finish_dirs(t) < 0)
+		return -1;
+	if (fstat(t->root, &st) < 0)
+		return tl_fail(t, errno, "cannot stat the unpacked layer");
+	t->l->fd = t->root;
+	t->l->dev = st.st_dev;
+	t->l->ino = st.st_ino;
+	t->l->format = HU_FMT_OCI;
+	t->root = -1;
+	return 0;
+}
+
+int hu_tarlayer_unpack(struct hu_layer *l, int fd, const struct hu_stack *below,
+		       const struct hu_report *r, struct hu_error *e)
+{
+	struct tl t = { .l = l, .below = below, .r = r, .e = e, .root = -1,
+			.cfd = -1, .as_root = geteuid() == 0 };
+	bool was = hu_wr_dry_run();
+	int rc;
+
+	l->unpacked_lock = -1;
+	/* The private copy is made even in a dry run: it is input. */
+	hu_wr_set_dry_run(false);
+	rc = unpack(&t, fd);
+	tl_drop_cache(&t);
+	if (t.root >= 0)
+		close(t.root);
+	if (t.a)
+		archive_read_free(t.a);
+	tar_src_free(t.src);
+	ti_free(&t.ix);
+	free(t.last);
+	if (rc < 0)
+		hu_tarlayer_remove(l);
+	hu_wr_set_dry_run(was);
+	return rc;
+}

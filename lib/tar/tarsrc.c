@@ -1,0 +1,413 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The bytes of a tarball layer, decompressed: plain, gzip or zstd, known
+ * by their magic.  libarchive reads only the tar format from here; the
+ * decompression is ours so that, once the tar's end-of-archive blocks are
+ * read, the rest of the stream can be drained and checked: a gzip member
+ * or zstd frame cut short after the last entry is an error too, not only
+ * one cut inside an entry.  The tar's own end is checked here too, for
+ * every compression: libarchive takes a stream that stops at an entry's
+ * boundary for a whole archive, so the reader says where the
+ * end-of-archive block must start (tar_src_expect_end) and the bytes
+ * passing through tell whether it is there.
+ */
+#include <archive.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zlib.h>
+#include <zstd.h>
+
+#include "tar/tarlayer.h"
+
+enum { IN_SIZE = 1 << 17, OUT_SIZE = 1 << 18 };
+
+struct tar_src {
+	enum tar_comp comp;
+	int fd;
+	bool in_eof;
+	bool open_unit;		/* inside a gzip member or zstd frame */
+	bool done;		/* no more output */
+	unsigned char *in, *out;
+	size_t in_pos, in_len;
+	z_stream z;
+	bool z_init;
+	ZSTD_DStream *zs;
+	uint64_t pos;		/* decompressed bytes handed out */
+	uint64_t chunk;		/* where the last ones (in out) began */
+	uint64_t end_at;	/* where the end-of-archive block must be */
+	size_t end_ok;		/* its bytes seen so far, all zero */
+	enum { END_PENDING, END_FOUND, END_NOT } end;
+	char err[160];
+};
+
+const char *tar_comp_name(enum tar_comp c)
+{
+	return c == TAR_GZIP ? "gzip" : c == TAR_ZSTD ? "zstd" : "tar";
+}
+
+static enum tar_comp sniff_comp(int fd)
+{
+	unsigned char b[4];
+	ssize_t n = pread(fd, b, sizeof(b), 0);
+
+	if (n == 4 && b[0] == 0x28 && b[1] == 0xb5 && b[2] == 0x2f &&
+	    b[3] == 0xfd)
+		return TAR_ZSTD;
+	if (n >= 2 && b[0] == 0x1f && b[1] == 0x8b)
+		return TAR_GZIP;
+	return TAR_PLAIN;
+}
+
+struct tar_src *tar_src_open(int fd)
+{
+	struct tar_src *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return NULL;
+	s->fd = fd;
+	s->comp = sniff_comp(fd);
+	s->in = malloc(IN_SIZE);
+	s->out = malloc(OUT_SIZE);
+	if (!s->in || !s->out)
+		goto fail;
+	if (s->comp == TAR_GZIP) {
+		if (inflateInit2(&s->z, 15 + 16) != Z_OK)
+			goto fail;
+		s->z_init = true;
+	} else if (s->comp == TAR_ZSTD) {
+		s->zs = ZSTD_createDStream();
+		if (!s->zs || ZSTD_isError(ZSTD_initDStream(s->zs)))
+			goto fail;
+	}
+	if (lseek(fd, 0, SEEK_SET) < 0 && errno != ESPIPE)
+		goto fail;
+	return s;
+fail:
+	tar_src_free(s);
+	return NULL;
+}
+
+void tar_src_free(struct tar_src *s)
+{
+	if (!s)
+		return;
+	if (s->z_init)
+		inflateEnd(&s->z);
+	ZSTD_freeDStream(s->zs);
+	free(s->in);
+	free(s->out);
+	free(s);
+}
+
+enum tar_comp tar_src_comp(const struct tar_src *s)
+{
+	return s->comp;
+}
+
+const char *tar_src_error(const struct tar_src *s)
+{
+	return s->err;
+}
+
+/* Refill the input buffer once it is used up.  -1 on a read error. */
+static int refill(struct tar_src *s)
+{
+	ssize_t n;
+
+	if (s->in_pos < s->in_len || s->in_eof)
+		return 0;
+	do
+		n = read(s->fd, s->in, IN_SIZE);
+	while (n < 0 && errno == EINTR);
+	if (n < 0) {
+		snprintf(s->err, sizeof(s->err), "cannot read: %s",
+			 strerror(errno));
+		return -1;
+	}
+	s->in_pos = 0;
+	s->in_len = (size_t)n;
+	s->in_eof = n == 0;
+	return 0;
+}
+
+static ssize_t truncated(struct tar_src *s)
+{
+	snprintf(s->err, sizeof(s->err), "truncated %s data",
+		 tar_comp_name(s->comp));
+	return -1;
+}
+
+/* At least @n bytes from in_pos on, unless the input ends first. */
+static int peek(struct tar_src *s, size_t n)
+{
+	while (s->in_len - s->in_pos < n && !s->in_eof) {
+		ssize_t r;
+
+		memmove(s->in, s->in + s->in_pos, s->in_len - s->in_pos);
+		s->in_len -= s->in_pos;
+		s->in_pos = 0;
+		do
+			r = read(s->fd, s->in + s->in_len, IN_SIZE - s->in_len);
+		while (r < 0 && errno == EINTR);
+		if (r < 0) {
+			snprintf(s->err, sizeof(s->err), "cannot read: %s",
+				 strerror(errno));
+			return -1;
+		}
+		s->in_len += (size_t)r;
+		s->in_eof = r == 0;
+	}
+	return 0;
+}
+
+static bool unit_magic(enum tar_comp c, const unsigned char *b, size_t n)
+{
+	if (c == TAR_GZIP)
+		return n >= 2 && b[0] == 0x1f && b[1] == 0x8b;
+	/* A zstd frame, or a skippable one (magic 0x184D2A5?). */
+	return n >= 4 && ((b[0] == 0x28 && b[1] == 0xb5 && b[2] == 0x2f &&
+			   b[3] == 0xfd) ||
+			  ((b[0] & 0xf0) == 0x50 && b[1] == 0x2a &&
+			   b[2] == 0x4d && b[3] == 0x18));
+}
+
+/*
+ * Between gzip members or zstd frames, one rule for both: the stream
+ * ends, or another member or frame begins; zero bytes in between are
+ * padding (gzip(1) and Python's gzip skip them), anything else is
+ * refused (zstd(1), Go's and Python's readers refuse it, gzip(1) warns
+ * and exits 2).  1 at the end, 0 at a member or frame, -1 otherwise.
+ */
+static int next_unit(struct tar_src *s)
+{
+	for (;;) {
+		if (refill(s) < 0)
+			return -1;
+		if (s->in_pos == s->in_len)
+			return 1;
+		while (s->in_pos < s->in_len && !s->in[s->in_pos])
+			s->in_pos++;
+		if (s->in_pos < s->in_len)
+			break;
+	}
+	if (peek(s, 4) < 0)
+		return -1;
+	if (unit_magic(s->comp, s->in + s->in_pos, s->in_len - s->in_pos))
+		return 0;
+	snprintf(s->err, sizeof(s->err), "data after the end of the %s "
+		 "stream", tar_comp_name(s->comp));
+	return -1;
+}
+
+static ssize_t read_gzip(struct tar_src *s)
+{
+	s->z.next_out = s->out;
+	s->z.avail_out = OUT_SIZE;
+	while (s->z.avail_out == OUT_SIZE) {
+		int r;
+
+		if (!s->open_unit) {
+			r = next_unit(s);
+			if (r < 0)
+				return -1;
+			if (r > 0) {
+				s->done = true;
+				break;
+			}
+			s->open_unit = true;
+		}
+		if (refill(s) < 0)
+			return -1;
+		if (s->in_pos == s->in_len)
+			return truncated(s);
+		s->z.next_in = s->in + s->in_pos;
+		s->z.avail_in = (uInt)(s->in_len - s->in_pos);
+		r = inflate(&s->z, Z_NO_FLUSH);
+		s->in_pos = s->in_len - s->z.avail_in;
+		if (r == Z_STREAM_END) {
+			s->open_unit = false;
+			if (inflateReset(&s->z) != Z_OK)
+				r = Z_STREAM_ERROR;
+			else
+				continue;
+		}
+		if (r != Z_OK && r != Z_BUF_ERROR) {
+			snprintf(s->err, sizeof(s->err), "corrupt gzip data: %s",
+				 s->z.msg ? s->z.msg : "inflate failed");
+			return -1;
+		}
+	}
+	return (ssize_t)(OUT_SIZE - s->z.avail_out);
+}
+
+static ssize_t read_zstd(struct tar_src *s)
+{
+	ZSTD_outBuffer out = { s->out, OUT_SIZE, 0 };
+
+	while (out.pos == 0) {
+		ZSTD_inBuffer in;
+		size_t r;
+
+		if (!s->open_unit) {
+			int u = next_unit(s);
+
+			if (u < 0)
+				return -1;
+			if (u > 0) {
+				s->done = true;
+				break;
+			}
+		}
+		if (refill(s) < 0)
+			return -1;
+		in = (ZSTD_inBuffer){ s->in, s->in_len, s->in_pos };
+		r = ZSTD_decompressStream(s->zs, &out, &in);
+		s->in_pos = in.pos;
+		if (ZSTD_isError(r)) {
+			snprintf(s->err, sizeof(s->err), "corrupt zstd data: %s",
+				 ZSTD_getErrorName(r));
+			return -1;
+		}
+		s->open_unit = r != 0;
+		/* Input all used, no output, more wanted: the end came
+		 * inside a frame. */
+		if (s->in_eof && s->in_pos == s->in_len && out.pos == 0 &&
+		    s->open_unit)
+			return truncated(s);
+	}
+	return (ssize_t)out.pos;
+}
+
+static ssize_t read_plain(struct tar_src *s)
+{
+	ssize_t n;
+
+	do
+		n = read(s->fd, s->out, OUT_SIZE);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		snprintf(s->err, sizeof(s->err), "cannot read: %s",
+			 strerror(errno));
+	s->done = n == 0;
+	return n;
+}
+
+/* Look for the end-of-archive block in the @n bytes of out, which begin
+ * at offset s->chunk of the stream. */
+static void look_for_end(struct tar_src *s, size_t n)
+{
+	static const unsigned char zero[512];
+	uint64_t from = s->end_at + s->end_ok, to = s->end_at + sizeof(zero);
+
+	if (s->end != END_PENDING || from >= s->chunk + n)
+		return;
+	if (from < s->chunk) {
+		/* Handed out before the last read: the reader asks as soon
+		 * as it has taken in its last entry, so this cannot be. */
+		s->end = END_FOUND;
+		return;
+	}
+	if (to > s->chunk + n)
+		to = s->chunk + n;
+	if (memcmp(s->out + (from - s->chunk), zero, to - from) != 0) {
+		s->end = END_NOT;
+		return;
+	}
+	s->end_ok += to - from;
+	if (s->end_ok == sizeof(zero))
+		s->end = END_FOUND;
+}
+
+ssize_t tar_src_read(struct tar_src *s, const void **buf)
+{
+	ssize_t n;
+
+	*buf = s->out;
+	if (s->done)
+		return 0;
+	n = s->comp == TAR_GZIP ? read_gzip(s) :
+	    s->comp == TAR_ZSTD ? read_zstd(s) : read_plain(s);
+	if (n > 0) {
+		s->chunk = s->pos;
+		s->pos += (uint64_t)n;
+		look_for_end(s, (size_t)n);
+	}
+	return n;
+}
+
+void tar_src_expect_end(struct tar_src *s, uint64_t at)
+{
+	s->end_at = at;
+	s->end_ok = 0;
+	s->end = END_PENDING;
+	if (s->pos > s->chunk)
+		look_for_end(s, (size_t)(s->pos - s->chunk));
+}
+
+bool tar_src_end_found(const struct tar_src *s)
+{
+	return s->end == END_FOUND;
+}
+
+int tar_src_drain(struct tar_src *s)
+{
+	const void *buf;
+	ssize_t n;
+
+	if (s->comp == TAR_PLAIN)
+		return 0;
+	while ((n = tar_src_read(s, &buf)) > 0)
+		;
+	return n < 0 ? -1 : 0;
+}
+
+/* ---- libarchive reading the tar format from here ---- */
+
+static la_ssize_t src_read(struct archive *a, void *ctx, const void **buf)
+{
+	struct tar_src *src = ctx;
+	ssize_t n = tar_src_read(src, buf);
+
+	if (n < 0)
+		archive_set_error(a, 0, "%s", tar_src_error(src));
+	return n;
+}
+
+int tar_src_archive_open(struct tar_src *s, struct archive *a)
+{
+	int r;
+
+	/* Decompression is ours; libarchive reads the tar format. */
+	if ((r = archive_read_support_filter_none(a)) != ARCHIVE_OK ||
+	    (r = archive_read_support_format_tar(a)) != ARCHIVE_OK)
+		return r;
+	r = archive_read_open(a, s, NULL, src_read, NULL);
+	if (r == ARCHIVE_OK)
+		tar_src_expect_end(s, 0);	/* an empty archive */
+	return r;
+}
+
+int tar_src_entry_skip(struct tar_src *s, struct archive *a)
+{
+	int r = archive_read_data_skip(a);
+
+	if (r >= ARCHIVE_WARN)
+		tar_src_expect_end(s, (uint64_t)archive_filter_bytes(a, 0));
+	return r;
+}
+
+int tar_src_archive_end(struct tar_src *s, struct archive *a)
+{
+	/* The rest of the stream must be whole too. */
+	if (tar_src_drain(s) < 0) {
+		archive_set_error(a, 0, "%s", tar_src_error(s));
+		return -1;
+	}
+	if (tar_src_end_found(s))
+		return 0;
+	archive_set_error(a, 0, "no end-of-archive block");
+	return -1;
+}
