@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * hunion whiteout ls|add|rm|opaque|convert: the markers of one layer by
- * hand.  Parsing and printing only; lib/whiteout/ do
+ * hand.  Parsing and printing only; lib/whiteout/ does
  * the work.
  */
 #include <stdio.h>
