@@ -124,6 +124,43 @@ static int copy_other(const struct md *m, int sfd, const char *name,
 	return put_meta(dfd, tmp, st, e);
 }
 
+/*
+ * The first name already written of the hard-link group of @st, when
+ * there is one, for @ddir/@dname to link to; else NULL, and this name
+ * recorded as the first where the inode has more names.  Unlike the
+ * other writers' sources, the upper loses each name once it is copied:
+ * the last names of a group are seen with fewer links, down to one, so
+ * the map is asked whatever the count says (no inode is made in the
+ * upper meanwhile, so a number in the map is still the same inode).
+ */
+static int link_first(struct md *m, const struct stat *st, const char *ddir,
+		      const char *dname, const char **first)
+{
+	*first = NULL;
+	if (S_ISDIR(st->st_mode))
+		return 0;
+	if (!m->keep && st->st_nlink == 1) {
+		*first = hu_linkmap_first_of(&m->links, st);
+		return 0;
+	}
+	return hu_linkmap_first(&m->links, st, ddir, dname, first);
+}
+
+/* A copy of @name failed: the error names the upper's entry, whatever
+ * temporary name @tmp the step that failed worked on (it is gone). */
+static void name_entry(struct hu_error *e, const char *tmp, const char *name)
+{
+	char *p;
+
+	if (e->path && strcmp(e->path, tmp) != 0)
+		return;
+	p = strdup(name);
+	if (p) {
+		free(e->path);
+		e->path = p;
+	}
+}
+
 int md_copy_nondir(struct md *m, int sfd, const char *name,
 		   const struct stat *st, int datafd, int dfd,
 		   const char *ddir, const char *dname, struct hu_error *e)
@@ -141,7 +178,7 @@ int md_copy_nondir(struct md *m, int sfd, const char *name,
 	}
 	if (!m->raw && hu_rmtree(dfd, tmp) < 0)
 		return hu_error_set(e, errno, tmp, "cannot remove a leftover");
-	if (hu_linkmap_first(&m->links, st, ddir, dname, &first) < 0)
+	if (link_first(m, st, ddir, dname, &first) < 0)
 		return hu_error_set(e, ENOMEM, NULL, "out of memory");
 	if (first && hu_linkat_path(m->to->fd, first, dfd, at) == 0)
 		rc = 0;
@@ -153,8 +190,10 @@ int md_copy_nondir(struct md *m, int sfd, const char *name,
 	    hu_wr_renameat2(dfd, at, dfd, dname, 0) < 0)
 		rc = hu_error_set(e, errno, dname, "cannot rename the copy "
 				  "into place");
-	if (rc < 0 && at != dname)
+	if (rc < 0 && at != dname) {
 		(void)hu_wr_unlinkat(dfd, at, 0);
+		name_entry(e, at, name);
+	}
 	if (rc == 0)
 		m->st->copied++;
 	return rc;
@@ -226,6 +265,7 @@ int md_copy_tree(struct md *m, int sfd, const char *name, int dfd,
 	 * link to their first names there, moved with it after */
 	char *tsub = hu_path_join(ddir, md_temp_name(tmp, name));
 	int s2 = -1, d2 = -1, rc = -1;
+	bool made = false;
 	struct stat st;
 
 	if (!sub || !tsub) {
@@ -236,10 +276,15 @@ int md_copy_tree(struct md *m, int sfd, const char *name, int dfd,
 		hu_error_set(e, errno, name, "cannot stat");
 		goto out;
 	}
-	if (hu_rmtree(dfd, tmp) < 0 || hu_wr_mkdirat(dfd, tmp, 0700) < 0) {
-		hu_error_set(e, errno, tmp, "cannot create");
+	if (hu_rmtree(dfd, tmp) < 0) {
+		hu_error_set(e, errno, tmp, "cannot remove a leftover");
 		goto out;
 	}
+	if (hu_wr_mkdirat(dfd, tmp, 0700) < 0) {
+		hu_error_set(e, errno, name, "cannot create");
+		goto out;
+	}
+	made = true;
 	if ((s2 = hu_open_dir_at(sfd, name)) < 0 ||
 	    (!hu_wr_dry_run() && (d2 = hu_open_dir_at(dfd, tmp)) < 0)) {
 		hu_error_set(e, errno, name, "cannot open");
@@ -271,6 +316,11 @@ out:
 		close(s2);
 	if (d2 >= 0)
 		close(d2);
+	/* a tree not whole is nobody's: it would show in the view */
+	if (rc < 0 && made) {
+		(void)hu_rmtree(dfd, tmp);
+		name_entry(e, tmp, name);
+	}
 	free(sub);
 	free(tsub);
 	return rc;

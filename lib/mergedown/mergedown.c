@@ -338,6 +338,20 @@ static int view_data(struct md *m, struct hu_vdir *v, const char *name,
 	return 0;
 }
 
+/* A copy into the target failed (@e names the entry below the upper's
+ * directory being merged): the error names the upper's entry, which is
+ * still there, where the copy, removed, is not. */
+static int copy_failed(struct md *m, struct hu_error *e)
+{
+	char msg[sizeof(e->msg)];
+
+	if (snprintf(msg, sizeof(msg), "cannot copy it into the target: %s",
+		     e->msg) >= (int)sizeof(msg))
+		msg[sizeof(msg) - 1] = '\0';
+	memcpy(e->msg, msg, sizeof(msg));
+	return md_prefix(m->up, m->path.s, NULL, e);
+}
+
 static int copy_nondir(struct md *m, struct hu_vdir *v, int ufd, int tfd,
 		       const char *name, const struct stat *st,
 		       struct hu_error *e)
@@ -352,7 +366,7 @@ static int copy_nondir(struct md *m, struct hu_vdir *v, int ufd, int tfd,
 	if (datafd >= 0)
 		close(datafd);
 	if (rc < 0)
-		return md_prefix(m->to, m->path.s, NULL, e);
+		return copy_failed(m, e);
 	if (!m->keep && hu_wr_unlinkat(ufd, name, 0) < 0)
 		return md_fail(m->up, m->path.s, name, errno,
 			       "cannot remove", e);
@@ -568,7 +582,7 @@ static int swap_in(struct md *m, struct hu_vdir *v, struct hu_vdir *c,
 	if (!md_renames(m)) {
 		md_step(m, "copy", m->path.s, name);
 		if (md_copy_tree(m, ufd, name, tfd, m->path.s, need, e) < 0)
-			return md_prefix(m->to, m->path.s, NULL, e);
+			return copy_failed(m, e);
 		if (!m->keep && hu_rmtree(ufd, name) < 0)
 			return md_fail(m->up, m->path.s, name, errno,
 				       "cannot remove", e);
@@ -858,13 +872,14 @@ static int target_format(struct md *m, struct hu_error *e)
 	return 0;
 }
 
-static int writable(const struct hu_layer *l, struct hu_error *e)
+/* @l is on a writable filesystem, else the error @why. */
+static int writable(const struct hu_layer *l, const char *why,
+		    struct hu_error *e)
 {
 	struct statvfs sv;
 
 	if (fstatvfs(l->fd, &sv) == 0 && (sv.f_flag & ST_RDONLY))
-		return hu_error_set(e, EROFS, l->path, "cannot merge into "
-				    "a layer on a read-only filesystem");
+		return hu_error_set(e, EROFS, l->path, "%s", why);
 	return 0;
 }
 
@@ -896,8 +911,13 @@ static int preflight(struct md *m, struct hu_error *e)
 					    "whiteout convert --to=overlay "
 					    "--in-place)");
 	}
-	if (target_format(m, e) < 0 || writable(m->to, e) < 0 ||
-	    (!m->keep && writable(m->up, e) < 0))
+	if (target_format(m, e) < 0 ||
+	    writable(m->to, "the target (the layer merged into) is on a "
+		     "read-only filesystem", e) < 0 ||
+	    (!m->keep &&
+	     writable(m->up, "the upper (the layer merged down, emptied as "
+		      "it goes; --keep-upper leaves it as it is) is on a "
+		      "read-only filesystem", e) < 0))
 		return -1;
 	if (!m->o->force) {
 		struct hu_mount_use use;
