@@ -793,6 +793,27 @@ static int move_dir(struct md *m, ino_t ino, const char *from, const char *to,
 	return rc < 0 ? -1 : 1;
 }
 
+/*
+ * Directory @fd of the target is to hold a redirected directory: marked
+ * impure first, as the kernel marks the upper directory a merged
+ * directory is renamed into (dir.c, ovl_rename()).  Without the mark the
+ * kernel's readdir gives such an entry the inode number of its upper
+ * directory while stat gives the one of the directory it merges with
+ * (fsck: impureMissing).  A mark more is harmless: readdir only looks
+ * the entries up.
+ */
+static int mark_impure(const struct md *m, int fd, struct hu_error *e)
+{
+	char attr[64];
+
+	hu_marker_xattr(HU_FMT_OVERLAY, m->tofmt.userxattr, "impure", attr,
+			sizeof(attr));
+	if (hu_wr_setxattr_at(fd, NULL, attr, "y", 1, 0) < 0)
+		return hu_error_set(e, errno, NULL, "cannot mark its parent "
+				    "directory impure (%s)", attr);
+	return 0;
+}
+
 /* The moved directory's marker: the redirect by which it still merges
  * with layers beneath the target (in the target's namespace), or opaque,
  * where it merges with nothing beneath and one there has its name. */
@@ -811,6 +832,8 @@ static int mark_moved(struct md *m, const struct md_move *mv,
 		rc = hu_marker_set_opaque(&m->tofmt, m->tofmt.format, fd, leaf,
 					  true, e) < 0 ?
 			md_prefix(m->to, mv->dst, NULL, e) : 0;
+	else if (mark_impure(m, fd, e) < 0)
+		rc = md_prefix(m->to, mv->dst, NULL, e);
 	else if (hu_wr_setxattr_at(fd, leaf, attr, mv->marker,
 				   strlen(mv->marker), 0) < 0)
 		rc = md_fail(m->to, mv->dst, NULL, errno, "cannot set the "

@@ -18,7 +18,8 @@ copies of the stack (cp -a):
     union), the top layer is empty (its root kept), no private state of
     the merge is left anywhere (.hunion-md.* names, *.union.mergedown-*
     xattrs), the target holds no private xattr it did not hold but
-    whiteout and opaque markers (none at all in a two-layer stack), and
+    whiteout, opaque and redirect markers and the impure marks of the
+    redirects' parents (none at all in a two-layer stack), and
     the layers beneath the target are unchanged byte for byte.
 With --keep-upper among ARG...: the top layer is unchanged byte for byte
 instead (xattr values too), but for the record *.union.mergedown-kept on
@@ -208,7 +209,7 @@ class Check:
         for x, n in sorted(counts(rows).items()):
             extra = n - self.target_private.get(x, 0)
             if extra > 0 and (self.n == 2 or not x.endswith(
-                    (".opaque", ".whiteout", ".redirect"))):
+                    (".opaque", ".whiteout", ".redirect", ".impure"))):
                 problems.append("  %s: %d more %s in the target: %s" % (
                     what, extra, x, " ".join(sorted(
                         p for p, y in rows if y == x))[:200]))
