@@ -458,6 +458,8 @@ struct hu_mount_use {
 	char *fstype;		/* "overlay", "union", "fuse.fuse-overlayfs" */
 	char *role;		/* "upperdir", "lowerdir", "workdir", "datadir" */
 	char *layer;		/* the layer's path as given; NULL: extra_fd */
+	char *option;		/* hu_dirs_in_use() cannot tell: the option
+				 * it could not resolve ("lowerdir=lower") */
 };
 
 /*
@@ -473,6 +475,44 @@ struct hu_mount_use {
 int hu_stack_mounted(const struct hu_stack *s, int extra_fd,
 		     struct hu_mount_use *use, struct hu_error *e);
 void hu_mount_use_free(struct hu_mount_use *u);
+
+/* A directory a command uses (a layer, a workdir, a mount point), for
+ * the checks every command that writes layers shares. */
+struct hu_dir_ref {
+	int fd;			/* the directory, open */
+	const char *path;	/* as the user gave it, for messages */
+	const char *role;	/* "upper layer", "workdir"...: for messages */
+	bool written;		/* the command writes it (else reads it) */
+	bool proxy;		/* the parent of a directory not made yet: what
+				 * it lies in, that directory will lie in */
+};
+
+/*
+ * Do directories @d[0, @n) lie apart, none inside another (or the same)?
+ * By device and inode, going up from each (never by path strings).  0,
+ * or -1 with @e naming the two ("the lower layer L lies inside the upper
+ * layer U: they must lie apart").  A write to a directory would change
+ * every one inside it, a layer the command only reads.
+ */
+int hu_dirs_apart(const struct hu_dir_ref *d, size_t n, struct hu_error *e);
+
+/*
+ * Is any of directories @d[0, @n) used by a mounted overlay in a way that
+ * forbids this command's use: a directory @written in any role, one read
+ * as a mount's upperdir or workdir (what the mount writes)?  By device
+ * and inode of the paths /proc/self/mountinfo names; where a mount names
+ * an upperdir or workdir by a path that does not resolve (relative, gone),
+ * the kernel is asked: a probe overlay, never mounted, that changes
+ * nothing (probe.c), sees its lock on them.
+ * 0: none.  1: one is: *@use names the mount, the role (from the probe:
+ * "upperdir or workdir") and the directory (use->layer, its d[i].path).
+ * 2: it cannot be known: a mount names a lowerdir by a path that does
+ * not resolve while a directory is to be written, or the probe cannot be
+ * made (not root, no overlayfs): *@use names that mount, and use->option
+ * the option.  -1 on error.
+ */
+int hu_dirs_in_use(const struct hu_dir_ref *d, size_t n,
+		   struct hu_mount_use *use, struct hu_error *e);
 
 /* ---- mounting a stack with the kernel (mount.c, mountcheck.c,
  * mountopt.c, umount.c) ------------------------------------------------- */
@@ -644,6 +684,10 @@ struct hu_fsck_opts {
 	bool vacuum;		/* repair copyupIdentical (info) too */
 	bool repair_lowers;	/* with all_layers: lower layers may change */
 	const char *workdir;	/* an overlay workdir to check too, or NULL */
+	bool force;		/* repair even where it cannot be known
+				 * whether a mounted overlay uses a layer
+				 * repaired (hu_dirs_in_use() 2); one that
+				 * does is refused all the same */
 	/* The severity of each problem: the table's unless overridden;
 	 * HU_SEV_IGNORE: not reported.  NULL: the table's. */
 	const enum hu_severity *severity;

@@ -23,26 +23,19 @@
 
 /* ---- nesting ---------------------------------------------------------- */
 
-struct node {
-	int fd;
-	dev_t dev;
-	ino_t ino;
-	const char *path;	/* as given */
-	const char *role;	/* "mount point", "workdir", "lower layer"... */
-	bool proxy;		/* the parent of a workdir not made yet: what
-				 * it lies in, the workdir lies in */
-};
-
-/* Is @n[self], or a directory above it, another node?  Its index, or -1. */
-static int inside(const struct node *n, size_t count, size_t self)
+/* Is @d[self], or a directory above it, another of @d (identities @st)?
+ * Its index, or -1. */
+static int inside(const struct hu_dir_ref *d, const struct stat *id,
+		  size_t count, size_t self)
 {
 	struct stat st, up;
-	int hit = -1, next, fd = fcntl(n[self].fd, F_DUPFD_CLOEXEC, 0);
+	int hit = -1, next, fd = fcntl(d[self].fd, F_DUPFD_CLOEXEC, 0);
 
 	while (fd >= 0 && hit < 0 && fstat(fd, &st) == 0) {
 		for (size_t j = 0; j < count && hit < 0; j++)
-			if (j != self && !n[j].proxy && st.st_dev == n[j].dev &&
-			    st.st_ino == n[j].ino)
+			if (j != self && !d[j].proxy &&
+			    st.st_dev == id[j].st_dev &&
+			    st.st_ino == id[j].st_ino)
 				hit = (int)j;
 		next = openat(fd, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		if (next < 0 || fstat(next, &up) < 0 ||
@@ -59,17 +52,37 @@ static int inside(const struct node *n, size_t count, size_t self)
 	return hit;
 }
 
-static int add_node(struct node *n, size_t *count, int fd, const char *path,
-		    const char *role, struct hu_error *e)
+int hu_dirs_apart(const struct hu_dir_ref *d, size_t n, struct hu_error *e)
 {
-	struct stat st;
+	struct stat *id = calloc(n ? n : 1, sizeof(*id));
+	int rc = -1;
 
-	if (fstat(fd, &st) < 0)
-		return hu_error_set(e, errno, path, "cannot stat");
-	n[*count] = (struct node){ fd, st.st_dev, st.st_ino, path, role,
-				   false };
-	(*count)++;
-	return 0;
+	if (!id)
+		return hu_error_set(e, ENOMEM, NULL, "out of memory");
+	for (size_t i = 0; i < n; i++)
+		if (fstat(d[i].fd, &id[i]) < 0) {
+			hu_error_set(e, errno, d[i].path, "cannot stat");
+			goto out;
+		}
+	for (size_t i = 0; i < n; i++) {
+		int hit = inside(d, id, n, i);
+
+		if (hit >= 0) {
+			bool same = !d[i].proxy &&
+				    id[hit].st_dev == id[i].st_dev &&
+				    id[hit].st_ino == id[i].st_ino;
+
+			hu_error_set(e, 0, d[i].path, "the %s %s the %s %s: "
+				     "they must lie apart", d[i].role,
+				     same ? "is" : "lies inside", d[hit].role,
+				     d[hit].path);
+			goto out;
+		}
+	}
+	rc = 0;
+out:
+	free(id);
+	return rc;
 }
 
 /* The mount point first, the workdir last, so that a message names
@@ -77,74 +90,65 @@ static int add_node(struct node *n, size_t *count, int fd, const char *path,
 int hu_mount_check_nesting(const struct hu_mount_dirs *d, struct hu_error *e)
 {
 	size_t count = 0;
-	struct node *n = calloc(d->s->n + 2, sizeof(*n));
+	struct hu_dir_ref *n = calloc(d->s->n + 2, sizeof(*n));
 	int workfd = d->workfd >= 0 ? d->workfd : d->workparent;
-	int rc = -1;
+	int rc;
 
 	if (!n)
 		return hu_error_set(e, ENOMEM, NULL, "out of memory");
-	if (add_node(n, &count, d->mntfd, d->mountpoint, "mount point",
-		     e) < 0)
-		goto out;
+	n[count++] = (struct hu_dir_ref){ d->mntfd, d->mountpoint,
+					  "mount point", false, false };
 	for (size_t i = 0; i < d->s->n; i++)
-		if (add_node(n, &count, d->s->layers[i].fd,
-			     d->s->layers[i].path, i < d->nlower ?
-			     "lower layer" : "upper layer", e) < 0)
-			goto out;
-	if (workfd >= 0) {
-		if (add_node(n, &count, workfd, d->workdir, "workdir", e) < 0)
-			goto out;
-		n[count - 1].proxy = d->workfd < 0;
-	}
-	for (size_t i = 0; i < count; i++) {
-		int hit = inside(n, count, i);
-
-		if (hit >= 0) {
-			bool same = !n[i].proxy && n[hit].dev == n[i].dev &&
-				    n[hit].ino == n[i].ino;
-
-			hu_error_set(e, 0, n[i].path, "the %s %s the %s %s: "
-				     "they must lie apart", n[i].role,
-				     same ? "is" : "lies inside", n[hit].role,
-				     n[hit].path);
-			goto out;
-		}
-	}
-	rc = 0;
-out:
+		n[count++] = (struct hu_dir_ref){
+			d->s->layers[i].fd, d->s->layers[i].path,
+			i < d->nlower ? "lower layer" : "upper layer",
+			i >= d->nlower, false };
+	if (workfd >= 0)
+		n[count++] = (struct hu_dir_ref){ workfd, d->workdir,
+						  "workdir", true,
+						  d->workfd < 0 };
+	rc = hu_dirs_apart(n, count, e);
 	free(n);
 	return rc;
 }
 
 /* ---- in use by a mount ------------------------------------------------ */
 
-/* Is layer @one (with @extra_fd, the workdir, when it is the upper) in
- * use by a mount that writes it?  @any_role: in any role at all. */
-static int in_use(const struct hu_stack *one, int extra_fd,
-		  const char *workdir, bool any_role, bool force,
+/* Layer @i of the mount (with the workdir, when it is the upper): in use
+ * by a mount that writes it, or, when the mount writes it, in any use? */
+static int in_use(const struct hu_mount_dirs *d, size_t i, bool force,
 		  const struct hu_mount_opts *o, struct hu_error *e)
 {
+	const struct hu_layer *l = &d->s->layers[i];
+	bool top = d->upper == l;
+	struct hu_dir_ref dirs[2] = {
+		{ l->fd, l->path, "layer", top, false },
+		{ d->workfd, d->workdir, "workdir", true, false },
+	};
 	struct hu_mount_use use = { 0 };
-	int rc = hu_stack_mounted(one, extra_fd, &use, e);
+	int rc = hu_dirs_in_use(dirs, top && d->workfd >= 0 ? 2 : 1, &use, e);
 	const char *path;
-	char what[512];
+	char what[1024];
 
 	if (rc <= 0)
 		return rc;
-	rc = 0;
-	path = use.layer ? one->layers[0].path : workdir;
-	/* a lower shared by many overlays is what containers do; a
-	 * directory another mount writes is not a layer to read */
-	if (any_role || strcmp(use.role, "lowerdir") != 0) {
-		snprintf(what, sizeof(what), "%s of the %s mounted on %s",
-			 use.role, use.fstype, use.mountpoint);
-		if (force)
-			hu_report_warn(o->report, 0, path, NULL, "in use as %s "
-				       "(--force: mounted anyway; the kernel "
-				       "calls this undefined)", what);
-		else
-			rc = hu_error_set(e, 0, path, "in use as %s: refused "
-					  "(--force mounts anyway)", what);
+	path = use.layer ? use.layer : l->path;
+	if (rc == 1)
+		snprintf(what, sizeof(what), "in use as %s of the %s mounted "
+			 "on %s", use.role, use.fstype, use.mountpoint);
+	else
+		snprintf(what, sizeof(what), "cannot tell whether the %s "
+			 "mounted on %s uses it: it names a layer by a path "
+			 "that cannot be resolved (%s)", use.fstype,
+			 use.mountpoint, use.option);
+	if (force) {
+		hu_report_warn(o->report, 0, path, NULL, "%s (--force: mounted "
+			       "anyway; the kernel calls this undefined)",
+			       what);
+		rc = 0;
+	} else {
+		rc = hu_error_set(e, 0, path, "%s: refused (--force mounts "
+				  "anyway)", what);
 	}
 	hu_mount_use_free(&use);
 	return rc;
@@ -153,14 +157,9 @@ static int in_use(const struct hu_stack *one, int extra_fd,
 int hu_mount_check_in_use(const struct hu_mount_dirs *d, bool force,
 			  const struct hu_mount_opts *o, struct hu_error *e)
 {
-	for (size_t i = 0; i < d->s->n; i++) {
-		struct hu_stack one = { .n = 1, .layers = &d->s->layers[i] };
-		bool top = d->upper == &d->s->layers[i];
-
-		if (in_use(&one, top ? d->workfd : -1, d->workdir, top, force,
-			   o, e) < 0)
+	for (size_t i = 0; i < d->s->n; i++)
+		if (in_use(d, i, force, o, e) < 0)
 			return -1;
-	}
 	return 0;
 }
 

@@ -188,38 +188,47 @@ static void single_check(struct wanted *w, char *path)
 /* One super option of @m, still escaped: *@use refilled when it names a
  * wanted directory ranking better than the use found so far.  0, or -1
  * on error. */
+/* The options that name an overlay's directories. */
+struct layer_key {
+	const char *prefix;
+	const char *role;
+	bool list;		/* a ':'-separated list (lowerdir=) */
+};
+
+static const struct layer_key keys[] = {
+	{ "lowerdir=", "lowerdir", true },
+	{ "lowerdir+=", "lowerdir", false },
+	{ "datadir+=", "datadir", false },
+	{ "upperdir=", "upperdir", false },
+	{ "workdir=", "workdir", false },
+};
+
+/* The key of super option @opt, NULL when it names no directory. */
+static const struct layer_key *layer_key(const char *opt)
+{
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+		if (strncmp(opt, keys[i].prefix, strlen(keys[i].prefix)) == 0)
+			return &keys[i];
+	return NULL;
+}
+
 static int option_check(struct wanted *w, const struct mount *m,
 			char *opt, struct hu_mount_use *use,
 			struct hu_error *e)
 {
-	static const struct {
-		const char *prefix;
-		const char *role;
-		bool list;
-	} keys[] = {
-		{ "lowerdir=", "lowerdir", true },
-		{ "lowerdir+=", "lowerdir", false },
-		{ "datadir+=", "datadir", false },
-		{ "upperdir=", "upperdir", false },
-		{ "workdir=", "workdir", false },
-	};
+	const struct layer_key *k = layer_key(opt);
+	char *value;
 
-	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
-		size_t len = strlen(keys[i].prefix);
-		char *value = opt + len;
-
-		if (strncmp(opt, keys[i].prefix, len) != 0)
-			continue;
-		unescape_octal(value);
-		w->cand = NO_RANK;
-		if (keys[i].list)
-			lowerdir_check(w, value);
-		else
-			single_check(w, value);
-		return w->cand < w->best ?
-		       use_fill(w, use, m, keys[i].role, e) : 0;
-	}
-	return 0;
+	if (!k)
+		return 0;
+	value = opt + strlen(k->prefix);
+	unescape_octal(value);
+	w->cand = NO_RANK;
+	if (k->list)
+		lowerdir_check(w, value);
+	else
+		single_check(w, value);
+	return w->cand < w->best ? use_fill(w, use, m, k->role, e) : 0;
 }
 
 /*
@@ -227,31 +236,47 @@ static int option_check(struct wanted *w, const struct mount *m,
  * OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPEROPTIONS.  Cuts @line up.
  * A line that does not parse is passed over: nothing of ours is in it.
  */
-static int line_check(struct wanted *w, char *line,
-		      struct hu_mount_use *use, struct hu_error *e)
+/*
+ * One line of mountinfo (proc(5)): ID PARENT MAJ:MIN ROOT MOUNTPOINT
+ * OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPEROPTIONS.  Cuts @line up:
+ * true for an overlay-like mount, @m and its @superopts (still escaped)
+ * filled.  A line that does not parse is passed over: nothing of ours is
+ * in it.
+ */
+static bool overlay_line(char *line, struct mount *m, char **superopts)
 {
-	char *field[5], *fstype, *superopts, *opt;
-	struct mount m;
-	int rc;
+	char *field[5], *fstype, *opt;
 
 	line[strcspn(line, "\n")] = '\0';
 	for (int i = 0; i < 5; i++)
 		if (!(field[i] = strsep(&line, " ")))
-			return 0;
+			return false;
 	do {
 		opt = strsep(&line, " ");	/* OPTIONS, OPTIONAL... */
 	} while (opt && strcmp(opt, "-") != 0);
 	fstype = strsep(&line, " ");
 	(void)strsep(&line, " ");		/* SOURCE */
-	superopts = strsep(&line, " ");
-	if (!opt || !fstype || !superopts)
-		return 0;
+	*superopts = strsep(&line, " ");
+	if (!opt || !fstype || !*superopts)
+		return false;
 	unescape_octal(fstype);
 	if (!is_overlay_type(fstype))
-		return 0;
+		return false;
 	unescape_octal(field[4]);
-	m.mountpoint = field[4];
-	m.fstype = fstype;
+	m->mountpoint = field[4];
+	m->fstype = fstype;
+	return true;
+}
+
+static int line_check(struct wanted *w, char *line,
+		      struct hu_mount_use *use, struct hu_error *e)
+{
+	char *superopts, *opt;
+	struct mount m;
+	int rc;
+
+	if (!overlay_line(line, &m, &superopts))
+		return 0;
 	/* A ',' inside a value is \054: split first, decode each. */
 	while ((opt = strsep(&superopts, ",")))
 		if ((rc = option_check(w, &m, opt, use, e)) != 0)
@@ -303,6 +328,249 @@ int hu_stack_mounted(const struct hu_stack *s, int extra_fd,
 		return hu_error_set(e, errno, MOUNTINFO,
 				    "cannot tell which layers are mounted");
 	rc = hu_mountinfo_scan(f, MOUNTINFO, s, extra_fd, use, e);
+	fclose(f);
+	return rc;
+}
+
+/* ---- the directories a command uses (hu_dirs_in_use) ------------------- */
+
+/*
+ * A path that resolves is compared by device and inode, as above.  One
+ * that does not (relative, gone, renamed) hides what the mount uses, and
+ * the kernel is asked instead where it can answer: it locks an overlay's
+ * upperdir and workdir against a second use (ovl_inuse_trylock), which
+ * the probe of probe.c sees.  It cannot see a lower: a lowerdir that does
+ * not resolve leaves open whether a directory to be written is it.
+ */
+struct dirs_scan {
+	const struct hu_dir_ref *d;
+	size_t n;
+	struct stat *st;	/* of each d[i]; st_ino 0 for a proxy */
+	bool writes;		/* some d[i] is written */
+	const struct mount *m;	/* the mount being read */
+	const char *role;	/* the option being read */
+	bool found;		/* *use names a use */
+	struct hu_mount_use *use;
+	/* the first option of a mount that did not resolve */
+	struct hu_mount_use hidden_upper;	/* upperdir=, workdir= */
+	struct hu_mount_use hidden_lower;	/* lowerdir=, datadir+= */
+};
+
+static bool use_set(struct hu_mount_use *u, const struct mount *m,
+		    const char *role, const char *layer, const char *option)
+{
+	*u = (struct hu_mount_use){
+		.mountpoint = strdup(m->mountpoint),
+		.fstype = strdup(m->fstype),
+		.role = strdup(role),
+		.layer = layer ? strdup(layer) : NULL,
+	};
+	if (option && asprintf(&u->option, "%s=%s", role, option) < 0)
+		u->option = NULL;
+	if (!u->mountpoint || !u->fstype || !u->role ||
+	    (layer && !u->layer) || (option && !u->option)) {
+		hu_mount_use_free(u);
+		return false;
+	}
+	return true;
+}
+
+static bool writes_role(const char *role)
+{
+	return strcmp(role, "upperdir") == 0 || strcmp(role, "workdir") == 0;
+}
+
+/* Path @path of the option being read: 1 when it names a d[i] in a way
+ * that counts (a use filled), 0 when it names none, 2 when it does not
+ * resolve; -1 out of memory. */
+static int dirs_path(struct dirs_scan *x, const char *path)
+{
+	struct stat st;
+
+	if (path[0] != '/' || stat(path, &st) < 0)
+		return 2;
+	for (size_t i = 0; i < x->n; i++) {
+		if (!x->st[i].st_ino || !same_inode(&st, x->st[i].st_dev,
+						    x->st[i].st_ino))
+			continue;
+		if (!x->d[i].written && !writes_role(x->role))
+			continue;
+		if (!use_set(x->use, x->m, x->role, x->d[i].path, NULL))
+			return -1;
+		x->found = true;
+		return 1;
+	}
+	return 0;
+}
+
+/* Remember @path (as the mount wrote it) as the first that did not
+ * resolve, where it could hide a use that counts. */
+static int dirs_hidden(struct dirs_scan *x, const char *path)
+{
+	struct hu_mount_use *u = writes_role(x->role) ? &x->hidden_upper :
+				 &x->hidden_lower;
+
+	if (u->mountpoint || (!writes_role(x->role) && !x->writes))
+		return 0;
+	return use_set(u, x->m, x->role, NULL, path) ? 0 : -1;
+}
+
+static int dirs_one(struct dirs_scan *x, char *path)
+{
+	int rc = dirs_path(x, path);
+
+	return rc == 2 ? dirs_hidden(x, path) : rc;
+}
+
+/* upperdir=, workdir=, lowerdir+=, datadir+=: as given, or (older
+ * kernels) with the mounter's '\' escapes still in. */
+static int dirs_single(struct dirs_scan *x, char *path)
+{
+	char *plain;
+	int rc = dirs_path(x, path);
+
+	if (rc != 2 || !strchr(path, '\\'))
+		return rc == 2 ? dirs_hidden(x, path) : rc;
+	plain = strdup(path);
+	if (!plain)
+		return -1;
+	unescape_backslash(plain);
+	rc = dirs_path(x, plain);
+	free(plain);
+	return rc == 2 ? dirs_hidden(x, path) : rc;
+}
+
+static int dirs_list(struct dirs_scan *x, char *list)
+{
+	char *start = list;
+	int rc;
+
+	for (char *p = list;; p++) {
+		if (*p == '\\' && p[1]) {
+			p++;
+			continue;
+		}
+		if (*p != ':' && *p)
+			continue;
+		bool last = !*p;
+
+		*p = '\0';
+		unescape_backslash(start);
+		/* "::" before the data-only layers: an empty entry */
+		if (*start && (rc = dirs_one(x, start)) != 0)
+			return rc;
+		if (last)
+			return 0;
+		start = p + 1;
+	}
+}
+
+static int dirs_line(struct dirs_scan *x, char *line)
+{
+	char *superopts, *opt;
+	struct mount m;
+	int rc = 0;
+
+	if (!overlay_line(line, &m, &superopts))
+		return 0;
+	x->m = &m;
+	while (rc == 0 && (opt = strsep(&superopts, ","))) {
+		const struct layer_key *k = layer_key(opt);
+		char *value;
+
+		if (!k)
+			continue;
+		value = opt + strlen(k->prefix);
+		unescape_octal(value);
+		x->role = k->role;
+		rc = k->list ? dirs_list(x, value) : dirs_single(x, value);
+	}
+	return rc;
+}
+
+/* What the mountinfo left hidden, asked of the kernel: 1 with *@use, 0,
+ * 2 with *@use (unknown).  Takes the hidden uses. */
+static int dirs_unhide(struct dirs_scan *x, int (*locked)(int fd))
+{
+	struct hu_mount_use *use = x->use;
+
+	if (x->hidden_upper.mountpoint) {
+		for (size_t i = 0; i < x->n; i++) {
+			int rc;
+
+			if (!x->st[i].st_ino)
+				continue;
+			rc = locked(x->d[i].fd);
+			if (rc == 0)
+				continue;
+			*use = x->hidden_upper;
+			x->hidden_upper = (struct hu_mount_use){ 0 };
+			if (rc < 0)
+				return 2;
+			/* which of them, the kernel does not say */
+			free(use->role);
+			free(use->layer);
+			use->role = strdup("upperdir or workdir");
+			use->layer = strdup(x->d[i].path);
+			return use->role && use->layer ? 1 : -1;
+		}
+	}
+	if (x->hidden_lower.mountpoint) {
+		*use = x->hidden_lower;
+		x->hidden_lower = (struct hu_mount_use){ 0 };
+		return 2;
+	}
+	return 0;
+}
+
+int hu_mountinfo_dirs(FILE *f, const char *what, const struct hu_dir_ref *d,
+		      size_t n, int (*locked)(int fd),
+		      struct hu_mount_use *use, struct hu_error *e)
+{
+	struct dirs_scan x = { .d = d, .n = n, .use = use };
+	char *line = NULL;
+	size_t cap = 0;
+	int rc = 0;
+
+	*use = (struct hu_mount_use){ 0 };
+	x.st = calloc(n ? n : 1, sizeof(*x.st));
+	if (!x.st)
+		return hu_error_set(e, ENOMEM, NULL, "out of memory");
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		x.writes |= d[i].written;
+		if (!d[i].proxy && fstat(d[i].fd, &x.st[i]) < 0)
+			rc = hu_error_set(e, errno, d[i].path, "cannot stat");
+	}
+	errno = 0;
+	while (rc == 0 && !x.found && getline(&line, &cap, f) >= 0)
+		if (dirs_line(&x, line) < 0)
+			rc = hu_error_set(e, ENOMEM, NULL, "out of memory");
+	if (rc == 0 && ferror(f))
+		rc = hu_error_set(e, errno ? errno : EIO, what,
+				  "cannot read");
+	if (rc == 0 && (rc = x.found ? 1 : dirs_unhide(&x, locked)) < 0)
+		hu_error_set(e, ENOMEM, NULL, "out of memory");
+	free(line);
+	free(x.st);
+	hu_mount_use_free(&x.hidden_upper);
+	hu_mount_use_free(&x.hidden_lower);
+	if (rc < 0)
+		hu_mount_use_free(use);
+	return rc;
+}
+
+int hu_dirs_in_use(const struct hu_dir_ref *d, size_t n,
+		   struct hu_mount_use *use, struct hu_error *e)
+{
+	FILE *f = fopen(MOUNTINFO, "re");
+	int rc;
+
+	*use = (struct hu_mount_use){ 0 };
+	if (!f)
+		return hu_error_set(e, errno, MOUNTINFO,
+				    "cannot tell which layers are mounted");
+	rc = hu_mountinfo_dirs(f, MOUNTINFO, d, n, hu_overlay_locked, use,
+			       e);
 	fclose(f);
 	return rc;
 }
@@ -393,5 +661,6 @@ void hu_mount_use_free(struct hu_mount_use *u)
 	free(u->fstype);
 	free(u->role);
 	free(u->layer);
+	free(u->option);
 	*u = (struct hu_mount_use){ 0 };
 }

@@ -14,6 +14,17 @@ int hu_mountinfo_scan(FILE *f, const char *what, const struct hu_stack *s,
 		      int extra_fd, struct hu_mount_use *use,
 		      struct hu_error *e);
 
+/* hu_dirs_in_use() on the mountinfo lines of @f, with @locked telling
+ * whether a directory is an overlay's upperdir or workdir (1, 0; -1:
+ * cannot tell). */
+int hu_mountinfo_dirs(FILE *f, const char *what, const struct hu_dir_ref *d,
+		      size_t n, int (*locked)(int fd),
+		      struct hu_mount_use *use, struct hu_error *e);
+/* probe.c: is directory @fd locked by the kernel as the upperdir or
+ * workdir of a mounted overlay?  1, 0, or -1 (errno) when the kernel
+ * cannot be asked. */
+int hu_overlay_locked(int fd);
+
 /* Is a filesystem mounted anywhere beneath absolute path @dir, by the
  * mountinfo lines of @f?  True too when @f cannot be read to the end. */
 bool hu_mountinfo_beneath(FILE *f, const char *dir);
