@@ -76,6 +76,8 @@ static int fsck_opt(void *ctx, const struct parsed_opt *o)
 		a->fo.vacuum = true;
 	} else if (!strcmp(o->name, "repair-lowers")) {
 		a->fo.repair_lowers = true;
+	} else if (!strcmp(o->name, "force")) {
+		a->fo.force = true;
 	} else if (!strcmp(o->name, "workdir")) {
 		a->fo.workdir = o->arg;
 	} else if (!strcmp(o->name, "severity")) {

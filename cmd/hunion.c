@@ -23,7 +23,8 @@ static const struct cmd_opt merge_opts[] = {
 	{ "keep-upper", 0, OPT_NONE, NULL, NULL,
 	  "with --into: copy, and leave the top layer as it is" },
 	{ "force", 0, OPT_NONE, NULL, NULL,
-	  "with --into: go on while a layer is part of a mounted overlay" },
+	  "with --into: go on while the upper or the target is part of a "
+	  "mounted overlay, or may be" },
 	OPT_FORMAT, OPT_USERXATTR, OPT_DRY_RUN, OPT_VERBOSE, OPT_QUIET,
 	OPT_HELP, OPT_END
 };
@@ -115,6 +116,9 @@ static const struct cmd_opt fsck_opts[] = {
 	  "report problem ID as ignore, info, warning or error" },
 	{ "repair-lowers", 0, OPT_NONE, NULL, NULL,
 	  "with --all-layers: repair the lower layers too" },
+	{ "force", 0, OPT_NONE, NULL, NULL,
+	  "with -p or -y: repair where it cannot be known whether a mounted "
+	  "overlay uses the layer" },
 	OPT_FORMAT, OPT_USERXATTR, OPT_VERBOSE, OPT_QUIET, OPT_HELP, OPT_END
 };
 

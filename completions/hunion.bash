@@ -37,7 +37,7 @@ _hunion_spec()
 		;;
 	'hunion fsck')
 		subs=''
-		longs='--no --preen --yes --dry-run --json --workdir= --all-layers --vacuum --severity= --repair-lowers --format= --userxattr --verbose --quiet --help'
+		longs='--no --preen --yes --dry-run --json --workdir= --all-layers --vacuum --severity= --repair-lowers --force --format= --userxattr --verbose --quiet --help'
 		shorts='-n -p -y -v -q -h'
 		args='--workdir --severity --format'
 		operands='@layer'

@@ -550,26 +550,92 @@ static int sink_found(void *ctx, const struct hu_problem *p,
 	return c->o->finding ? c->o->finding(c->o->ctx, &f, e) : 0;
 }
 
-/* Refuse to repair what must not be written: a layer in use by a mounted
- * overlay, a tarball, a read-only filesystem. */
+/* The layers (from @from) and the workdir a repair may write, into @d:
+ * their count. */
+static size_t written_dirs(const struct hu_stack *s, size_t from,
+			   const struct hu_fsck_opts *o, int workfd,
+			   struct hu_dir_ref *d)
+{
+	size_t n = 0;
+
+	for (size_t k = from; k < s->n; k++)
+		if (k + 1 == s->n || o->repair_lowers)
+			d[n++] = (struct hu_dir_ref){ s->layers[k].fd,
+						      s->layers[k].path,
+						      "layer", true, false };
+	if (workfd >= 0)
+		d[n++] = (struct hu_dir_ref){ workfd, o->workdir, "workdir",
+					      true, false };
+	return n;
+}
+
+/* No layer inside another, nor the workdir inside a lower: a repair of
+ * the one would change the other, which may be a lower fsck only reads.
+ * (The workdir and the top layer nested is the finding workNested.) */
+static int check_apart(const struct hu_stack *s,
+		       const struct hu_fsck_opts *o, int workfd,
+		       struct hu_dir_ref *d, struct hu_error *e)
+{
+	for (size_t k = 0; k < s->n; k++)
+		d[k] = (struct hu_dir_ref){
+			s->layers[k].fd, s->layers[k].path,
+			k + 1 == s->n ? "top layer" : "lower layer",
+			false, false };
+	if (hu_dirs_apart(d, s->n, e) < 0)
+		return -1;
+	if (workfd < 0)
+		return 0;
+	d[s->n - 1] = (struct hu_dir_ref){ workfd, o->workdir, "workdir",
+					   false, false };
+	return hu_dirs_apart(d, s->n, e);
+}
+
+/* Refuse to write a directory a mounted overlay uses; where that cannot
+ * be known, unless --force. */
+static int check_unmounted(const struct hu_stack *s, size_t from,
+			   const struct hu_fsck_opts *o, int workfd,
+			   struct hu_dir_ref *d, struct hu_error *e)
+{
+	struct hu_mount_use use = { 0 };
+	size_t n = written_dirs(s, from, o, workfd, d);
+	int rc = hu_dirs_in_use(d, n, &use, e);
+
+	if (rc <= 0 || (rc == 2 && o->force)) {
+		if (rc == 2)
+			hu_report_warn(o->report, 0, use.mountpoint, NULL,
+				       "the %s mounted here names a layer by "
+				       "a path that cannot be resolved (%s): "
+				       "--force: repairing anyway",
+				       use.fstype, use.option);
+		hu_mount_use_free(&use);
+		return rc < 0 ? -1 : 0;
+	}
+	if (rc == 1)
+		hu_error_set(e, EBUSY, use.mountpoint, "%s is the %s of the "
+			     "%s mounted here: unmount it before repairing",
+			     use.layer, use.role, use.fstype);
+	else
+		hu_error_set(e, EBUSY, use.mountpoint, "the %s mounted here "
+			     "names a layer by a path that cannot be resolved "
+			     "(%s): whether it uses %s cannot be known: unmount "
+			     "it before repairing (or --force)", use.fstype,
+			     use.option, n > 1 ? "the layers repaired" :
+			     d[0].path);
+	e->whole = true;
+	hu_mount_use_free(&use);
+	return -1;
+}
+
+/* Refuse to repair what must not be written: a tarball, a layer on a
+ * read-only filesystem, layers nested, a layer in use by a mounted
+ * overlay. */
 static int check_writable(const struct hu_stack *s, size_t from,
 			  const struct hu_fsck_opts *o, int workfd,
 			  struct hu_error *e)
 {
-	struct hu_mount_use use = { 0 };
-	int rc = hu_stack_mounted(s, workfd, &use, e);
+	struct hu_dir_ref *d;
+	int rc;
 
-	if (rc < 0)
-		return -1;
-	if (rc > 0) {
-		hu_error_set(e, EBUSY, use.mountpoint, "%s is the %s of the "
-			     "%s mounted here: unmount it before repairing",
-			     use.layer ? use.layer : o->workdir, use.role,
-			     use.fstype);
-		e->whole = true;
-		hu_mount_use_free(&use);
-		return -1;
-	}
 	for (size_t k = from; k < s->n; k++) {
 		const struct hu_layer *l = &s->layers[k];
 		struct statvfs vfs;
@@ -585,7 +651,13 @@ static int check_writable(const struct hu_stack *s, size_t from,
 			return hu_error_set(e, EROFS, l->path,
 					    "cannot repair");
 	}
-	return 0;
+	d = calloc(s->n + 1, sizeof(*d));
+	if (!d)
+		return hu_error_set(e, ENOMEM, NULL, "out of memory");
+	rc = check_apart(s, o, workfd, d, e) < 0 ||
+	     check_unmounted(s, from, o, workfd, d, e) < 0 ? -1 : 0;
+	free(d);
+	return rc;
 }
 
 /* A check of a layer in use reads it while the mount may change it. */
