@@ -883,6 +883,56 @@ static int writable(const struct hu_layer *l, const char *why,
 	return 0;
 }
 
+/* A layer inside another (or the same twice): a change to the one
+ * changes the other, a layer this run only reads among them. */
+static int layers_apart(struct md *m, struct hu_error *e)
+{
+	const struct hu_stack *s = m->s;
+	struct hu_dir_ref *d = calloc(s->n, sizeof(*d));
+	int rc;
+
+	if (!d)
+		return hu_error_set(e, ENOMEM, NULL, "out of memory");
+	for (size_t i = 0; i < s->n; i++)
+		d[i] = (struct hu_dir_ref){
+			s->layers[i].fd, s->layers[i].path,
+			i == m->iup ? "upper" : i == m->ito ? "target" :
+			"layer beneath the target", i >= m->ito, false };
+	rc = hu_dirs_apart(d, s->n, e);
+	free(d);
+	return rc;
+}
+
+/* The upper and the target, which the run writes, in use by no mounted
+ * overlay (the layers beneath the target, only read, may be lowers of
+ * mounts); unless --force. */
+static int unmounted(struct md *m, struct hu_error *e)
+{
+	struct hu_dir_ref d[2] = {
+		{ m->to->fd, m->to->path, "target", true, false },
+		{ m->up->fd, m->up->path, "upper", true, false },
+	};
+	struct hu_mount_use use;
+	int rc;
+
+	if (m->o->force)
+		return 0;
+	rc = hu_dirs_in_use(d, 2, &use, e);
+	if (rc == 1)
+		hu_error_set(e, EBUSY, use.layer, "the layer is %s %s of the "
+			     "%s mounted at %s: unmount it first (or --force)",
+			     strchr("aeiou", use.role[0]) ? "an" : "a",
+			     use.role, use.fstype, use.mountpoint);
+	else if (rc == 2)
+		hu_error_set(e, EBUSY, use.mountpoint, "the %s mounted here "
+			     "names a layer by a path that cannot be resolved "
+			     "(%s): whether it uses %s or %s cannot be known: "
+			     "unmount it first (or --force)", use.fstype,
+			     use.option, m->to->path, m->up->path);
+	hu_mount_use_free(&use);
+	return rc > 0 ? -1 : rc;
+}
+
 /* What is refused before anything is changed. */
 static int preflight(struct md *m, struct hu_error *e)
 {
@@ -917,24 +967,10 @@ static int preflight(struct md *m, struct hu_error *e)
 	    (!m->keep &&
 	     writable(m->up, "the upper (the layer merged down, emptied as "
 		      "it goes; --keep-upper leaves it as it is) is on a "
-		      "read-only filesystem", e) < 0))
+		      "read-only filesystem", e) < 0) ||
+	    layers_apart(m, e) < 0)
 		return -1;
-	if (!m->o->force) {
-		struct hu_mount_use use;
-		int rc = hu_stack_mounted(s, -1, &use, e);
-
-		if (rc < 0)
-			return -1;
-		if (rc > 0) {
-			hu_error_set(e, EBUSY, use.layer, "the layer is a "
-				     "%s of the %s mounted at %s: unmount it "
-				     "first (or --force)", use.role,
-				     use.fstype, use.mountpoint);
-			hu_mount_use_free(&use);
-			return -1;
-		}
-	}
-	return 0;
+	return unmounted(m, e);
 }
 
 static int merge_down(struct md *m, struct hu_error *e)
