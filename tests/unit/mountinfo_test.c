@@ -411,3 +411,103 @@ Test(mountinfo, a_layer_with_a_mount_beneath_reads_to_the_end)
 	hu_layer_close(&l);
 	hu_error_clear(&e);
 }
+
+/* ---- hu_mountinfo_dirs: what a command writes or reads ------------------- */
+
+static int probe_answer;	/* what the fake probe says */
+static int probes;		/* how often it was asked */
+
+static int fake_locked(int fd)
+{
+	(void)fd;
+	probes++;
+	errno = EPERM;
+	return probe_answer;
+}
+
+/* hu_mountinfo_dirs() of @text for the directory @rel, @written or read:
+ * "ROLE@MOUNTPOINT", "unknown OPTION@MOUNTPOINT" or "none". */
+static char *dirs_scan(const char *text, const char *rel, bool written)
+{
+	struct hu_mount_use use;
+	struct hu_error e = { 0 };
+	struct hu_dir_ref d = { open(tu_path(rel), O_RDONLY | O_DIRECTORY),
+				rel, "layer", written, false };
+	FILE *f = fmemopen((void *)text, strlen(text), "r");
+	char *out;
+	int rc;
+
+	cr_assert_not_null(f);
+	cr_assert_geq(d.fd, 0);
+	rc = hu_mountinfo_dirs(f, "text", &d, 1, fake_locked, &use, &e);
+	cr_assert_geq(rc, 0, "%s: %s", e.path, e.msg);
+	if (rc == 0)
+		out = strdup("none");
+	else if (rc == 1)
+		cr_assert_geq(asprintf(&out, "%s@%s", use.role,
+				       use.mountpoint), 0);
+	else
+		cr_assert_geq(asprintf(&out, "unknown %s@%s", use.option,
+				       use.mountpoint), 0);
+	if (rc == 1)
+		cr_expect_str_eq(use.layer, rel);
+	hu_mount_use_free(&use);
+	fclose(f);
+	close(d.fd);
+	hu_error_clear(&e);
+	return out;
+}
+
+Test(mountinfo, dirs_written_count_in_any_role_read_ones_as_upper_only)
+{
+	char *opts;
+
+	tu_mkdir("lo");
+	tu_mkdir("up");
+	cr_assert_geq(asprintf(&opts, "rw,lowerdir=%s,upperdir=%s,"
+			       "workdir=/nowhere", escaped("lo", true),
+			       escaped("up", false)), 0);
+	probes = 0;
+	probe_answer = 0;
+	tu_expect_str(dirs_scan(line("overlay", opts), "lo", true),
+		      "lowerdir@/m n");
+	/* a lower read by one command and another mount: fine */
+	tu_expect_str(dirs_scan(line("overlay", opts), "lo", false), "none");
+	tu_expect_str(dirs_scan(line("overlay", opts), "up", false),
+		      "upperdir@/m n");
+	/* /nowhere does not resolve: the probe was asked, said no */
+	cr_expect_eq(probes, 1);
+	free(opts);
+}
+
+Test(mountinfo, dirs_relative_upper_asked_of_the_kernel)
+{
+	const char *text = line("overlay",
+				"rw,lowerdir=/,upperdir=up,workdir=wd");
+
+	tu_mkdir("x");
+	probe_answer = 1;
+	tu_expect_str(dirs_scan(text, "x", true), "upperdir or workdir@/m n");
+	tu_expect_str(dirs_scan(text, "x", false),
+		      "upperdir or workdir@/m n");
+	probe_answer = 0;
+	tu_expect_str(dirs_scan(text, "x", true), "none");
+	/* the kernel cannot be asked: unknown, naming the option */
+	probe_answer = -1;
+	tu_expect_str(dirs_scan(text, "x", true), "unknown upperdir=up@/m n");
+}
+
+Test(mountinfo, dirs_relative_lower_is_unknown_to_a_writer)
+{
+	const char *text = line("overlay", "rw,lowerdir=/:lower::data");
+
+	tu_mkdir("x");
+	probes = 0;
+	probe_answer = 0;
+	tu_expect_str(dirs_scan(text, "x", true),
+		      "unknown lowerdir=lower@/m n");
+	/* a reader does not care about lowers */
+	tu_expect_str(dirs_scan(text, "x", false), "none");
+	/* no upperdir hidden: the kernel was not asked */
+	cr_expect_eq(probes, 0);
+}
