@@ -332,7 +332,9 @@ void hu_pathbuf_free(struct hu_pathbuf *p);
  *
  * Fault injection for tests: HUNION_FAULT=OP:N[:ERRNO] makes the Nth call
  * of wrapper OP (e.g. "write", "mkdir", "setxattr") fail with ERRNO
- * (default EIO).
+ * (default EIO); HUNION_FAULT=kill:N kills the process before its Nth
+ * change of any kind, HUNION_FAULT=int:N interrupts it (SIGINT) there,
+ * both on the thread making that change (wr.c says why).
  */
 void hu_wr_set_dry_run(bool on);
 bool hu_wr_dry_run(void);

@@ -5,7 +5,30 @@
  * injects a failure into the Nth call of one operation, so tests can prove
  * that every error path cleans up, or (HUNION_FAULT=kill:N) kills the
  * process before the Nth change of any kind, so they can prove what a
- * crash leaves behind.
+ * crash leaves behind, or (HUNION_FAULT=int:N) interrupts it there, as
+ * Ctrl-C would.
+ *
+ * kill and int hit at exactly that step, however busy the machine: the
+ * signal goes to the thread making the Nth change, never to the process.
+ * A signal sent to the process (kill(getpid(), ...)) goes to whichever of
+ * its threads the kernel picks (the pool's workers, the walk's lister,
+ * the compressors), which may run its handler only later, while the
+ * change goes on and the next ones too: the stop point then drifts with
+ * the load.  So:
+ *   kill:N  SIGKILL to the calling thread (raise), which never returns:
+ *           the kernel kills the whole process before the call gets back
+ *           to user space, so the Nth change is never made;
+ *   int:N   SIGINT to the calling thread (raise), which returns only after
+ *           the handler ran (POSIX): the front end's handler has asked the
+ *           run to stop (hu_interrupt), and then the Nth change is made,
+ *           and the run stops at its next check.  hu_interrupt() is also
+ *           called here, for a thread where SIGINT is blocked or ignored
+ *           (a script's background job), so the run stops there too.
+ * N counts calls in the order the threads make them: on one thread that
+ * is the same change every run; with several writing at once (merge
+ * --into's pool) the Nth may be another change from one run to the next,
+ * and changes other threads are making at that moment may or may not be
+ * made.  Tests of such runs check what must hold whatever was cut.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -70,6 +93,19 @@ static void fault_parse(void)
 	fault.err = colon ? errno_by_name(colon + 1) : EIO;
 }
 
+/* Stop the run here, on this thread (see the top of this file): killed
+ * before the change, or interrupted with the change still to make. */
+static void fault_signal(bool kill_it)
+{
+	if (kill_it) {
+		(void)raise(SIGKILL);
+		_exit(128 + SIGKILL);	/* not reached: SIGKILL cannot be
+					 * caught, blocked or ignored */
+	}
+	(void)raise(SIGINT);
+	hu_interrupt();
+}
+
 /* True when this call of @op must fail (errno is then set). */
 static bool fault_hit(const char *op)
 {
@@ -80,13 +116,11 @@ static bool fault_hit(const char *op)
 		return false;
 	if (strcmp(fault.op, "kill") == 0 || strcmp(fault.op, "int") == 0) {
 		/* Every call of every operation counts, except dry ones,
-		 * which change nothing.  "int" sends SIGINT, whose handler
-		 * asks the run to stop, and the change itself goes on: an
-		 * interrupt at a known step. */
+		 * which change nothing. */
 		if (!dry_run && __atomic_add_fetch(&fault.seen, 1,
 						   __ATOMIC_RELAXED) ==
 				fault.nth)
-			kill(getpid(), fault.op[0] == 'k' ? SIGKILL : SIGINT);
+			fault_signal(fault.op[0] == 'k');
 		return false;
 	}
 	if (strcmp(fault.op, op) != 0)
