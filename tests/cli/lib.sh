@@ -36,6 +36,19 @@ _hu_scrub() {
 	done
 }
 
+# await CMD ARGS...: run CMD every 0.05 s until it succeeds, for what a
+# script cannot be told on a pipe (a process stopped, a file it opened).
+# False after ten minutes: a guard against a hang, never a time a step is
+# given, so a busy machine only makes it wait longer.
+await() {
+	local i
+	for ((i = 0; i < 12000; i++)); do
+		"$@" && return 0
+		sleep 0.05
+	done
+	return 1
+}
+
 # run CMD ARGS...: print "$ CMD ARGS", then the command's stdout and
 # stderr merged (in the order written), then "[exit N]".
 run() {
