@@ -176,6 +176,17 @@ struct hu_layer {
 		       HU_REFS_SOME } refs;
 	bool files_private;	/* answered with refs: a regular file holds
 				 * a union or overlay xattr */
+	/* Detected OCI for its .wh. names alone, without a union or
+	 * overlay marker: in a stack whose other directory layers are
+	 * union or overlay such names are ordinary files, and the stack
+	 * reads the layer as NONE (layer.c).  @wh_path: the first .wh.
+	 * name met (malloc'd, relative to the root), for a warning. */
+	bool oci_by_names;
+	char *wh_path;
+	/* The stack the layer is one of (NULL: opened alone), which the
+	 * rule above reads when a deferred layer settles. */
+	struct hu_layer *peers;
+	size_t npeers;
 	/* The layer's filesystem lists a directory in as few getdents(2)
 	 * calls as its buffer allows, and none is mounted beneath its root:
 	 * a short read is the end (hu_layer_names_read). */

@@ -114,6 +114,12 @@ int hu_interrupt_check(struct hu_error *e);
  * format of most of its markers, and each marker of the other is
  * reported (formatMixed). */
 int hu_layer_detect(struct hu_layer *l, struct hu_error *e);
+/* The stack-wide part of detection (layer.c): the layers of @v (@n of
+ * them) detected OCI for their .wh. names alone read as NONE where
+ * another directory layer is union or overlay.  @self: a deferred layer
+ * being settled (detected, not released yet), or NULL. */
+int hu_stack_read_names(struct hu_layer *v, size_t n,
+			const struct hu_layer *self, struct hu_error *e);
 
 /*
  * The record of a conversion in place (convrec.c): the private xattr

@@ -33,6 +33,7 @@ struct detect {
 	enum hu_format found;	/* NONE, UNION or OVERLAY */
 	char *found_path;
 	bool seen_user, seen_trusted, seen_oci;
+	char *wh_path;		/* the first .wh. name met */
 	bool mixed;		/* both formats met, with a sink */
 	size_t count[HU_FMT_OCI + 1];	/* markers met, per format */
 	/* The second walk of a mixed layer: the format it is read in;
@@ -257,8 +258,13 @@ static int detect_entry(struct detect *d, int dirfd, const char *name,
 		close(sub);
 		return rc;
 	default:
-		if (hu_oci_is_marker(name))
+		if (hu_oci_is_marker(name) && !d->seen_oci) {
 			d->seen_oci = true;
+			d->wh_path = hu_path_join(d->path.s, name);
+			if (!d->wh_path)
+				return hu_error_set(d->e, ENOMEM, NULL,
+						    "out of memory");
+		}
 		return type == DT_REG ? check_file_refs(d, dirfd, name) : 0;
 	}
 }
@@ -308,12 +314,18 @@ int hu_layer_detect(struct hu_layer *l, struct hu_error *e)
 			l->userxattr = true;
 	} else {
 		l->format = d.seen_oci ? HU_FMT_OCI : HU_FMT_NONE;
+		/* whether they are markers is the stack's to say (layer.c) */
+		l->oci_by_names = d.seen_oci;
+		free(l->wh_path);
+		l->wh_path = d.wh_path;
+		d.wh_path = NULL;
 	}
 	if (rc == 0 && l->refs == HU_REFS_ASK) {
 		l->refs = d.refs ? HU_REFS_SOME : HU_REFS_NONE;
 		l->files_private = d.file_private;
 	}
 	free(d.found_path);
+	free(d.wh_path);
 	hu_pathbuf_free(&d.path);
 	return rc;
 }
@@ -337,6 +349,8 @@ int hu_layer_settle(const struct hu_layer *cl, struct hu_error *e)
 				    "stop");
 	}
 	rc = hu_layer_detect(l, e);
+	if (rc == 0 && l->oci_by_names && l->peers)
+		rc = hu_stack_read_names(l->peers, l->npeers, l, e);
 	if (rc < 0)
 		e->whole = true;	/* detect named the layer and path */
 	/* Released after the format: see hu_layer_is_deferred(). */

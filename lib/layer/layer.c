@@ -117,6 +117,107 @@ static int detect_pending(struct pending *p, struct hu_error *e)
 	return rc;
 }
 
+/* Does @l read union or overlay markers (a directory layer: a tarball
+ * is OCI whatever it holds)? */
+static bool kernel_layer(const struct hu_layer *l)
+{
+	return !l->unpacked && (hu_layer_is(l, HU_FMT_UNION) ||
+				hu_layer_is(l, HU_FMT_OVERLAY));
+}
+
+/* Is @l still to be detected (deferred, and not the one settling)? */
+static bool undetected(const struct hu_layer *l, const struct hu_layer *self)
+{
+	return l != self && l->deferred;
+}
+
+/* Detect the deferred layers of @v but @self now: the rule needs them.
+ * Each is released once the rule has read it (@got). */
+static int detect_rest(struct hu_layer *v, size_t n,
+		       const struct hu_layer *self, bool got[],
+		       struct hu_error *e)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct hu_layer *l = &v[i];
+
+		if (!undetected(l, self))
+			continue;
+		if (l->hold) {
+			__atomic_store_n(l->hold, true, __ATOMIC_RELAXED);
+			return hu_error_set(e, EAGAIN, l->path, "the format "
+					    "of this layer is detected once "
+					    "other threads stop");
+		}
+		got[i] = true;
+		if (hu_layer_detect(l, e) < 0) {
+			e->whole = true;
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/*
+ * A .wh. name is an OCI marker only in an OCI layer: in a stack of kernel
+ * layers it is an ordinary file, which the kernel shows and which hides
+ * nothing.  So a directory layer detected OCI for its .wh. names alone
+ * reads as NONE where another directory layer of its stack is union or
+ * overlay (a bottom layer's .wh. names hide nothing in any format, so they
+ * never were evidence).  Where a tarball layer, OCI for sure, sits in such
+ * a stack too, each reading has evidence: the kernel's is kept, with one
+ * warning naming the first .wh. name of a layer above the bottom.
+ */
+int hu_stack_read_names(struct hu_layer *v, size_t n,
+			const struct hu_layer *self, struct hu_error *e)
+{
+	bool names = false, kernel = false, tar = false, later = false;
+	bool warned = false, *got;
+	int rc = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		bool known = !undetected(&v[i], self);
+
+		names = names || (known && v[i].oci_by_names);
+		kernel = kernel || (known && kernel_layer(&v[i]));
+		tar = tar || v[i].unpacked;
+		later = later || !known;
+	}
+	if (!names || (!kernel && !later))
+		return 0;
+	got = calloc(n, sizeof(*got));
+	if (!got)
+		return hu_error_set(e, ENOMEM, NULL, "out of memory");
+	if (!kernel)
+		rc = detect_rest(v, n, self, got, e);
+	for (size_t i = 0; i < n && rc == 0 && !kernel; i++)
+		kernel = (got[i] || !undetected(&v[i], self)) &&
+			 kernel_layer(&v[i]);
+	for (size_t i = 0; i < n && rc == 0 && kernel; i++) {
+		struct hu_layer *l = &v[i];
+
+		if ((!got[i] && undetected(l, self)) || !l->oci_by_names)
+			continue;
+		l->format = HU_FMT_NONE;
+		l->oci_by_names = false;
+		if (tar && i > 0 && !warned) {
+			hu_report_warn(l->report, 0, l->path, l->wh_path,
+				       "a .wh. name in a layer beside union "
+				       "or overlay layers and an OCI tarball: "
+				       "read as an ordinary file, as the "
+				       "kernel does (--format=oci reads it "
+				       "as a whiteout)");
+			warned = true;
+		}
+	}
+	/* Released after the format: see hu_layer_is_deferred(). */
+	for (size_t i = 0; i < n; i++)
+		if (got[i])
+			__atomic_store_n(&v[i].deferred, false,
+					 __ATOMIC_RELEASE);
+	free(got);
+	return rc;
+}
+
 /* @path is a regular file: unpack it if it holds a tarball. */
 static int open_tarball(struct hu_layer *l, const char *path,
 			const struct hu_stack *below, struct pending *p,
@@ -269,6 +370,8 @@ void hu_layer_close(struct hu_layer *l)
 	hu_tarlayer_remove(l);
 	free(l->path);
 	l->path = NULL;
+	free(l->wh_path);
+	l->wh_path = NULL;
 }
 
 int hu_stack_open(struct hu_stack *s, char *const paths[], size_t n,
@@ -311,6 +414,12 @@ int hu_stack_open(struct hu_stack *s, char *const paths[], size_t n,
 	if (o->find_refs && p.wait[n - 1])
 		s->layers[n - 1].refs = HU_REFS_ASK;
 	if (detect_pending(&p, e) < 0)
+		goto fail;
+	for (size_t i = 0; i < n; i++) {
+		s->layers[i].peers = s->layers;
+		s->layers[i].npeers = n;
+	}
+	if (hu_stack_read_names(s->layers, n, NULL, e) < 0)
 		goto fail;
 	free(p.wait);
 	return 0;
