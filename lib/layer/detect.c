@@ -55,31 +55,44 @@ static bool is_ref(const char *a)
 	       !strcmp(rest, "overlay.metacopy");
 }
 
-/* With hu_layer.refs ASK: does regular file @name hold such an xattr,
- * or any private one? */
-static int check_file_refs(struct detect *d, int dirfd, const char *name)
+/* @ns: the namespace the marker showed (NS_NONE: a device whiteout, which
+ * says nothing about where the xattrs live). */
+enum { NS_NONE, NS_TRUSTED, NS_USER };
+
+static int note(struct detect *d, enum hu_format f, int ns, const char *name);
+
+/*
+ * Regular file @name: a metacopy or redirect xattr (in the layer's
+ * namespaces) is an overlay marker, one per file: an upper whose only
+ * markers are metacopy files is an overlay layer, whose files the kernel
+ * reads from beneath.  With hu_layer.refs ASK, also whether it holds such
+ * an xattr in any namespace, or any private one.
+ */
+static int check_file_xattrs(struct detect *d, int dirfd, const char *name)
 {
 	char small[512], *list;
+	int ns = NS_NONE;
 	ssize_t len;
 
-	if (d->l->refs != HU_REFS_ASK || (d->refs && d->file_private))
-		return 0;
 	len = hu_xattr_names(dirfd, name, small, sizeof(small), &list);
 	if (len < 0)
 		return hu_error_setat(d->e, errno, d->path.s, name,
 				      "cannot list xattrs");
 	for (char *a = list; a < list + len; a += strlen(a) + 1) {
-		d->refs = d->refs || is_ref(a);
-		d->file_private = d->file_private || hu_xattr_is_private(a);
+		bool user = strncmp(a, "user.", 5) == 0;
+
+		if (d->l->refs == HU_REFS_ASK) {
+			d->refs = d->refs || is_ref(a);
+			d->file_private = d->file_private ||
+					  hu_xattr_is_private(a);
+		}
+		if (is_ref(a) && (user || !d->l->userxattr) && ns == NS_NONE)
+			ns = user ? NS_USER : NS_TRUSTED;
 	}
 	if (list != small)
 		free(list);
-	return 0;
+	return ns == NS_NONE ? 0 : note(d, HU_FMT_OVERLAY, ns, name);
 }
-
-/* @ns: the namespace the marker showed (NS_NONE: a device whiteout, which
- * says nothing about where the xattrs live). */
-enum { NS_NONE, NS_TRUSTED, NS_USER };
 
 /* The second walk of a mixed layer met marker @name of format @f, not
  * the one the layer is read in. */
@@ -265,7 +278,7 @@ static int detect_entry(struct detect *d, int dirfd, const char *name,
 				return hu_error_set(d->e, ENOMEM, NULL,
 						    "out of memory");
 		}
-		return type == DT_REG ? check_file_refs(d, dirfd, name) : 0;
+		return type == DT_REG ? check_file_xattrs(d, dirfd, name) : 0;
 	}
 }
 
