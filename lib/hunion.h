@@ -183,6 +183,11 @@ struct hu_layer {
 	 * name met (malloc'd, relative to the root), for a warning. */
 	bool oci_by_names;
 	char *wh_path;
+	/* From hu_stack_opts.workdir_given; and whether detection found
+	 * as many union as overlay markers and nothing else to go by (its
+	 * format a guess, whose foreign markers no repair may rewrite). */
+	bool workdir_given;
+	bool format_tied;
 	/* The stack the layer is one of (NULL: opened alone), which the
 	 * rule above reads when a deferred layer settles. */
 	struct hu_layer *peers;
@@ -207,6 +212,9 @@ struct hu_stack_opts {
 				 * in them, so that a command that reads a
 				 * few paths of a huge lower does not walk
 				 * it whole (diff) */
+	bool workdir_given;	/* an overlay workdir was given: a layer
+				 * with as many union as overlay markers
+				 * is overlay (detect.c) */
 	bool find_refs;		/* the top layer's detection also answers
 				 * hu_layer.refs (one xattr listing per
 				 * regular file): what merge --into needs

@@ -91,6 +91,10 @@ static bool repair_allowed(const struct fsck_run *r, enum hu_problem_id id,
 
 	if (!r->may_write || pi->repair == HU_REPAIR_NONE)
 		return false;
+	/* In a layer whose format is a guess, which markers are the
+	 * foreign ones is a guess too: --format says. */
+	if (id == HU_PB_FORMAT_MIXED && fsck_layer(r)->format_tied)
+		return false;
 	/* an info finding is no problem: only --vacuum repairs one */
 	if (sev == HU_SEV_INFO)
 		return r->o->vacuum && id == HU_PB_COPYUP_IDENTICAL;
@@ -533,8 +537,10 @@ static int sink_found(void *ctx, const struct hu_problem *p,
 		.path = p->path, .detail = p->detail, .action = HU_FSCK_LEFT,
 	};
 
+	/* A tie is detection's alone to see: no check finds it. */
 	for (size_t i = c->first_checked; i < c->n; i++)
-		if (p->layer && strcmp(p->layer, c->paths[i]) == 0)
+		if (p->layer && strcmp(p->layer, c->paths[i]) == 0 &&
+		    p->id != HU_PB_FORMAT_TIED)
 			return 0;
 	if (sev == HU_SEV_IGNORE)
 		return 0;
@@ -724,6 +730,7 @@ int hu_fsck(char *const paths[], size_t n, const struct hu_stack_opts *so,
 				    "repairs: it needs -p or -y");
 	hu_wr_set_dry_run(o->dry_run);
 	sopts.problems = &sink;
+	sopts.workdir_given = o->workdir != NULL;
 	/* The layers beneath the one checked are read where the upper has
 	 * names: each settles its format when the view meets a marker in
 	 * it, not by a walk of its own (as diff does). */

@@ -9,9 +9,11 @@
  * A layer holding both union and overlay markers is refused, naming the
  * first marker of the second format met.  With a problem sink that lets
  * the reader go on (hu_layer.problems: WARN, or COLLECT), the layer is
- * read in the format of most of its markers (a tie: the format of the
- * first marker met, in the walk's bytewise depth-first order, each
- * directory's xattrs before its entries), and a second walk reports each
+ * read in the format of most of its markers (a tie: overlay with a workdir
+ * given, else the format of most private xattrs that are no markers, else
+ * a guess, reported (formatTied): the format of the first marker met, in
+ * the walk's bytewise depth-first order, each directory's xattrs before
+ * its entries), and a second walk reports each
  * marker of the other format (formatMixed), so that fsck can open such a
  * layer and name every foreign marker.
  */
@@ -36,6 +38,10 @@ struct detect {
 	char *wh_path;		/* the first .wh. name met */
 	bool mixed;		/* both formats met, with a sink */
 	size_t count[HU_FMT_OCI + 1];	/* markers met, per format */
+	/* private xattrs of a format that are no marker (overlay's origin,
+	 * impure, uuid...; union.* but for the conversion record), which
+	 * break a tie of the counts */
+	size_t evidence[HU_FMT_OCI + 1];
 	/* The second walk of a mixed layer: the format it is read in;
 	 * every marker of another is reported.  NONE in the first walk. */
 	enum hu_format keep;
@@ -44,6 +50,19 @@ struct detect {
 	bool file_private;	/* a private xattr on a regular file (ASK) */
 	struct hu_error *e;
 };
+
+/* Count xattr @rest (its namespace left off) as evidence of its format,
+ * unless it is a marker (@marker) or hunion's own conversion record. */
+static void note_evidence(struct detect *d, const char *rest, bool marker)
+{
+	if (marker || d->keep != HU_FMT_NONE)
+		return;
+	if (strncmp(rest, "overlay.", 8) == 0)
+		d->evidence[HU_FMT_OVERLAY]++;
+	else if (strncmp(rest, "union.", 6) == 0 &&
+		 strncmp(rest, "union.converting", 16) != 0)
+		d->evidence[HU_FMT_UNION]++;
+}
 
 /* Is xattr name @a an overlay redirect or metacopy of either namespace? */
 static bool is_ref(const char *a)
@@ -86,7 +105,11 @@ static int check_file_xattrs(struct detect *d, int dirfd, const char *name)
 			d->file_private = d->file_private ||
 					  hu_xattr_is_private(a);
 		}
-		if (is_ref(a) && (user || !d->l->userxattr) && ns == NS_NONE)
+		if (!user && (d->l->userxattr ||
+			      strncmp(a, "trusted.", 8) != 0))
+			continue;
+		note_evidence(d, a + (user ? 5 : 8), is_ref(a));
+		if (is_ref(a) && ns == NS_NONE)
 			ns = user ? NS_USER : NS_TRUSTED;
 	}
 	if (list != small)
@@ -201,9 +224,11 @@ static int check_dir_xattrs(struct detect *d, int fd)
 			 * impure, uuid...): an upper whose only markers are
 			 * metacopy files still shows them on directories. */
 			rc = note_dir(d, HU_FMT_OVERLAY, user, noted);
-		} else if (strcmp(rest, "union.opaque") == 0) {
-			if (byte_value(fd, a, 'y', 'y'))
-				rc = note_dir(d, HU_FMT_UNION, user, noted);
+		} else if (strcmp(rest, "union.opaque") == 0 &&
+			   byte_value(fd, a, 'y', 'y')) {
+			rc = note_dir(d, HU_FMT_UNION, user, noted);
+		} else {
+			note_evidence(d, rest, false);
 		}
 	}
 	if (list != small)
@@ -300,6 +325,36 @@ static int detect_dir(struct detect *d, int fd)
 	return rc;
 }
 
+/* The format a mixed layer is read in: that of most of its markers; on a
+ * tie, overlay with a workdir given, else that of most of its private
+ * xattrs that are no markers; else a guess (hu_layer.format_tied): the
+ * format of the first marker met. */
+static enum hu_format majority(struct detect *d)
+{
+	enum hu_format u = HU_FMT_UNION, o = HU_FMT_OVERLAY;
+
+	if (d->count[u] != d->count[o])
+		return d->count[u] > d->count[o] ? u : o;
+	if (d->l->workdir_given)
+		return o;
+	if (d->evidence[u] != d->evidence[o])
+		return d->evidence[u] > d->evidence[o] ? u : o;
+	d->l->format_tied = true;
+	return d->found;
+}
+
+static int report_tie(struct detect *d)
+{
+	char detail[160];
+
+	snprintf(detail, sizeof(detail), "%zu union and %zu overlay markers; "
+		 "read as %s, the first met", d->count[HU_FMT_UNION],
+		 d->count[HU_FMT_OVERLAY], hu_format_name(d->keep));
+	return hu_problem_found(d->l->problems, d->l->report,
+				HU_PB_FORMAT_TIED, false, d->l->path, "",
+				detail, 0, d->e);
+}
+
 int hu_layer_detect(struct hu_layer *l, struct hu_error *e)
 {
 	struct detect d = { .l = l, .found = HU_FMT_NONE,
@@ -311,12 +366,11 @@ int hu_layer_detect(struct hu_layer *l, struct hu_error *e)
 		return hu_error_set(e, ENOMEM, NULL, "out of memory");
 	rc = detect_dir(&d, l->fd);
 	if (rc == 0 && d.mixed) {
-		enum hu_format u = HU_FMT_UNION, o = HU_FMT_OVERLAY;
-
-		d.keep = d.count[u] > d.count[o] ? u :
-			 d.count[o] > d.count[u] ? o : d.found;
-		d.found = d.keep;
-		rc = detect_dir(&d, l->fd);
+		d.keep = d.found = majority(&d);
+		if (l->format_tied)
+			rc = report_tie(&d);
+		if (rc == 0)
+			rc = detect_dir(&d, l->fd);
 	}
 	if (rc < 0) {
 		/* Paths in messages are relative to the layer: name it. */

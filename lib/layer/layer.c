@@ -310,6 +310,7 @@ static int layer_open(struct hu_layer *l, const char *path,
 	memset(l, 0, sizeof(*l));
 	l->fd = l->unpacked_lock = -1;
 	l->problems = o->problems;
+	l->workdir_given = o->workdir_given;
 	l->report = o->report;
 	l->path = strdup(path);
 	if (!l->path)
