@@ -2,6 +2,7 @@
 /* Layers and stacks: detection of the format and refusals. */
 #include <criterion/criterion.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "testutil.h"
@@ -254,4 +255,64 @@ Test(layer, files_plain_only_without_private_file_xattrs)
 	cr_expect(plain_of("plain"));
 	cr_expect_not(plain_of("origin"));
 	cr_expect_not(plain_of("dironly"));	/* refs: phase 1 runs */
+}
+
+/* An upper whose only overlay markers are metacopy files (or a redirect
+ * on a file): overlay, in either namespace. */
+Test(layer, metacopy_files_alone_make_an_overlay_layer)
+{
+	tu_file("m/f", "");
+	tu_xattr("m/f", "trusted.overlay.metacopy", "");
+	tu_file("mu/f", "");
+	tu_xattr("mu/f", "user.overlay.metacopy", "");
+	tu_file("r/f", "");
+	tu_xattr("r/f", "trusted.overlay.redirect", "/g");
+	cr_expect_eq(detect("m"), HU_FMT_OVERLAY);
+	cr_expect_eq(detect("mu"), HU_FMT_OVERLAY);
+	cr_expect_eq(detect("r"), HU_FMT_OVERLAY);
+}
+
+/* The formats of the layers of the stack @n paths make, bottom first. */
+static void stack_formats(size_t n, const char *const rel[],
+			  enum hu_format f[], size_t defer_below)
+{
+	struct hu_stack_opts o = { .defer_below = defer_below };
+	struct hu_error e = { 0 };
+	struct hu_stack s;
+	char *paths[4];
+
+	for (size_t i = 0; i < n; i++)
+		paths[i] = strdup(tu_path(rel[i]));
+	cr_assert_eq(hu_stack_open(&s, paths, n, &o, &e), 0, "%s", e.msg);
+	for (size_t i = 0; i < n; i++) {
+		cr_assert_eq(hu_layer_settle(&s.layers[i], &e), 0, "%s",
+			     e.msg);
+		f[i] = s.layers[i].format;
+		free(paths[i]);
+	}
+	hu_stack_close(&s);
+}
+
+/* .wh. names alone make no OCI layer beside union or overlay layers, up
+ * front or deferred; beside none they do. */
+Test(layer, wh_names_alone_are_ordinary_in_a_kernel_stack)
+{
+	const char *kernel[] = { "base", "mid", "ovl" };
+	const char *oci[] = { "base", "mid", "plain" };
+	enum hu_format f[3];
+
+	tu_file("base/.wh.notes", "");
+	tu_file("mid/.wh.n", "");
+	tu_wh_overlay("ovl/a");
+	tu_file("plain/a", "");
+	for (size_t defer = 0; defer < 3; defer++) {
+		stack_formats(3, kernel, f, defer);
+		cr_expect_eq(f[0], HU_FMT_NONE, "defer %zu", defer);
+		cr_expect_eq(f[1], HU_FMT_NONE, "defer %zu", defer);
+		cr_expect_eq(f[2], HU_FMT_OVERLAY, "defer %zu", defer);
+		stack_formats(3, oci, f, defer);
+		cr_expect_eq(f[0], HU_FMT_OCI, "defer %zu", defer);
+		cr_expect_eq(f[1], HU_FMT_OCI, "defer %zu", defer);
+		cr_expect_eq(f[2], HU_FMT_NONE, "defer %zu", defer);
+	}
 }

@@ -5,6 +5,7 @@
  * reader goes on), COLLECT (the callback gets id, layer, path, detail) and
  * without a sink (what the reader always did).
  */
+#include <sys/xattr.h>
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -12,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "testutil.h"
@@ -531,7 +533,7 @@ Test(viewproblem, mixed_layer_majority_wins_over_the_first_marker)
 	hu_layer_close(&l);
 }
 
-Test(viewproblem, mixed_layer_tie_goes_to_the_first_marker)
+Test(viewproblem, mixed_layer_tie_is_reported_and_read_as_the_first_marker)
 {
 	struct hu_error e = { 0 };
 	struct hu_layer l;
@@ -540,10 +542,52 @@ Test(viewproblem, mixed_layer_tie_goes_to_the_first_marker)
 	tu_wh_overlay("m/b");
 	cr_assert_eq(open_layer(COLLECT, &l, "m", &e), 0, "%s", e.msg);
 	cr_expect_eq(l.format, HU_FMT_UNION);
-	cr_expect_eq(got.n, 1);
-	expect_got(0, HU_PB_FORMAT_MIXED, "m", "b",
+	cr_expect(l.format_tied);
+	cr_expect_eq(got.n, 2);
+	expect_got(0, HU_PB_FORMAT_TIED, "m", "",
+		   "1 union and 1 overlay markers; read as union, the first "
+		   "met");
+	expect_got(1, HU_PB_FORMAT_MIXED, "m", "b",
 		   "overlay marker in a layer read as union (1 union "
 		   "markers, 1 overlay)");
+	hu_layer_close(&l);
+}
+
+/* A tie broken by a workdir given: the stack is an overlay's. */
+Test(viewproblem, mixed_layer_tie_goes_to_overlay_with_a_workdir)
+{
+	struct hu_stack_opts o = opts(COLLECT);
+	struct hu_error e = { 0 };
+	struct hu_layer l;
+
+	tu_wh_union("m/a");
+	tu_wh_overlay("m/b");
+	o.workdir_given = true;
+	cr_assert_eq(hu_layer_open(&l, tu_path("m"), &o, &e), 0, "%s", e.msg);
+	cr_expect_eq(l.format, HU_FMT_OVERLAY);
+	cr_expect(!l.format_tied);
+	cr_expect_eq(got.n, 1);
+	expect_got(0, HU_PB_FORMAT_MIXED, "m", "a",
+		   "union marker in a layer read as overlay (1 overlay "
+		   "markers, 1 union)");
+	hu_layer_close(&l);
+}
+
+/* A tie broken by private xattrs that are no markers (the kernel's
+ * origin on a copied-up file). */
+Test(viewproblem, mixed_layer_tie_goes_to_the_format_of_private_xattrs)
+{
+	struct hu_error e = { 0 };
+	struct hu_layer l;
+
+	tu_wh_union("m/a");
+	tu_wh_overlay("m/b");
+	tu_file("m/c", "c");
+	cr_assert_eq(lsetxattr(tu_path("m/c"), "trusted.overlay.origin", "x",
+			       1, 0), 0);
+	cr_assert_eq(open_layer(COLLECT, &l, "m", &e), 0, "%s", e.msg);
+	cr_expect_eq(l.format, HU_FMT_OVERLAY);
+	cr_expect(!l.format_tied);
 	hu_layer_close(&l);
 }
 
