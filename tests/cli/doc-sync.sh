@@ -300,6 +300,8 @@ check_problem_ids
 
 check_source_tree() {
 	local block name p named
+	# (the fences are literal: nothing to expand)
+	# shellcheck disable=SC2016
 	block=$(sed -n '/^## Source tree/,/^## /p' "$root/README.md" |
 		sed -n '/^```$/,/^```$/p')
 	if [ -z "$block" ]; then
