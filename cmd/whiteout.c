@@ -254,6 +254,10 @@ static void print_change(void *ctx, const struct hu_wh_marker *m,
 		fputs(m->kind == HU_WH_META ? "dropped (AUFS metadata)" :
 		      "dropped (the layer holds the name itself)", stdout);
 		break;
+	case HU_WH_DROPPED_HIDDEN:
+		fputs("dropped (an opaque directory hides all beneath)",
+		      stdout);
+		break;
 	}
 	putchar('\n');
 }

@@ -818,6 +818,9 @@ enum hu_wh_action {
 	HU_WH_DROPPED,		/* means nothing in the target: left out (an
 				 * OCI whiteout of a non-directory the layer
 				 * also holds, AUFS metadata) */
+	HU_WH_DROPPED_HIDDEN,	/* a whiteout in a directory that hides all
+				 * beneath (opaque, or below an opaque one):
+				 * it hides nothing, left out */
 };
 
 struct hu_convert_opts {

@@ -53,7 +53,7 @@ void cv_report(struct conv *c, enum hu_wh_kind kind, const char *path,
 	/* Count and tell in the pass that does it (the plan, when dry). */
 	if ((c->pass == CV_PLAN) != c->o->dry_run)
 		return;
-	if (a == HU_WH_DROPPED)
+	if (a == HU_WH_DROPPED || a == HU_WH_DROPPED_HIDDEN)
 		c->st->dropped++;
 	else
 		c->st->converted++;
@@ -106,6 +106,75 @@ int cv_twin_action(struct conv *c, const struct wh_dir *d,
 	return 0;
 }
 
+/* An OCI directory its parent also whites out becomes opaque, unless a
+ * directory above already hides all beneath (that whiteout then goes). */
+bool cv_made_opaque(const struct conv *c, const struct wh_dir *d)
+{
+	return d->twin && c->l->format == HU_FMT_OCI &&
+	       c->to.format != HU_FMT_OCI &&
+	       !(d->parent && d->parent->hides_beneath);
+}
+
+/* Is @d opaque in the target format, as a stopped run may have left it
+ * (its source marker already gone)? */
+static int half_opaque(const struct conv *c, const struct wh_dir *d,
+		       bool *opaque, struct hu_error *e)
+{
+	enum hu_opaque op;
+	struct stat st;
+
+	*opaque = false;
+	if (!c->half)
+		return 0;
+	if (c->to.format == HU_FMT_OCI) {
+		if (fstatat(d->fd, HU_OCI_OPAQUE, &st,
+			    AT_SYMLINK_NOFOLLOW) == 0)
+			*opaque = true;
+		else if (errno != ENOENT)
+			return wh_fail(e, errno, c->l->path, d->path,
+				       HU_OCI_OPAQUE, "cannot stat");
+		return 0;
+	}
+	if (hu_marker_dir_opaque(&c->to, d->fd, &op, e) < 0)
+		return wh_prefix(e, c->l->path, d->path);
+	*opaque = op == HU_OPAQUE_YES;
+	return 0;
+}
+
+/*
+ * Nothing beneath @d shows through it in the target: it is opaque there,
+ * or lies in such a directory without a redirect of its own (the lookup
+ * stops at an opaque directory; only an overlay redirect starts it
+ * again).  A whiteout in it hides nothing, and overlayfs lists it as an
+ * entry that cannot be opened: it goes.
+ */
+int cv_dir_hides(const struct conv *c, struct wh_dir *d, struct hu_error *e)
+{
+	bool opaque;
+
+	d->hides_beneath = d->opaque == HU_OPAQUE_YES || cv_made_opaque(c, d) ||
+			   (d->parent && d->parent->hides_beneath &&
+			    !d->redirect);
+	if (d->hides_beneath)
+		return 0;
+	if (half_opaque(c, d, &opaque, e) < 0)
+		return -1;
+	d->hides_beneath = opaque;
+	return 0;
+}
+
+int cv_whiteout_action(struct conv *c, const struct wh_dir *d,
+		       const struct wh_ent *ent, enum hu_wh_action *a,
+		       struct hu_error *e)
+{
+	*a = HU_WH_CONVERTED;
+	if (d->hides_beneath) {
+		*a = HU_WH_DROPPED_HIDDEN;
+		return 0;
+	}
+	return ent->twin ? cv_twin_action(c, d, ent, a, e) : 0;
+}
+
 /* The new marker @dst in @dfd takes the times of the old one, @src in
  * @d: a round trip between formats gives back the same layer.  Errors
  * name "@top/@d->path/@dst". */
@@ -153,6 +222,8 @@ static int plan_dir(void *ctx, struct wh_dir *d, struct hu_error *e)
 
 	if (d->redirect && c->to.format != HU_FMT_OVERLAY)
 		return refuse(c, d, "", "an overlay redirect", e);
+	if (cv_dir_hides(c, d, e) < 0)
+		return -1;
 	if (d->opaque == HU_OPAQUE_YES && !cv_xattrs_kept(c))
 		cv_report(c, HU_WH_OPAQUE, wh_dir_path(d), NULL,
 			  HU_WH_CONVERTED);
@@ -224,7 +295,7 @@ static int plan_whiteout(struct conv *c, const struct wh_dir *d,
 
 	if (cv_whiteout_kept(c, ent))
 		return 0;
-	if (ent->twin && cv_twin_action(c, d, ent, &a, e) < 0)
+	if (cv_whiteout_action(c, d, ent, &a, e) < 0)
 		return -1;
 	if (union_out && c->to.userxattr && a == HU_WH_CONVERTED)
 		return wh_fail(e, 0, c->l->path, d->path, ent->key,

@@ -39,6 +39,15 @@ void cv_report(struct conv *c, enum hu_wh_kind kind, const char *path,
 int cv_report_ent(struct conv *c, const struct wh_dir *d,
 		  enum hu_wh_kind kind, const char *key, const char *target,
 		  enum hu_wh_action a, struct hu_error *e);
+/* Each pass, before @d's entries: set d->hides_beneath. */
+int cv_dir_hides(const struct conv *c, struct wh_dir *d, struct hu_error *e);
+/* Is @d an OCI directory the conversion makes opaque (.wh.@d beside)? */
+bool cv_made_opaque(const struct conv *c, const struct wh_dir *d);
+/* What a whiteout that changes becomes: dropped where its directory hides
+ * all beneath, else converted (or, for an OCI twin, cv_twin_action). */
+int cv_whiteout_action(struct conv *c, const struct wh_dir *d,
+		       const struct wh_ent *ent, enum hu_wh_action *a,
+		       struct hu_error *e);
 /* What an OCI whiteout with a same-named entry (ent + 1) becomes. */
 int cv_twin_action(struct conv *c, const struct wh_dir *d,
 		   const struct wh_ent *ent, enum hu_wh_action *a,

@@ -131,8 +131,9 @@ static int copy_dir(void *ctx, struct wh_dir *d, struct hu_error *e)
 		progress(c);
 	}
 	out = hu_treeout_fd(&c->t);
-	if (d->opaque == HU_OPAQUE_YES ||
-	    (d->twin && s == HU_FMT_OCI && t != HU_FMT_OCI)) {
+	if (cv_dir_hides(c, d, e) < 0)
+		return -1;
+	if (d->opaque == HU_OPAQUE_YES || cv_made_opaque(c, d)) {
 		if (wh_opaque_fd(&c->to, out, true, e) < 0)
 			return wh_prefix(e, c->out, d->path);
 		if (t == HU_FMT_OCI && (d->opq_file ?
@@ -164,11 +165,14 @@ static int copy_whiteout(struct conv *c, const struct wh_dir *d,
 	enum hu_wh_action a = HU_WH_CONVERTED;
 	enum hu_wh_kind kind = ent->xwhiteout ? HU_WH_XWHITEOUT :
 				HU_WH_WHITEOUT;
+	bool kept = cv_whiteout_kept(c, ent);
 
-	if (c->l->format == HU_FMT_OCI && ent->twin && t != HU_FMT_OCI) {
-		/* the directory is made opaque when it is met */
-		if (cv_twin_action(c, d, ent, &a, e) < 0)
-			return -1;
+	if (!kept && cv_whiteout_action(c, d, ent, &a, e) < 0)
+		return -1;
+	if (a == HU_WH_DROPPED_HIDDEN ||
+	    (c->l->format == HU_FMT_OCI && ent->twin && t != HU_FMT_OCI)) {
+		/* nothing written: a twin directory is made opaque when it
+		 * is met (or not, where all beneath is hidden already) */
 	} else if (ent->xwhiteout && t == HU_FMT_OVERLAY) {
 		if (copy_plain(c, d, ent->name, e) < 0 ||
 		    copy_overlay_xattr(c, d, ent->name, "whiteout", e) < 0)
@@ -187,7 +191,7 @@ static int copy_whiteout(struct conv *c, const struct wh_dir *d,
 			return -1;
 		progress(c);
 	}
-	if (cv_whiteout_kept(c, ent))
+	if (kept)
 		return 0;
 	return cv_report_ent(c, d, kind, ent->key, NULL, a, e);
 }

@@ -115,6 +115,8 @@ static int inplace_dir(void *ctx, struct wh_dir *d, struct hu_error *e)
 		d->st.st_atim = ts[0];
 		d->st.st_mtim = ts[1];
 	}
+	if (cv_dir_hides(c, d, e) < 0)
+		return -1;
 
 	if (d->opaque == HU_OPAQUE_YES && !cv_xattrs_kept(c)) {
 		if (opaque_inplace(c, d, e) < 0)
@@ -212,6 +214,27 @@ static int from_oci_whiteout(struct conv *c, struct wh_dir *d,
 	return 0;
 }
 
+/* A whiteout that hides nothing goes, with the target-format whiteout of
+ * its name a stopped run may have made beside an OCI one. */
+static int drop_whiteout(struct conv *c, struct wh_dir *d,
+			 const struct wh_ent *ent, struct hu_error *e)
+{
+	enum hu_wh_action twin = HU_WH_DROPPED;
+
+	if (ent->twin && cv_twin_action(c, d, ent, &twin, e) < 0)
+		return -1;
+	if (started(c, d, e) < 0)
+		return -1;
+	if (twin == HU_WH_CONVERTED &&
+	    hu_wr_unlinkat(d->fd, ent[1].name, 0) < 0)
+		return wh_fail(e, errno, c->l->path, d->path, ent[1].name,
+			       "cannot remove the whiteout");
+	if (hu_wr_unlinkat(d->fd, ent->name, 0) < 0)
+		return wh_fail(e, errno, c->l->path, d->path, ent->name,
+			       "cannot remove the whiteout");
+	return 0;
+}
+
 static int inplace_whiteout(struct conv *c, struct wh_dir *d,
 			    const struct wh_ent *ent, struct hu_error *e)
 {
@@ -221,9 +244,11 @@ static int inplace_whiteout(struct conv *c, struct wh_dir *d,
 
 	if (cv_whiteout_kept(c, ent))
 		return 0;
-	if (ent->twin && cv_twin_action(c, d, ent, &a, e) < 0)
+	if (cv_whiteout_action(c, d, ent, &a, e) < 0)
 		return -1;
-	if (s == HU_FMT_OCI)
+	if (a == HU_WH_DROPPED_HIDDEN)
+		rc = drop_whiteout(c, d, ent, e);
+	else if (s == HU_FMT_OCI)
 		rc = from_oci_whiteout(c, d, ent, a, e);
 	else if (t == HU_FMT_OCI)
 		rc = to_oci_whiteout(c, d, ent, e);

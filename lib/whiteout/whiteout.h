@@ -41,6 +41,9 @@ struct wh_dir {
 	/* for the callbacks: */
 	bool changed;		/* convert in place: restore its times (kept
 				 * in a record on it meanwhile) */
+	bool hides_beneath;	/* convert: opaque in the target, or inside
+				 * such a directory (and not redirected):
+				 * nothing beneath shows through it */
 };
 
 struct wh_walk_ops {
