@@ -262,23 +262,34 @@ static void sb_add(struct sbuf *b, const char *s, const char *special)
 	b->len += n;
 }
 
+/* fuse-overlayfs splits its lowerdir= and its upperdir= at every ':'
+ * (read_dirs(), with no escape); its workdir= it takes whole. */
+static int fuse_layer_path(const struct hu_mount_plan *p, const char *path,
+			   const char *role, struct hu_error *e)
+{
+	if (p->fs != HU_MOUNT_FUSE || !strchr(path, ':'))
+		return 0;
+	return hu_error_set(e, 0, path, "holds a ':', which fuse-overlayfs "
+			    "cannot take in %s path (it has no escape for it)",
+			    role);
+}
+
 int hu_mount_build_data(struct hu_mount_plan *p, char **paths,
 			size_t nlower, const char *upper,
 			const char *fs_options, struct hu_error *e)
 {
 	/* overlayfs unescapes every option; libfuse's option parser only
-	 * ',' and '\' (fuse-overlayfs splits lowerdir at every ':') */
+	 * ',' and '\' (fuse_layer_path) */
 	const char *special = p->fs == HU_MOUNT_FUSE ? ",\\" : ":,\\";
 	struct sbuf b = { 0 };
 
+	for (size_t i = nlower; i-- > 0;)
+		if (fuse_layer_path(p, paths[i], "a lower layer's", e) < 0)
+			return -1;
+	if (upper && fuse_layer_path(p, upper, "the upper layer's", e) < 0)
+		return -1;
 	sb_add(&b, "lowerdir=", NULL);
 	for (size_t i = nlower; i-- > 0;) {
-		if (p->fs == HU_MOUNT_FUSE && strchr(paths[i], ':')) {
-			free(b.s);
-			return hu_error_set(e, 0, paths[i], "holds a ':', "
-				"which fuse-overlayfs cannot take in a lower "
-				"layer's path (it has no escape for it)");
-		}
 		sb_add(&b, paths[i], special);
 		if (i)
 			sb_add(&b, ":", NULL);
