@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Mount option strings, as overlayfs reads them: options separated by
- * ',', lowerdir entries by ':', and '\' making the next byte literal
+ * ',' (not inside double quotes, as mount(8) splits them), lowerdir
+ * entries by ':', and '\' making the next byte literal
  * (fs/overlayfs/params.c: ovl_next_opt, ovl_parse_param_split_lowerdirs,
  * ovl_unescape).  The flags mount(8) takes by name (ro, nosuid...) are
  * mount(2) flags, not options of the filesystem.
@@ -41,13 +42,19 @@ static const struct {
 	{ "nofail", 0, 0 },
 };
 
-/* The next option of @s (escapes kept): its length. */
+/* The next option of @s (escapes and quotes kept): its length.  A ','
+ * inside double quotes splits nothing, as in mount(8) (libmount) and the
+ * kernel's LSM options (context="a,b"); an unclosed quote runs to the
+ * end. */
 static size_t opt_len(const char *s)
 {
+	bool quoted = false;
 	size_t i = 0;
 
-	while (s[i] && s[i] != ',') {
-		if (s[i] == '\\' && s[i + 1])
+	while (s[i] && (s[i] != ',' || quoted)) {
+		if (s[i] == '"')
+			quoted = !quoted;
+		else if (s[i] == '\\' && s[i + 1])
 			i++;
 		i++;
 	}

@@ -2,8 +2,9 @@
 /*
  * Fuzz target: any bytes as the -o of mount.union (a mount(8) helper's
  * options, outside input).  Errors are fine; a crash or a leak is not,
- * and every layer parsed must escape back to a string that parses to it
- * again.
+ * every layer parsed must escape back to a string that parses to it
+ * again, and the filesystem options kept must parse to themselves (split
+ * at the same ',': none inside quotes or escaped).
  *
  *   clang -fsanitize=fuzzer,address,undefined ... (libFuzzer), or with
  *   tests/fuzz/replay_main.c to run a corpus without libFuzzer
@@ -40,6 +41,18 @@ static void round_trip(const char *layer)
 	free(opt);
 }
 
+static void fs_options_again(const char *opts)
+{
+	struct hu_mount_spec sp;
+	struct hu_error e = { 0 };
+
+	if (hu_mount_spec_parse(opts, false, &sp, &e) < 0)
+		abort();
+	if (sp.flags || !sp.fs_options || strcmp(sp.fs_options, opts) != 0)
+		abort();
+	hu_mount_spec_free(&sp);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	char *s = malloc(size + 1);
@@ -54,6 +67,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (hu_mount_spec_parse(s, take, &sp, &e) == 0) {
 			for (size_t i = 0; i < sp.n; i++)
 				round_trip(sp.layers[i]);
+			if (sp.fs_options)
+				fs_options_again(sp.fs_options);
 			hu_mount_spec_free(&sp);
 		}
 		hu_error_clear(&e);

@@ -117,3 +117,39 @@ Test(mountopt, flags_by_name_both_ways)
 					    sizeof(buf)), "ro,nodev");
 	cr_expect_str_eq(hu_mount_flag_opts(0, buf, sizeof(buf)), "");
 }
+
+/* mount(8) (libmount) splits options at the ',' outside double quotes:
+ * a quoted value is one option, whether mount(8)'s own (x-*, dropped) or
+ * the filesystem's (kept as written). */
+Test(mountopt, quoted_commas_do_not_split_an_option)
+{
+	struct hu_mount_spec sp;
+	struct hu_error e = { 0 };
+
+	cr_assert_eq(hu_mount_spec_parse("lowerdir=/l,upperdir=/u,"
+					 "x-systemd.requires-mounts-for="
+					 "\"/a,/b\",context=\"s:o:t,c1\","
+					 "comment=\"x,y\",ro", true, &sp, &e),
+		     0, "%s", e.msg);
+	cr_assert_eq(sp.n, 2);
+	cr_expect_str_eq(sp.layers[0], "/l");
+	cr_expect_str_eq(sp.layers[1], "/u");
+	cr_expect_eq(sp.flags, MS_RDONLY);
+	cr_expect_str_eq(sp.fs_options, "context=\"s:o:t,c1\"");
+	hu_mount_spec_free(&sp);
+
+	/* hunion mount -o: the same */
+	cr_assert_eq(hu_mount_spec_parse("x-systemd.requires-mounts-for="
+					 "\"/a,/b\",noatime", false, &sp, &e),
+		     0, "%s", e.msg);
+	cr_expect_eq(sp.flags, MS_NOATIME);
+	cr_expect_null(sp.fs_options);
+	hu_mount_spec_free(&sp);
+
+	/* an unclosed quote runs to the end, as in mount(8) */
+	cr_assert_eq(hu_mount_spec_parse("x-a=\"/a,ro", false, &sp, &e), 0,
+		     "%s", e.msg);
+	cr_expect_eq(sp.flags, 0);
+	cr_expect_null(sp.fs_options);
+	hu_mount_spec_free(&sp);
+}
