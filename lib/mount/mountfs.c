@@ -117,9 +117,16 @@ static int scan_features(const struct hu_stack *s, struct features *f,
 	return 0;
 }
 
+/* The conversion that would make @l mountable: a tarball is unpacked by
+ * convert -o (it cannot be converted in place). */
 static int convert_hint(struct hu_error *e, const struct hu_layer *l,
 			const char *why)
 {
+	if (l->unpacked)
+		return hu_error_set(e, 0, l->path, "%s; unpack it as an "
+				    "overlay layer first: hunion whiteout "
+				    "convert --to=overlay -o NEWLAYER LAYER: "
+				    "hunion mount converts nothing", why);
 	return hu_error_set(e, 0, l->path, "%s; convert the layers first: "
 			    "hunion whiteout convert --to=overlay --in-place "
 			    "LAYER (or -o NEWLAYER LAYER): hunion mount "
