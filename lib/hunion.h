@@ -588,6 +588,9 @@ struct hu_mount_plan {
 	char *source, *target;	/* target: the mount point, absolute */
 	unsigned long flags;
 	char *data;		/* the option string (fuse: its -o) */
+	bool fsconfig;		/* @data is longer than the page mount(2)
+				 * copies: the new mount API takes it, one
+				 * fsconfig() per option and lower layer */
 	char *helper;		/* HU_MOUNT_FUSE: fuse-overlayfs's path */
 	char *workdir;		/* absolute; NULL when lower-only */
 	bool made_workdir;	/* by hu_mount_prepare: hu_mount_run removes
@@ -621,7 +624,8 @@ int hu_mount_prepare(struct hu_mount_plan *p, const struct hu_stack *s,
  * For a refusal before the layers are read. */
 int hu_mount_check_fuse(enum hu_mount_fs fs, struct hu_error *e);
 /* The exact call, for -n and -v: 'mount("SRC", "TARGET", "overlay",
- * FLAGS, "DATA")', or fuse-overlayfs's command line (shell-quoted). */
+ * FLAGS, "DATA")', the new mount API's calls one a line (p->fsconfig), or
+ * fuse-overlayfs's command line (shell-quoted). */
 char *hu_mount_plan_text(const struct hu_mount_plan *p);
 /* Mount it.  A refusal of mount(2) becomes a sentence with the likely
  * cause and the kernel's own reason (its log line, when readable). */

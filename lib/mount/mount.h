@@ -5,6 +5,14 @@
 
 #include "hunion.h"
 
+/* The length of the next option of @s, up to the ',' that ends it
+ * (escapes and quotes kept; an unclosed quote runs to the end). */
+size_t hu_mountopt_len(const char *s);
+/* The next ':'-separated path of @p (escapes kept), NUL-terminated in
+ * place; *@rest after it, *@last when it ends the value. */
+char *hu_mountopt_next_path(char *p, char **rest, bool *last);
+/* Remove the '\' escapes of @s, in place. */
+void hu_mountopt_unescape(char *s);
 /* The bytes @path takes with every byte of @special escaped by '\'. */
 size_t hu_mountopt_escaped_len(const char *path, const char *special);
 /* Write @path escaped into @out (room for hu_mountopt_escaped_len() + 1);

@@ -336,13 +336,17 @@ int hu_mount_build_data(struct hu_mount_plan *p, char **paths,
 		return hu_error_set(e, ENOMEM, NULL, "out of memory");
 	}
 	p->data = b.s;
-	/* mount(2) copies one page of options */
-	if (p->fs != HU_MOUNT_FUSE && b.len >= (size_t)sysconf(_SC_PAGESIZE))
-		return hu_error_set(e, 0, NULL, "the mount options take %zu "
-				    "bytes, and mount(2) takes at most %ld: "
-				    "shorter paths or fewer layers", b.len,
-				    sysconf(_SC_PAGESIZE) - 1);
-	return 0;
+	/* mount(2) copies one page of options; overlayfs takes more through
+	 * the new mount API (mountcall.c), the union filesystem does not */
+	if (p->fs == HU_MOUNT_FUSE || b.len < (size_t)sysconf(_SC_PAGESIZE))
+		return 0;
+	if (p->fs == HU_MOUNT_OVERLAY) {
+		p->fsconfig = true;
+		return 0;
+	}
+	return hu_error_set(e, 0, NULL, "the mount options take %zu bytes, "
+			    "and mount(2) takes at most %ld: shorter paths or "
+			    "fewer layers", b.len, sysconf(_SC_PAGESIZE) - 1);
 }
 
 /* fuse-overlayfs on PATH (or the usual places when PATH is unset). */

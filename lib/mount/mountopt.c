@@ -42,11 +42,9 @@ static const struct {
 	{ "nofail", 0, 0 },
 };
 
-/* The next option of @s (escapes and quotes kept): its length.  A ','
- * inside double quotes splits nothing, as in mount(8) (libmount) and the
- * kernel's LSM options (context="a,b"); an unclosed quote runs to the
- * end. */
-static size_t opt_len(const char *s)
+/* A ',' inside double quotes splits nothing, as in mount(8) (libmount)
+ * and the kernel's LSM options (context="a,b"). */
+size_t hu_mountopt_len(const char *s)
 {
 	bool quoted = false;
 	size_t i = 0;
@@ -61,8 +59,7 @@ static size_t opt_len(const char *s)
 	return i;
 }
 
-/* Remove the escapes of @s (in place). */
-static void unescape(char *s)
+void hu_mountopt_unescape(char *s)
 {
 	char *d = s;
 
@@ -144,13 +141,11 @@ static int take_dir(char **dst, const char *opt, size_t n, const char *key,
 	*dst = strndup(opt + k, n - k);
 	if (!*dst)
 		return hu_error_set(e, ENOMEM, NULL, "out of memory");
-	unescape(*dst);
+	hu_mountopt_unescape(*dst);
 	return 0;
 }
 
-/* The next ':'-separated path of @p (escapes kept), NUL-terminated in
- * place; *@last when it ends the value. */
-static char *next_path(char *p, char **rest, bool *last)
+char *hu_mountopt_next_path(char *p, char **rest, bool *last)
 {
 	char *q = p;
 
@@ -190,7 +185,7 @@ static int take_lowers(struct hu_mount_spec *sp, const char *v, size_t n,
 		return hu_error_set(e, ENOMEM, NULL, "out of memory");
 	}
 	for (i = count, p = s; !last; p = rest) {
-		next_path(p, &rest, &last);
+		hu_mountopt_next_path(p, &rest, &last);
 		if (!*p) {
 			hu_error_set(e, 0, NULL, "lowerdir= holds an empty path "
 				     "('::' is overlayfs's data-only layers, "
@@ -202,7 +197,7 @@ static int take_lowers(struct hu_mount_spec *sp, const char *v, size_t n,
 			hu_error_set(e, ENOMEM, NULL, "out of memory");
 			goto out;
 		}
-		unescape(sp->layers[i]);
+		hu_mountopt_unescape(sp->layers[i]);
 	}
 	sp->n = count;
 	rc = 0;
@@ -225,7 +220,7 @@ int hu_mount_spec_parse(const char *opts, bool take_dirs,
 
 	memset(sp, 0, sizeof(*sp));
 	while (*s) {
-		size_t n = opt_len(s);
+		size_t n = hu_mountopt_len(s);
 
 		if (n == 0) {
 			/* an empty option (",,"): nothing */
