@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Format detection: one light walk of a layer (directory listings, the
- * xattrs of directories, and a stat or readlink only for entries whose type
- * could make them markers).  Union and overlay markers are unambiguous; a
+ * xattr names of directories and regular files, and a stat or readlink
+ * only for entries whose type and xattrs could make them markers).  Union and overlay markers are unambiguous; a
  * .wh. file is a marker only in a layer that has neither, since in a union
  * or overlay layer it is an ordinary file.
  *
@@ -81,16 +81,22 @@ enum { NS_NONE, NS_TRUSTED, NS_USER };
 static int note(struct detect *d, enum hu_format f, int ns, const char *name);
 
 /*
- * Regular file @name: a metacopy or redirect xattr (in the layer's
- * namespaces) is an overlay marker, one per file: an upper whose only
- * markers are metacopy files is an overlay layer, whose files the kernel
- * reads from beneath.  With hu_layer.refs ASK, also whether it holds such
- * an xattr in any namespace, or any private one.
+ * Regular file @name: an overlay marker when it carries a metacopy or
+ * redirect xattr (an upper whose only markers are metacopy files is an
+ * overlay layer, whose files the kernel reads from beneath) or is an xattr
+ * whiteout (an empty file with overlay.whiteout, which the kernel's lookup
+ * takes in any layer, so a layer holding nothing else is an overlay layer
+ * too), in the layer's namespaces; one marker per file.  Its other private
+ * xattrs are evidence for a tie (note_evidence()).  With hu_layer.refs ASK,
+ * also whether it holds such an xattr in any namespace, or any private
+ * one.  One listing of its xattrs; a stat only for a file whose one
+ * marker xattr is overlay.whiteout.
  */
 static int check_file_xattrs(struct detect *d, int dirfd, const char *name)
 {
 	char small[512], *list;
-	int ns = NS_NONE;
+	int ns = NS_NONE, wh_ns = NS_NONE;
+	struct stat st;
 	ssize_t len;
 
 	len = hu_xattr_names(dirfd, name, small, sizeof(small), &list);
@@ -99,6 +105,8 @@ static int check_file_xattrs(struct detect *d, int dirfd, const char *name)
 				      "cannot list xattrs");
 	for (char *a = list; a < list + len; a += strlen(a) + 1) {
 		bool user = strncmp(a, "user.", 5) == 0;
+		const char *rest = a + (user ? 5 : 8);
+		bool wh;
 
 		if (d->l->refs == HU_REFS_ASK) {
 			d->refs = d->refs || is_ref(a);
@@ -108,12 +116,23 @@ static int check_file_xattrs(struct detect *d, int dirfd, const char *name)
 		if (!user && (d->l->userxattr ||
 			      strncmp(a, "trusted.", 8) != 0))
 			continue;
-		note_evidence(d, a + (user ? 5 : 8), is_ref(a));
+		wh = strcmp(rest, "overlay.whiteout") == 0;
+		note_evidence(d, rest, is_ref(a) || wh);
 		if (is_ref(a) && ns == NS_NONE)
 			ns = user ? NS_USER : NS_TRUSTED;
+		if (wh && (wh_ns == NS_NONE || !user))	/* trusted.* wins */
+			wh_ns = user ? NS_USER : NS_TRUSTED;
 	}
 	if (list != small)
 		free(list);
+	if (ns == NS_NONE && wh_ns != NS_NONE) {
+		if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			return hu_error_setat(d->e, errno, d->path.s, name,
+					      "cannot stat");
+		/* a file with data is no whiteout for anyone */
+		if (S_ISREG(st.st_mode) && st.st_size == 0)
+			ns = wh_ns;
+	}
 	return ns == NS_NONE ? 0 : note(d, HU_FMT_OVERLAY, ns, name);
 }
 
