@@ -204,8 +204,10 @@ static int exit_status(const struct hu_fsck_stats *st)
 	       (st->left || st->failed ? FSCK_UNCORRECTED : 0);
 }
 
+/* @stopped: interrupted, @st counting what was found and done so far. */
 static void print_summary(const struct fsck_args *a, const char *top,
-			  const struct hu_fsck_stats *st, int rc)
+			  const struct hu_fsck_stats *st, bool stopped,
+			  int rc)
 {
 	uint64_t problems = st->found[HU_SEV_ERROR] +
 			    st->found[HU_SEV_WARNING] +
@@ -217,7 +219,8 @@ static void print_summary(const struct fsck_args *a, const char *top,
 		printf(",\"all_layers\":%s,\"entries\":%llu,\"errors\":%llu,"
 		       "\"warnings\":%llu,\"info\":%llu,\"repaired\":%llu,"
 		       "\"left\":%llu,\"failed\":%llu,\"dry_run\":%s,"
-		       "\"exit\":%d}}\n", a->fo.all_layers ? "true" : "false",
+		       "\"interrupted\":%s,\"exit\":%d}}\n",
+		       a->fo.all_layers ? "true" : "false",
 		       (unsigned long long)st->entries,
 		       (unsigned long long)st->found[HU_SEV_ERROR],
 		       (unsigned long long)st->found[HU_SEV_WARNING],
@@ -225,18 +228,21 @@ static void print_summary(const struct fsck_args *a, const char *top,
 		       (unsigned long long)st->repaired,
 		       (unsigned long long)st->left,
 		       (unsigned long long)st->failed,
-		       a->fo.dry_run ? "true" : "false", rc);
+		       a->fo.dry_run ? "true" : "false",
+		       stopped ? "true" : "false", rc);
 		return;
 	}
 	print_path_escaped(stdout, top);
 	if (a->fo.all_layers)
 		fputs(" (all layers)", stdout);
+	fputs(stopped ? ": interrupted, " : ": ", stdout);
 	if (!problems) {
-		printf(": clean, %llu entries checked\n",
+		printf("%s, %llu entries checked\n",
+		       stopped ? "clean so far" : "clean",
 		       (unsigned long long)st->entries);
 		return;
 	}
-	printf(": %llu entries checked, %llu problem%s (%llu error%s, "
+	printf("%llu entries checked, %llu problem%s (%llu error%s, "
 	       "%llu warning%s, %llu info): %llu %s, %llu left",
 	       (unsigned long long)st->entries, (unsigned long long)problems,
 	       problems == 1 ? "" : "s",
@@ -300,18 +306,21 @@ int cmd_fsck(const struct cmd *c, int argc, char **argv)
 	a.fo.finding = print_finding;
 	a.fo.ctx = &a;
 	a.fo.report = &report;
-	if (hu_fsck(argv + first, argc - first, &a.lo.stack, &a.fo, &st,
-		    &e) < 0) {
-		front_progress_done();
-		print_error(&e);
-		rc = FSCK_ERROR;
-		if (hu_interrupted())
-			rc = FSCK_INTERRUPTED | exit_status(&st);
-		hu_error_clear(&e);
-		return rc;
-	}
+	rc = hu_fsck(argv + first, argc - first, &a.lo.stack, &a.fo, &st,
+		     &e);
 	front_progress_done();
-	rc = exit_status(&st);
-	print_summary(&a, argv[argc - 1], &st, rc);
+	if (rc < 0 && !hu_interrupted()) {
+		print_error(&e);
+		hu_error_clear(&e);
+		return FSCK_ERROR;
+	}
+	if (rc < 0) {
+		/* whatever call the signal cut short, the one thing to say;
+		 * every repair made is whole, and the summary tells them */
+		fprintf(stderr, "%s: interrupted\n", front.cmdname);
+		hu_error_clear(&e);
+	}
+	rc = exit_status(&st) | (rc < 0 ? FSCK_INTERRUPTED : 0);
+	print_summary(&a, argv[argc - 1], &st, rc & FSCK_INTERRUPTED, rc);
 	return rc;
 }

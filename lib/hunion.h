@@ -738,7 +738,8 @@ struct hu_fsck_stats {
  * is refused for them, as it is while a layer is part of a mounted
  * overlay (known by device and inode, never by path).  Returns 0 when
  * the check ran to its end (whatever it found: see @st), -1 on an
- * operational error (@e), including "interrupted".
+ * operational error (@e), including "interrupted"; @st then counts what
+ * was found and done up to there.
  */
 int hu_fsck(char *const paths[], size_t n, const struct hu_stack_opts *so,
 	    const struct hu_fsck_opts *o, struct hu_fsck_stats *st,

@@ -124,6 +124,7 @@ static int names_read(int fd, bool rewind, bool fills, struct hu_names *out,
 {
 	struct name_acc a = { 0 };
 	bool short_end = false;
+	int err;
 
 	memset(out, 0, sizeof(*out));
 	if (read_entries(fd, rewind, fills, &a, &short_end) < 0)
@@ -152,10 +153,16 @@ static int names_read(int fd, bool rewind, bool fills, struct hu_names *out,
 	qsort(out->v, out->n, sizeof(*out->v), name_cmp);
 	return 0;
 fail:
-	hu_error_set(e, errno, path, "cannot list directory");
+	err = errno;
+	/* cut short by the interrupt: say so, not "Interrupted system call" */
+	if (err == EINTR && hu_interrupted())
+		hu_error_set(e, 0, path, "interrupted");
+	else
+		hu_error_set(e, err, path, "cannot list directory");
 	free(a.offs);
 	free(a.types);
 	free(a.pool);
+	errno = err;
 	return -1;
 }
 

@@ -797,6 +797,9 @@ int hu_fsck(char *const paths[], size_t n, const struct hu_stack_opts *so,
 	}
 	rc = 0;
 out:
+	/* stopped in a later pass (an interrupt): each entry counted once */
+	if (rc < 0 && r.pass > 1)
+		st->entries = counted;
 	cur_free(&r);
 	told_free(&r);
 	facts_forget(&r);
