@@ -119,8 +119,14 @@ struct layer_opts {
 int layer_opt(const struct cmd *c, struct layer_opts *lo,
 	      const struct parsed_opt *o);
 
-/* JSON string output, escaping everything a parser could trip on. */
+/* The one JSON writer of strings: valid UTF-8 whatever @s holds (a byte
+ * that is not UTF-8 is written as the text \xNN), so that every parser
+ * takes it.  For text that hunion writes itself. */
 void json_string(FILE *f, const char *s);
+/* Member "@key":@s for a name read from disk, which may hold any bytes:
+ * when @s is not UTF-8, "@key_b64" follows with its bytes in base64, the
+ * one way back to them (hunion(1), JSON OUTPUT). */
+void json_field(FILE *f, const char *key, const char *s);
 /* A path for a line-oriented listing: C-style escapes for control bytes,
  * backslash and non-UTF-8, so no name can forge a line. */
 void print_path_escaped(FILE *f, const char *s);

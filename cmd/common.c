@@ -279,6 +279,11 @@ static size_t utf8_len(const unsigned char *s)
 	return n;
 }
 
+/* The JSON string of @s: valid UTF-8 whatever @s holds.  A byte that is
+ * not part of a UTF-8 character is written as the four characters \xNN,
+ * as the text listings write it (JSON has no escape for a byte, and a
+ * lone surrogate \udcNN is no character: strict parsers refuse it);
+ * json_field() then adds the exact bytes. */
 void json_string(FILE *f, const char *s)
 {
 	const unsigned char *p = (const unsigned char *)s;
@@ -292,17 +297,58 @@ void json_string(FILE *f, const char *s)
 		} else if (*p < 0x20 || *p == 0x7f) {
 			fprintf(f, "\\u%04x", *p++);
 		} else if (n == 0) {
-			/* Not UTF-8: JSON cannot carry the byte itself, so
-			 * name it as a private-use escape a reader can
-			 * map back (U+DC80 + byte, as Python's
-			 * surrogateescape does). */
-			fprintf(f, "\\udc%02x", *p++);
+			fprintf(f, "\\\\x%02x", *p++);
 		} else {
 			fwrite(p, 1, n, f);
 			p += n;
 		}
 	}
 	fputc('"', f);
+}
+
+static bool utf8_valid(const char *s)
+{
+	const unsigned char *p = (const unsigned char *)s;
+
+	for (size_t n; *p; p += n)
+		if ((n = utf8_len(p)) == 0)
+			return false;
+	return true;
+}
+
+/* @s in base64 (RFC 4648, with padding), as a JSON string. */
+static void json_base64(FILE *f, const char *s)
+{
+	static const char digits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+				     "abcdefghijklmnopqrstuvwxyz0123456789+/";
+	const unsigned char *p = (const unsigned char *)s;
+	size_t len = strlen(s);
+
+	fputc('"', f);
+	for (size_t i = 0; i < len; i += 3) {
+		unsigned long v = (unsigned long)p[i] << 16;
+		size_t left = len - i;
+
+		if (left > 1)
+			v |= (unsigned long)p[i + 1] << 8;
+		if (left > 2)
+			v |= p[i + 2];
+		fputc(digits[v >> 18 & 63], f);
+		fputc(digits[v >> 12 & 63], f);
+		fputc(left > 1 ? digits[v >> 6 & 63] : '=', f);
+		fputc(left > 2 ? digits[v & 63] : '=', f);
+	}
+	fputc('"', f);
+}
+
+void json_field(FILE *f, const char *key, const char *s)
+{
+	fprintf(f, "\"%s\":", key);
+	json_string(f, s);
+	if (utf8_valid(s))
+		return;
+	fprintf(f, ",\"%s_b64\":", key);
+	json_base64(f, s);
 }
 
 void print_path_escaped(FILE *f, const char *s)

@@ -91,8 +91,8 @@ static void print_json(const struct hu_change *c)
 {
 	const struct stat *now = c->ent ? &c->ent->st : c->old;
 
-	printf("{\"change\":\"%c\",\"path\":", (char)c->kind);
-	json_string(stdout, *c->path ? c->path : ".");
+	printf("{\"change\":\"%c\",", (char)c->kind);
+	json_field(stdout, "path", *c->path ? c->path : ".");
 	printf(",\"type\":\"%s\"", type_name(now->st_mode));
 	if (c->kind == HU_CHG_MODIFY) {
 		if (c->what & HU_DIFF_TYPE)

@@ -112,18 +112,18 @@ static void print_error_text(FILE *f, const struct hu_error *why)
 static void print_json(const struct hu_fsck_finding *f,
 		       const struct hu_problem_info *pi)
 {
-	printf("{\"id\":\"%s\",\"severity\":\"%s\",\"layer\":", pi->id,
+	printf("{\"id\":\"%s\",\"severity\":\"%s\",", pi->id,
 	       hu_severity_name(f->severity));
-	json_string(stdout, f->layer ? f->layer : "");
-	fputs(",\"path\":", stdout);
-	json_string(stdout, *f->path ? f->path : ".");
+	json_field(stdout, "layer", f->layer ? f->layer : "");
+	putchar(',');
+	json_field(stdout, "path", *f->path ? f->path : ".");
 	fputs(",\"message\":", stdout);
 	json_string(stdout, pi->message);
-	fputs(",\"detail\":", stdout);
+	putchar(',');
 	if (f->detail)
-		json_string(stdout, f->detail);
+		json_field(stdout, "detail", f->detail);
 	else
-		fputs("null", stdout);
+		fputs("\"detail\":null", stdout);
 	printf(",\"action\":\"%s\",\"repair\":", action_json(f->action));
 	json_string(stdout, pi->action);
 	if (f->action == HU_FSCK_FAILED && f->why) {
@@ -214,8 +214,8 @@ static void print_summary(const struct fsck_args *a, const char *top,
 			    st->found[HU_SEV_INFO];
 
 	if (a->lo.json) {
-		printf("{\"summary\":{\"layer\":");
-		json_string(stdout, top);
+		fputs("{\"summary\":{", stdout);
+		json_field(stdout, "layer", top);
 		printf(",\"all_layers\":%s,\"entries\":%llu,\"errors\":%llu,"
 		       "\"warnings\":%llu,\"info\":%llu,\"repaired\":%llu,"
 		       "\"left\":%llu,\"failed\":%llu,\"dry_run\":%s,"

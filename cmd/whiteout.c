@@ -77,12 +77,12 @@ static int print_marker(void *ctx, const struct hu_wh_marker *m,
 	const bool *json = ctx;
 
 	if (*json) {
-		printf("{\"type\":\"%s\",\"path\":", hu_wh_kind_name(m->kind));
-		json_string(stdout, m->path);
+		printf("{\"type\":\"%s\",", hu_wh_kind_name(m->kind));
+		json_field(stdout, "path", m->path);
 		printf(",\"format\":\"%s\"", hu_format_name(m->format));
 		if (m->target) {
-			fputs(",\"target\":", stdout);
-			json_string(stdout, m->target);
+			putchar(',');
+			json_field(stdout, "target", m->target);
 		}
 		puts("}");
 		return 0;
