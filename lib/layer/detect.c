@@ -2,9 +2,10 @@
 /*
  * Format detection: one light walk of a layer (directory listings, the
  * xattr names of directories and regular files, and a stat or readlink
- * only for entries whose type and xattrs could make them markers).  Union and overlay markers are unambiguous; a
- * .wh. file is a marker only in a layer that has neither, since in a union
- * or overlay layer it is an ordinary file.
+ * only for entries whose type and xattrs could make them markers).  Union
+ * and overlay markers are unambiguous; a .wh. file is a marker only in a
+ * layer that has neither, since in a union or overlay layer it is an
+ * ordinary file.
  *
  * A layer holding both union and overlay markers is refused, naming the
  * first marker of the second format met.  With a problem sink that lets
