@@ -173,6 +173,29 @@ Test(layer, overlay_bookkeeping_on_a_directory_marks_an_overlay_layer)
 	cr_expect_eq(detect("u"), HU_FMT_OVERLAY);
 }
 
+/* An xattr whiteout is the kernel's in any layer: a layer holding nothing
+ * else is an overlay layer (its namespace the xattr's).  A file with data
+ * carrying the xattr is no whiteout, and says nothing. */
+Test(layer, xattr_whiteout_alone_marks_an_overlay_layer)
+{
+	struct hu_stack_opts o = { 0 };
+	struct hu_error e = { 0 };
+	struct hu_layer l;
+
+	tu_file("x/d/a", "");
+	tu_xattr("x/d/a", "trusted.overlay.whiteout", "y");
+	tu_file("data/d/a", "data");
+	tu_xattr("data/d/a", "trusted.overlay.whiteout", "y");
+	tu_file("u/a", "");
+	tu_xattr("u/a", "user.overlay.whiteout", "");
+	cr_expect_eq(detect("x"), HU_FMT_OVERLAY);
+	cr_expect_eq(detect("data"), HU_FMT_NONE);
+	cr_assert_eq(hu_layer_open(&l, tu_path("u"), &o, &e), 0, "%s", e.msg);
+	cr_expect_eq(l.format, HU_FMT_OVERLAY);
+	cr_expect(l.userxattr);
+	hu_layer_close(&l);
+}
+
 /* lo and @top opened (with find_refs when @ask): the top layer's
  * answers, refs and hu_layer_files_plain(). */
 static enum hu_refs refs_of_plain(const char *top, bool ask, bool *plain)
