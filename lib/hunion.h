@@ -518,8 +518,11 @@ int hu_dirs_apart(const struct hu_dir_ref *d, size_t n, struct hu_error *e);
 /*
  * Is any of directories @d[0, @n) used by a mounted overlay in a way that
  * forbids this command's use: a directory @written in any role, one read
- * as a mount's upperdir or workdir (what the mount writes)?  By device
- * and inode of the paths /proc/self/mountinfo names; where a mount names
+ * as a mount's upperdir or workdir (what the mount writes), one inside
+ * such an upperdir or workdir, or one @written that holds one?  By device
+ * and inode of the paths /proc/self/mountinfo names (going up with ".."
+ * for the nesting; use->role then "directory inside the upperdir",
+ * "directory holding the workdir"...); where a mount names
  * an upperdir or workdir by a path that does not resolve (relative, gone),
  * the kernel is asked: a probe overlay, never mounted, that changes
  * nothing (probe.c), sees its lock on them.

@@ -24,6 +24,7 @@
  * mounter's '\' escapes in them, which they undid at mount time).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -342,10 +343,17 @@ int hu_stack_mounted(const struct hu_stack *s, int extra_fd,
  * the probe of probe.c sees.  It cannot see a lower: a lowerdir that does
  * not resolve leaves open whether a directory to be written is it.
  */
+/* A directory and those above it, up to the root: (st_dev, st_ino). */
+struct dir_chain {
+	struct stat *v;
+	size_t n;
+};
+
 struct dirs_scan {
 	const struct hu_dir_ref *d;
 	size_t n;
 	struct stat *st;	/* of each d[i]; st_ino 0 for a proxy */
+	struct dir_chain *up;	/* of each d[i], itself first */
 	bool writes;		/* some d[i] is written */
 	const struct mount *m;	/* the mount being read */
 	const char *role;	/* the option being read */
@@ -380,27 +388,104 @@ static bool writes_role(const char *role)
 	return strcmp(role, "upperdir") == 0 || strcmp(role, "workdir") == 0;
 }
 
+/* Directory @fd and those above it, going up with "..", as
+ * hu_dirs_apart() does.  0, or -1 out of memory; a directory that cannot
+ * be opened or stat'ed ends the chain. */
+static int chain_up(int fd, struct dir_chain *c)
+{
+	int cur = fcntl(fd, F_DUPFD_CLOEXEC, 0), next, rc = 0;
+	struct stat st, *bigger;
+
+	*c = (struct dir_chain){ 0 };
+	while (cur >= 0 && fstat(cur, &st) == 0) {
+		if (c->n && same_inode(&st, c->v[c->n - 1].st_dev,
+				       c->v[c->n - 1].st_ino))
+			break;	/* the root: ".." is itself */
+		bigger = realloc(c->v, (c->n + 1) * sizeof(*c->v));
+		if (!bigger) {
+			rc = -1;
+			break;
+		}
+		c->v = bigger;
+		c->v[c->n++] = st;
+		next = openat(cur, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		close(cur);
+		cur = next;
+	}
+	if (cur >= 0)
+		close(cur);
+	return rc;
+}
+
+static bool in_chain(const struct dir_chain *c, size_t from,
+		     const struct stat *st)
+{
+	for (size_t k = from; k < c->n; k++)
+		if (same_inode(st, c->v[k].st_dev, c->v[k].st_ino))
+			return true;
+	return false;
+}
+
+/* How directory @i stands to the mount's directory @st (its chain
+ * @above, itself first): "" it is it; "directory inside the", "directory
+ * holding the" count for an upperdir or workdir only (what the mount
+ * writes is d[i], or lies under it: a lower shared beneath is only read),
+ * and "holding" for a directory written only (a layer read that holds an
+ * upper elsewhere in its tree, a base image holding a container store,
+ * is not refused).  NULL when it does not count. */
+static const char *dirs_relation(const struct dirs_scan *x, size_t i,
+				 const struct stat *st,
+				 const struct dir_chain *above)
+{
+	bool same = x->st[i].st_ino &&
+		    same_inode(st, x->st[i].st_dev, x->st[i].st_ino);
+
+	if (same)
+		return x->d[i].written || writes_role(x->role) ? "" : NULL;
+	if (!writes_role(x->role))
+		return NULL;
+	/* a proxy stands for a directory to be made in it: "inside" */
+	if (in_chain(&x->up[i], x->st[i].st_ino ? 1 : 0, st))
+		return "directory inside the ";
+	if (x->d[i].written && x->st[i].st_ino && in_chain(above, 1, &x->st[i]))
+		return "directory holding the ";
+	return NULL;
+}
+
 /* Path @path of the option being read: 1 when it names a d[i] in a way
  * that counts (a use filled), 0 when it names none, 2 when it does not
  * resolve; -1 out of memory. */
 static int dirs_path(struct dirs_scan *x, const char *path)
 {
+	struct dir_chain above = { 0 };
 	struct stat st;
+	int rc = 0, fd;
 
 	if (path[0] != '/' || stat(path, &st) < 0)
 		return 2;
-	for (size_t i = 0; i < x->n; i++) {
-		if (!x->st[i].st_ino || !same_inode(&st, x->st[i].st_dev,
-						    x->st[i].st_ino))
-			continue;
-		if (!x->d[i].written && !writes_role(x->role))
-			continue;
-		if (!use_set(x->use, x->m, x->role, x->d[i].path, NULL))
-			return -1;
-		x->found = true;
-		return 1;
+	if (writes_role(x->role)) {
+		fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (fd >= 0) {
+			rc = chain_up(fd, &above);
+			close(fd);
+		}
 	}
-	return 0;
+	for (size_t i = 0; i < x->n && rc == 0; i++) {
+		const char *rel = dirs_relation(x, i, &st, &above);
+		char *role;
+
+		if (!rel)
+			continue;
+		if (asprintf(&role, "%s%s", rel, x->role) < 0) {
+			rc = -1;
+			break;
+		}
+		rc = use_set(x->use, x->m, role, x->d[i].path, NULL) ? 1 : -1;
+		free(role);
+		x->found = rc == 1;
+	}
+	free(above.v);
+	return rc;
 }
 
 /* Remember @path (as the mount wrote it) as the first that did not
@@ -534,12 +619,18 @@ int hu_mountinfo_dirs(FILE *f, const char *what, const struct hu_dir_ref *d,
 
 	*use = (struct hu_mount_use){ 0 };
 	x.st = calloc(n ? n : 1, sizeof(*x.st));
-	if (!x.st)
+	x.up = calloc(n ? n : 1, sizeof(*x.up));
+	if (!x.st || !x.up) {
+		free(x.st);
+		free(x.up);
 		return hu_error_set(e, ENOMEM, NULL, "out of memory");
+	}
 	for (size_t i = 0; i < n && rc == 0; i++) {
 		x.writes |= d[i].written;
 		if (!d[i].proxy && fstat(d[i].fd, &x.st[i]) < 0)
 			rc = hu_error_set(e, errno, d[i].path, "cannot stat");
+		else if (chain_up(d[i].fd, &x.up[i]) < 0)
+			rc = hu_error_set(e, ENOMEM, NULL, "out of memory");
 	}
 	errno = 0;
 	while (rc == 0 && !x.found && getline(&line, &cap, f) >= 0)
@@ -552,6 +643,9 @@ int hu_mountinfo_dirs(FILE *f, const char *what, const struct hu_dir_ref *d,
 		hu_error_set(e, ENOMEM, NULL, "out of memory");
 	free(line);
 	free(x.st);
+	for (size_t i = 0; i < n; i++)
+		free(x.up[i].v);
+	free(x.up);
 	hu_mount_use_free(&x.hidden_upper);
 	hu_mount_use_free(&x.hidden_lower);
 	if (rc < 0)
