@@ -355,7 +355,7 @@ struct dirs_scan {
 	struct stat *st;	/* of each d[i]; st_ino 0 for a proxy */
 	struct dir_chain *up;	/* of each d[i], itself first */
 	bool writes;		/* some d[i] is written */
-	const struct mount *m;	/* the mount being read */
+	struct mount m;		/* the mount being read */
 	const char *role;	/* the option being read */
 	bool found;		/* *use names a use */
 	struct hu_mount_use *use;
@@ -480,7 +480,7 @@ static int dirs_path(struct dirs_scan *x, const char *path)
 			rc = -1;
 			break;
 		}
-		rc = use_set(x->use, x->m, role, x->d[i].path, NULL) ? 1 : -1;
+		rc = use_set(x->use, &x->m, role, x->d[i].path, NULL) ? 1 : -1;
 		free(role);
 		x->found = rc == 1;
 	}
@@ -497,7 +497,7 @@ static int dirs_hidden(struct dirs_scan *x, const char *path)
 
 	if (u->mountpoint || (!writes_role(x->role) && !x->writes))
 		return 0;
-	return use_set(u, x->m, x->role, NULL, path) ? 0 : -1;
+	return use_set(u, &x->m, x->role, NULL, path) ? 0 : -1;
 }
 
 static int dirs_one(struct dirs_scan *x, char *path)
@@ -553,12 +553,10 @@ static int dirs_list(struct dirs_scan *x, char *list)
 static int dirs_line(struct dirs_scan *x, char *line)
 {
 	char *superopts, *opt;
-	struct mount m;
 	int rc = 0;
 
-	if (!overlay_line(line, &m, &superopts))
+	if (!overlay_line(line, &x->m, &superopts))
 		return 0;
-	x->m = &m;
 	while (rc == 0 && (opt = strsep(&superopts, ","))) {
 		const struct layer_key *k = layer_key(opt);
 		char *value;
