@@ -43,6 +43,8 @@
 # non-zero if any suite failed.
 
 set -u
+# shellcheck source=tests/mntns.sh
+. "$(dirname "${BASH_SOURCE[0]}")/mntns.sh"
 export LC_ALL=C
 # A sanitizer's report ends the process with status 86, which no test
 # accepts.  With the default, 1, it would pass wherever hunion may exit 1

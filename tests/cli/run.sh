@@ -19,6 +19,8 @@
 # skipped cases, and ends with "cli: N passed, N failed[, N skipped]".
 
 set -u
+# shellcheck source=tests/mntns.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../mntns.sh"
 export LC_ALL=C
 
 if [ $# -lt 1 ]; then

@@ -22,6 +22,8 @@
 # about a second per start, and these suites start thousands.
 
 set -u
+# shellcheck source=tests/mntns.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../mntns.sh"
 export LC_ALL=C
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)	# tests/kernel
