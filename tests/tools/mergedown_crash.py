@@ -26,6 +26,12 @@ instead (xattr values too), but for the record *.union.mergedown-kept on
 its root, which may be left saying "merged DEV:INO"; and after the clean
 run a second one must change no layer where that record is there (an
 upper merged through a clone), else pass the same checks.
+With --kill-view: also right after each kill, before the re-run, the whole
+stack (the top layer included) shows the reference view but for the
+times of directories (put back when the run is done), for a stack
+without redirected directories (their moves are the steps that change
+it, written down first); with --temps-shown, but for the temporary
+names of copies too (.hunion-md.*: --keep-upper's, which the view shows).
 With --clean-only: the clean run alone (the kernel proof of random stacks).
 With --fault=OP: also HUNION_FAULT=OP:N:ENOSPC for each N until a run gets
 through, each failed run then re-run.
@@ -44,8 +50,15 @@ OPTS = dict(no_dir_mtime=False, no_mtime=False, no_xattrs=False,
             no_owner=False, holes=False)
 
 
-def walk_manifest(top):
-    return manifest.Walker(OPTS).run(os.fsencode(top))
+def walk_manifest(top, dir_times=True):
+    return manifest.Walker(dict(OPTS, no_dir_mtime=not dir_times)).run(
+        os.fsencode(top))
+
+
+def is_temp(row):
+    """Is manifest @row an entry under a temporary name of ours?"""
+    path = row.split(" ", 1)[0]
+    return any(c.startswith(".hunion-md.") for c in path.split("/"))
 
 
 def private_rows(top):
@@ -103,7 +116,7 @@ def kept_record(top):
     return None
 
 
-def hunion_view(hunion, layers, tmp, args):
+def hunion_view(hunion, layers, tmp, args, dir_times=True):
     out = tempfile.mkdtemp(dir=tmp) + "/view"
     r = subprocess.run([hunion, "merge", "-q", "-o", out] + [
         a for a in args if a.startswith(("--format", "--userxattr"))] +
@@ -111,10 +124,10 @@ def hunion_view(hunion, layers, tmp, args):
                        capture_output=True)
     if r.returncode != 0:
         return ["merge -o failed: " + r.stderr.decode(errors="replace")]
-    return walk_manifest(out)
+    return walk_manifest(out, dir_times)
 
 
-def kernel_view(layers, opts, tmp):
+def kernel_view(layers, opts, tmp, dir_times=True):
     """The kernel's read-only view of @layers (bottom first).  One layer
     alone is mounted over an empty one (the kernel wants two)."""
     mnt = tempfile.mkdtemp(dir=tmp)
@@ -127,7 +140,7 @@ def kernel_view(layers, opts, tmp):
     if r.returncode != 0:
         return ["mount failed: " + r.stderr.decode(errors="replace")]
     try:
-        return walk_manifest(mnt)
+        return walk_manifest(mnt, dir_times)
     finally:
         subprocess.run(["umount", mnt], check=True)
 
@@ -162,6 +175,7 @@ class Check:
         self.hunion, self.kernel, self.tmp = hunion, kernel, tmp
         self.args = args
         self.keep = "--keep-upper" in args
+        self.layers, self.want_untimed = layers, None
         self.top = layer_bytes(layers[-1], True)
         self.n = len(layers)
         if kernel is not None:
@@ -180,6 +194,26 @@ class Check:
                 self.after_opts = kernel
         if kernel and "userxattr" in kernel:
             self.after_opts = "userxattr"
+
+    def killed(self, what, layers, temps_shown):
+        """The checks of a killed run's stack @layers, before the re-run:
+        the whole stack shows the reference view, but for directory
+        times (and with @temps_shown, the copies' temporary names)."""
+        if self.want_untimed is None:
+            self.want_untimed = self.view(self.layers, False)
+        got = self.view(layers, False)
+        if temps_shown:
+            got = [x for x in got if not is_temp(x)]
+        return diff(what + ": view", self.want_untimed, got)
+
+    def view(self, layers, dir_times, opts=None):
+        """The view of stack @layers: the kernel's (with @opts, else the
+        reference's options) or hunion's."""
+        if self.kernel is None:
+            return hunion_view(self.hunion, layers, self.tmp, self.args,
+                               dir_times)
+        return kernel_view(layers, self.kernel if opts is None else opts,
+                           self.tmp, dir_times)
 
     def after(self, what, layers):
         """Every check of a finished merge-down of copy @layers."""
@@ -221,6 +255,7 @@ class Check:
 
 def main(argv):
     kernel, fault, args, kills = None, None, [], True
+    kill_view, temps_shown = False, False
     if "--" not in argv:
         print(__doc__, file=sys.stderr)
         return 2
@@ -230,6 +265,10 @@ def main(argv):
             kernel = a[len("--kernel="):]
         elif a.startswith("--fault="):
             fault = a[len("--fault="):]
+        elif a == "--kill-view":
+            kill_view = True
+        elif a == "--temps-shown":
+            temps_shown = True
         elif a == "--clean-only":
             kills = False
         else:
@@ -275,6 +314,9 @@ def main(argv):
                 r = run(hunion, args, work, spec)
                 if r.returncode == 0:
                     break
+                if kill_view and op == "kill":
+                    problems += chk.killed("after " + spec, work,
+                                           temps_shown)
                 r = run(hunion, args, work)
                 if r.returncode != 0:
                     problems.append("  re-run after %s: %s" % (
