@@ -257,6 +257,40 @@ static int copy_contents(struct md *m, int sfd, int dfd, const char *ddir,
 	return rc;
 }
 
+/*
+ * Whole tree @tmp of @dfd renamed to @name.  An entry there (a file or
+ * a whiteout, which hides what lies beneath as the tree does) is
+ * exchanged with it in one step, then removed from under @tmp: a
+ * removal first would let a directory beneath show through meanwhile.
+ * A kill between the two leaves @tmp, which the next run removes
+ * (md_copy_leftover()).
+ */
+static int into_place(int dfd, const char *tmp, const char *name,
+		      struct hu_error *e)
+{
+	int rc = hu_wr_renameat2(dfd, tmp, dfd, name, RENAME_NOREPLACE);
+
+	if (rc < 0 && errno == EEXIST) {
+		rc = hu_wr_renameat2(dfd, tmp, dfd, name, RENAME_EXCHANGE);
+		if (rc == 0 && hu_rmtree(dfd, tmp) < 0)
+			return hu_error_set(e, errno, tmp, "cannot remove "
+					    "what the copy replaced");
+	}
+	if (rc < 0)
+		return hu_error_set(e, errno, name, "cannot rename the copy "
+				    "into place");
+	return 0;
+}
+
+int md_copy_leftover(int dfd, const char *name, struct hu_error *e)
+{
+	char tmp[32];
+
+	if (hu_rmtree(dfd, md_temp_name(tmp, name)) < 0)
+		return hu_error_set(e, errno, tmp, "cannot remove a leftover");
+	return 0;
+}
+
 int md_copy_tree(struct md *m, int sfd, const char *name, int dfd,
 		 const char *ddir, bool opaque, struct hu_error *e)
 {
@@ -300,11 +334,8 @@ int md_copy_tree(struct md *m, int sfd, const char *name, int dfd,
 		goto out;
 	if (put_meta(dfd, tmp, &st, e) < 0)
 		goto out;
-	if (hu_wr_renameat2(dfd, tmp, dfd, name, 0) < 0) {
-		hu_error_set(e, errno, name, "cannot rename the copy into "
-			     "place");
+	if (into_place(dfd, tmp, name, e) < 0)
 		goto out;
-	}
 	if (hu_linkmap_move(&m->links, tsub, sub) < 0) {
 		hu_error_set(e, ENOMEM, NULL, "out of memory");
 		goto out;

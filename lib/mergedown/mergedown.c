@@ -194,20 +194,6 @@ static int remove_target(struct md *m, int tfd, const char *name,
 	return 0;
 }
 
-/* The target's entry @name removed, which the upper's directory hides:
- * 1 when a layer beneath still shows a directory of the name (the
- * target's needs an opaque marker), 0 not, -1 on error. */
-static int clear_target(struct md *m, struct hu_vdir *v, int tfd,
-			const char *name, struct hu_error *e)
-{
-	int need;
-
-	if (remove_target(m, tfd, name, e) < 0)
-		return -1;
-	need = tfd < 0 ? 0 : below_has_dir(m, v, name, e);
-	return need < 0 ? md_prefix(m->to, NULL, NULL, e) : need;
-}
-
 /* A rename failed: true when it met another filesystem (EXDEV, a mount
  * inside a layer) and this run copies from here on.  Not in a pool,
  * whose threads stop on the error and start over on one thread, which
@@ -562,24 +548,35 @@ static int clean_tree(struct md *m, struct hu_vdir *v, int fd,
 
 /* A directory that merges with nothing beneath it (opaque, new, or over
  * a non-directory): swapped in whole, opaque where a layer beneath the
- * target still has the name. */
+ * target still has the name.  The target's entry hides that name until
+ * the directory that takes its place hides it: the upper's is marked
+ * opaque before the target's entry goes (which changes no view: that
+ * entry, a file or a whiteout, stops the lookup beneath it already), and
+ * a copy replaces a file or a whiteout only once it is whole. */
 static int swap_in(struct md *m, struct hu_vdir *v, struct hu_vdir *c,
 		   int ufd, int tfd, const char *name, struct hu_error *e)
 {
 	char attr[64];
 	const char *keep = NULL;
-	int need = clear_target(m, v, tfd, name, e);
+	int need = tfd < 0 ? 0 : below_has_dir(m, v, name, e);
 	int cufd = hu_vdir_layer_fd(c, m->iup);
 	bool foreign = false;	/* never without a view directory */
+	struct stat tst;
 
 	if (need < 0)
-		return -1;
+		return md_prefix(m->to, NULL, NULL, e);
 	if (need) {
 		keep = hu_marker_xattr(m->tofmt.format, m->tofmt.userxattr,
 				       "opaque", attr, sizeof(attr));
 		m->st->markers++;
 	}
 	if (!md_renames(m)) {
+		/* a directory of the target here is one the upper's
+		 * opaque one hides: it goes first */
+		if (tfd >= 0 &&
+		    fstatat(tfd, name, &tst, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    S_ISDIR(tst.st_mode) && remove_target(m, tfd, name, e) < 0)
+			return -1;
 		md_step(m, "copy", m->path.s, name);
 		if (md_copy_tree(m, ufd, name, tfd, m->path.s, need, e) < 0)
 			return copy_failed(m, e);
@@ -591,6 +588,8 @@ static int swap_in(struct md *m, struct hu_vdir *v, struct hu_vdir *c,
 	if (need && hu_marker_set_opaque(&m->tofmt, m->tofmt.format, ufd,
 					 name, true, e) < 0)
 		return md_prefix(m->up, m->path.s, NULL, e);
+	if (remove_target(m, tfd, name, e) < 0)
+		return -1;
 	if (clean_tree(m, NULL, cufd, keep, &foreign, e) < 0)
 		return md_prefix(m->up, m->path.s, name, e);
 	md_step(m, "move", m->path.s, name);
@@ -664,8 +663,19 @@ static int dir_ready(struct md *m, struct hu_vdir *v, int ufd, int tfd,
 		*c = NULL;
 		return rc < 0 ? -1 : 0;
 	}
-	if (hu_vdir_layer_fd(*c, m->ito) >= 0 || tfd < 0)
+	if (tfd < 0)
 		return 1;
+	if (hu_vdir_layer_fd(*c, m->ito) >= 0) {
+		/* a copy killed once it replaced the target's entry left
+		 * that entry under its temporary name */
+		if (!md_renames(m) && !hu_wr_dry_run() &&
+		    md_copy_leftover(tfd, name, e) < 0) {
+			hu_vdir_close(*c);
+			*c = NULL;
+			return md_prefix(m->to, m->path.s, NULL, e);
+		}
+		return 1;
+	}
 	if (moves_merged(m)) {
 		rc = move_merged(m, *c, ufd, tfd, name, e);
 		if (rc != 0)

@@ -155,7 +155,11 @@ int md_copy_nondir(struct md *m, int sfd, const char *name,
 /* Copy directory @name of @sfd (a tree of the upper that merges with
  * nothing) to @name in @dfd: built under the temporary name, markers and
  * private xattrs left out, @opaque marked opaque in the target's format,
- * renamed over @name. */
+ * renamed over @name (exchanged with a non-directory there, then that
+ * removed). */
+/* What a killed md_copy_tree() of @name may have left in @dfd (the
+ * entry its copy replaced) removed. */
+int md_copy_leftover(int dfd, const char *name, struct hu_error *e);
 int md_copy_tree(struct md *m, int sfd, const char *name, int dfd,
 		 const char *ddir, bool opaque, struct hu_error *e);
 /* Give directory @tfd the upper's @ufd (its stat @us) mode, owner and
