@@ -36,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/sysmacros.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -768,6 +769,65 @@ static void stage_name(char *buf, size_t i)
 	snprintf(buf, 48, MD_STAGE "/%zu", i);
 }
 
+/* Is @st a whiteout of the overlay format's own kind (a 0/0 device)? */
+static bool is_whiteout_dev(const struct stat *st)
+{
+	return S_ISCHR(st->st_mode) && st->st_rdev == makedev(0, 0);
+}
+
+/*
+ * The staging directory in the target's root is never in the view: a
+ * whiteout of its name in the upper's root (the kernel's lookup stops
+ * there) is made before it and removed after it (stage_unhide()).  A run
+ * killed between leaves both: the next one finishes the intent record
+ * and removes them, or, killed before the record was written, makes the
+ * same staging directory again (the upper is as it was) and does.  Only
+ * an overlay upper has redirects, so the whiteout is of its kind (a 0/0
+ * device, which needs no privilege).  Another entry of the upper at the
+ * name, not made here, is refused.
+ */
+static int stage_hide(struct md *m, struct hu_error *e)
+{
+	struct stat st;
+
+	if (fstatat(m->up->fd, MD_STAGE, &st, AT_SYMLINK_NOFOLLOW) == 0)
+		return is_whiteout_dev(&st) ? 0 :
+			md_fail(m->up, MD_STAGE, NULL, EEXIST, "a name merge "
+				"--into uses for its staging directory: "
+				"rename it first", e);
+	if (errno != ENOENT)
+		return md_fail(m->up, MD_STAGE, NULL, errno, "cannot stat", e);
+	if (hu_marker_add_whiteout(m->up, HU_FMT_OVERLAY, m->up->fd, MD_STAGE,
+				   e) < 0)
+		return md_prefix(m->up, NULL, NULL, e);
+	return 0;
+}
+
+/* The staging directory gone, the whiteout that hid it goes. */
+static int stage_unhide(struct md *m, struct hu_error *e)
+{
+	struct stat st;
+
+	if (fstatat(m->up->fd, MD_STAGE, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+	    !is_whiteout_dev(&st))
+		return 0;
+	if (hu_wr_unlinkat(m->up->fd, MD_STAGE, 0) < 0)
+		return md_fail(m->up, MD_STAGE, NULL, errno, "cannot remove "
+			       "the whiteout", e);
+	return 0;
+}
+
+/* The staging directory made in the target's root, hidden first. */
+static int stage_make(struct md *m, struct hu_error *e)
+{
+	if (stage_hide(m, e) < 0)
+		return -1;
+	if (hu_wr_mkdirat(m->to->fd, MD_STAGE, 0700) < 0 && errno != EEXIST)
+		return md_fail(m->to, MD_STAGE, NULL, errno, "cannot create",
+			       e);
+	return 0;
+}
+
 /* Move the target's directory @ino from @from to @to (below the target's
  * root), whatever hidden entry @to held removed: 1 done, 0 it was not
  * at @from. */
@@ -881,8 +941,7 @@ static int finish_intent(struct md *m, const struct md_intent *in,
 			order[j] = order[j - 1];
 			order[j - 1] = t;
 		}
-	if (hu_wr_mkdirat(m->to->fd, MD_STAGE, 0700) < 0 && errno != EEXIST)
-		rc = md_fail(m->to, MD_STAGE, NULL, errno, "cannot create", e);
+	rc = stage_make(m, e);
 	for (size_t i = 0; i < in->n && rc == 0; i++) {
 		const struct md_move *mv = &in->v[order[i]];
 
@@ -941,6 +1000,8 @@ static int finish_intent(struct md *m, const struct md_intent *in,
 	    errno != ENOENT)
 		rc = md_fail(m->to, MD_STAGE, NULL, errno, "cannot remove", e);
 	if (rc == 0)
+		rc = stage_unhide(m, e);
+	if (rc == 0)
 		rc = md_intent_clear(m, e);
 	if (rc == 0)
 		m->st->prepared += in->n;
@@ -959,8 +1020,9 @@ static int stage_new(struct md *m, struct md_intent *in, size_t i,
 	struct stat st;
 
 	stage_name(stage, i);
-	if ((hu_wr_mkdirat(m->to->fd, MD_STAGE, 0700) < 0 && errno != EEXIST) ||
-	    (hu_wr_mkdirat(m->to->fd, stage, 0700) < 0 && errno != EEXIST))
+	if (stage_make(m, e) < 0)
+		return -1;
+	if (hu_wr_mkdirat(m->to->fd, stage, 0700) < 0 && errno != EEXIST)
 		return md_fail(m->to, stage, NULL, errno, "cannot create", e);
 	in->v[i].ino = hu_wr_dry_run() ? (ino_t)i + 1 :
 		ino_at(m->to->fd, stage, &st);

@@ -26,12 +26,13 @@ instead (xattr values too), but for the record *.union.mergedown-kept on
 its root, which may be left saying "merged DEV:INO"; and after the clean
 run a second one must change no layer where that record is there (an
 upper merged through a clone), else pass the same checks.
-With --kill-view: also right after each kill, before the re-run, the whole
-stack (the top layer included) shows the reference view but for the
-times of directories (put back when the run is done), for a stack
-without redirected directories (their moves are the steps that change
-it, written down first); with --temps-shown, but for the temporary
-names of copies too (.hunion-md.*: --keep-upper's, which the view shows).
+With --kill-names: also right after each kill, before the re-run, the view
+of the whole stack (the top layer included) shows no name of ours
+(.hunion-md.*).  With --kill-view: that view is also the reference view
+but for the times of directories (put back when the run is done), for a
+stack without redirected directories (their moves are the steps that
+change it, written down first).  With --temps-shown, the temporary names
+of copies are let through (--keep-upper's, which the view shows).
 With --clean-only: the clean run alone (the kernel proof of random stacks).
 With --fault=OP: also HUNION_FAULT=OP:N:ENOSPC for each N until a run gets
 through, each failed run then re-run.
@@ -195,16 +196,22 @@ class Check:
         if kernel and "userxattr" in kernel:
             self.after_opts = "userxattr"
 
-    def killed(self, what, layers, temps_shown):
+    def killed(self, what, layers, full, temps_shown):
         """The checks of a killed run's stack @layers, before the re-run:
-        the whole stack shows the reference view, but for directory
-        times (and with @temps_shown, the copies' temporary names)."""
-        if self.want_untimed is None:
-            self.want_untimed = self.view(self.layers, False)
+        the whole stack's view shows no name of ours (with @temps_shown,
+        but the copies' temporary names) and, with @full, the reference
+        view, but for directory times."""
         got = self.view(layers, False)
-        if temps_shown:
-            got = [x for x in got if not is_temp(x)]
-        return diff(what + ": view", self.want_untimed, got)
+        ours = [x for x in got if is_temp(x)]
+        problems = [] if temps_shown else [
+            "  %s: the view shows %s" % (what, x.split(" ", 1)[0])
+            for x in ours]
+        if full:
+            if self.want_untimed is None:
+                self.want_untimed = self.view(self.layers, False)
+            problems += diff(what + ": view", self.want_untimed,
+                             [x for x in got if not is_temp(x)])
+        return problems
 
     def view(self, layers, dir_times, opts=None):
         """The view of stack @layers: the kernel's (with @opts, else the
@@ -255,7 +262,7 @@ class Check:
 
 def main(argv):
     kernel, fault, args, kills = None, None, [], True
-    kill_view, temps_shown = False, False
+    kill_view, kill_names, temps_shown = False, False, False
     if "--" not in argv:
         print(__doc__, file=sys.stderr)
         return 2
@@ -267,6 +274,8 @@ def main(argv):
             fault = a[len("--fault="):]
         elif a == "--kill-view":
             kill_view = True
+        elif a == "--kill-names":
+            kill_names = True
         elif a == "--temps-shown":
             temps_shown = True
         elif a == "--clean-only":
@@ -314,9 +323,9 @@ def main(argv):
                 r = run(hunion, args, work, spec)
                 if r.returncode == 0:
                     break
-                if kill_view and op == "kill":
+                if (kill_view or kill_names) and op == "kill":
                     problems += chk.killed("after " + spec, work,
-                                           temps_shown)
+                                           kill_view, temps_shown)
                 r = run(hunion, args, work)
                 if r.returncode != 0:
                     problems.append("  re-run after %s: %s" % (
