@@ -368,6 +368,11 @@ bool hu_vdir_is_merged(const struct hu_vdir *d);
  * @ent's own inode, whose xattrs it then reaches too. */
 int hu_vdir_open_data(struct hu_vdir *d, const struct hu_ventry *ent,
 		      bool *own, struct hu_error *e);
+/* False when regular file @ent surely holds its own data (no metacopy
+ * mark, or not an overlay layer): an empty one then need not be opened.
+ * An empty metacopy file must be, to find (or miss) its data beneath. */
+bool hu_vdir_may_be_metacopy(const struct hu_vdir *d,
+			     const struct hu_ventry *ent);
 
 /* A depth-first walk of the whole view, entries sorted, each directory
  * before its contents. */

@@ -447,8 +447,10 @@ int hu_tarout_ventry(struct hu_tarout *t, const char *path,
 	bool own = false;
 
 	/* An empty file has no bytes to read, and its xattrs are reached
-	 * by name: no open and close for it. */
-	if (S_ISREG(ent->st.st_mode) && ent->st.st_size > 0) {
+	 * by name: no open and close for it, unless it is a metacopy file,
+	 * whose data must be found beneath. */
+	if (S_ISREG(ent->st.st_mode) &&
+	    (ent->st.st_size > 0 || hu_vdir_may_be_metacopy(d, ent))) {
 		datafd = hu_vdir_open_data(d, ent, &own, e);
 		if (datafd < 0) {
 			e->whole = true;	/* the view named the layer */

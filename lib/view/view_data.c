@@ -174,6 +174,12 @@ static bool may_be_metacopy(const struct hu_stack *s,
 	return !ent->xattr_names || view_any_name(ent, is_metacopy_name);
 }
 
+bool hu_vdir_may_be_metacopy(const struct hu_vdir *d,
+			      const struct hu_ventry *ent)
+{
+	return may_be_metacopy(d->s, ent);
+}
+
 int hu_vdir_settle_for_data(struct hu_vdir *d, struct hu_error *e)
 {
 	const struct hu_stack *s = d->s;
@@ -212,8 +218,10 @@ static int open_data(struct hu_vdir *d, const struct hu_ventry *ent,
 		return view_fail(d, ent->layer, e);
 	}
 	if (own)
-		*own = !mc || ent->layer == 0;
-	if (!mc || ent->layer == 0)
+		*own = !mc;
+	/* In the bottom layer too a metacopy file takes its data from
+	 * beneath, where there is none: the kernel answers EIO. */
+	if (!mc)
 		return fd;
 	/* the data lies beneath: every layer directory of @d may count */
 	if (view_complete(d, e) < 0) {
