@@ -481,23 +481,11 @@ struct hu_mount_use {
 	char *mountpoint;	/* as /proc/self/mountinfo shows it */
 	char *fstype;		/* "overlay", "union", "fuse.fuse-overlayfs" */
 	char *role;		/* "upperdir", "lowerdir", "workdir", "datadir" */
-	char *layer;		/* the layer's path as given; NULL: extra_fd */
+	char *layer;		/* its hu_dir_ref.path; NULL: not known */
 	char *option;		/* hu_dirs_in_use() cannot tell: the option
 				 * it could not resolve ("lowerdir=lower") */
 };
 
-/*
- * Is any layer of @s (or directory @extra_fd, e.g. a workdir; -1: none)
- * a layer of a mounted overlay?  Told by device and inode, never by
- * comparing path strings: the mount options' paths are resolved and
- * their (st_dev, st_ino) compared, so a relative or bind-mounted path
- * is caught; a path that cannot be resolved (another mount namespace)
- * is passed over.  1 with *@use filled, 0 when none, -1 on error.  Of
- * several uses, *@use is the most telling: the top layer's (what fsck
- * writes), then @extra_fd's, then a lower layer's.
- */
-int hu_stack_mounted(const struct hu_stack *s, int extra_fd,
-		     struct hu_mount_use *use, struct hu_error *e);
 void hu_mount_use_free(struct hu_mount_use *u);
 
 /* A directory a command uses (a layer, a workdir, a mount point), for

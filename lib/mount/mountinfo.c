@@ -1,19 +1,26 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Is a layer in use by a mounted overlay?  Writing to the upper, lower or
- * workdir of a mounted overlay is undefined behaviour for the kernel
+ * Is a directory in use by a mounted overlay?  Writing to the upper, lower
+ * or workdir of a mounted overlay is undefined behaviour for the kernel
  * (Documentation/filesystems/overlayfs.rst, "Changes to underlying
- * filesystems"), so fsck refuses to repair such a layer.
+ * filesystems"), so what fsck -p/-y, merge --into and mount write is
+ * refused there; and reading an upperdir or workdir (fsck -n) may see
+ * changes in progress, so fsck warns.  One scanner, hu_mountinfo_dirs(),
+ * answers both.
  *
  * /proc/self/mountinfo names each overlay's directories in its super
  * options, as the mounter wrote them: relative, through a bind mount or a
  * symlink, or not at all (fuse-overlayfs keeps them to itself).  So paths
  * are never compared as strings: each one is stat'ed and its (st_dev,
- * st_ino) compared with the layers'.  One that cannot be resolved is
- * passed over: gone, in another mount namespace, or relative.  A relative
- * path is relative to the mounter's working directory, which we do not
- * know; tried from ours, "upper" of anybody's mount would be caught as
- * the "upper" beside us, and every fsck there refused.
+ * st_ino) compared with the directories'.  A relative path is relative to
+ * the mounter's working directory, which we do not know; tried from ours,
+ * "upper" of anybody's mount would be caught as the "upper" beside us.
+ * So a path that does not resolve (relative, gone, renamed, another mount
+ * namespace) is never tried from here: the kernel is asked instead where
+ * it can answer: it locks an overlay's upperdir and workdir against a
+ * second use (ovl_inuse_trylock), which the probe of probe.c sees.  It
+ * cannot see a lower: a lowerdir that does not resolve leaves open
+ * whether a directory to be written is it.
  *
  * The kernel's spelling (fs/overlayfs/params.c, ovl_show_options()): the
  * whole options field is escaped by seq_show_option() (",= \t\n\\" as
@@ -25,7 +32,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,22 +42,6 @@
 #include "mount/mountinfo.h"
 
 #define MOUNTINFO "/proc/self/mountinfo"
-
-/* The identities looked for: the layers and the extra directory. */
-struct wanted {
-	const struct hu_stack *s;
-	bool extra;
-	dev_t extra_dev;
-	ino_t extra_ino;
-	/* The use reported is the most telling one found: the top layer
-	 * (the one fsck writes), then the extra directory, then the layers
-	 * beneath, upper ones first.  Rank 0 ends the search. */
-	int best;		/* the rank of *use filled, NO_RANK: none */
-	int cand;		/* the best rank met in this option */
-	const char *cand_layer;	/* its layer's path, NULL: the extra */
-};
-
-#define NO_RANK INT_MAX
 
 /* One mount of an overlay-like filesystem, its fields decoded. */
 struct mount {
@@ -107,88 +97,6 @@ static bool same_inode(const struct stat *st, dev_t dev, ino_t ino)
 	return st->st_dev == dev && st->st_ino == ino;
 }
 
-/* Is the directory at @path one of @w's?  The mounter's path: followed
- * like the kernel followed it.  Notes it as the option's candidate when
- * it ranks better than any use found yet. */
-static void path_check(struct wanted *w, const char *path)
-{
-	struct stat st;
-	size_t n = w->s ? w->s->n : 0;
-
-	if (path[0] != '/' || stat(path, &st) < 0)
-		return;
-	for (size_t i = n; i-- > 0;) {
-		int rank = i + 1 == n ? 0 : (int)(n - i);
-
-		if (same_inode(&st, w->s->layers[i].dev, w->s->layers[i].ino) &&
-		    rank < w->cand) {
-			w->cand = rank;
-			w->cand_layer = w->s->layers[i].path;
-		}
-	}
-	if (w->extra && same_inode(&st, w->extra_dev, w->extra_ino) &&
-	    w->cand > 1) {
-		w->cand = 1;
-		w->cand_layer = NULL;
-	}
-}
-
-static int use_fill(struct wanted *w, struct hu_mount_use *use,
-		    const struct mount *m, const char *role,
-		    struct hu_error *e)
-{
-	hu_mount_use_free(use);
-	use->mountpoint = strdup(m->mountpoint);
-	use->fstype = strdup(m->fstype);
-	use->role = strdup(role);
-	use->layer = w->cand_layer ? strdup(w->cand_layer) : NULL;
-	if (!use->mountpoint || !use->fstype || !use->role ||
-	    (w->cand_layer && !use->layer)) {
-		hu_mount_use_free(use);
-		return hu_error_set(e, ENOMEM, MOUNTINFO, "out of memory");
-	}
-	w->best = w->cand;
-	return 0;
-}
-
-/* lowerdir=A:B::C (decoded already): the directories, each '\'-escaped,
- * split on the ':' that are not.  Cuts @list up. */
-static void lowerdir_check(struct wanted *w, char *list)
-{
-	char *start = list;
-
-	for (char *p = list;; p++) {
-		if (*p == '\\' && p[1]) {
-			p++;
-			continue;
-		}
-		if (*p != ':' && *p)
-			continue;
-		bool last = !*p;
-
-		*p = '\0';
-		unescape_backslash(start);
-		path_check(w, start);
-		if (last)
-			return;
-		start = p + 1;
-	}
-}
-
-/* upperdir= or workdir=: as given, or, from an older kernel, with the
- * mounter's '\' escapes still in.  Cuts @path up. */
-static void single_check(struct wanted *w, char *path)
-{
-	path_check(w, path);
-	if (!strchr(path, '\\'))
-		return;
-	unescape_backslash(path);
-	path_check(w, path);
-}
-
-/* One super option of @m, still escaped: *@use refilled when it names a
- * wanted directory ranking better than the use found so far.  0, or -1
- * on error. */
 /* The options that name an overlay's directories. */
 struct layer_key {
 	const char *prefix;
@@ -213,30 +121,6 @@ static const struct layer_key *layer_key(const char *opt)
 	return NULL;
 }
 
-static int option_check(struct wanted *w, const struct mount *m,
-			char *opt, struct hu_mount_use *use,
-			struct hu_error *e)
-{
-	const struct layer_key *k = layer_key(opt);
-	char *value;
-
-	if (!k)
-		return 0;
-	value = opt + strlen(k->prefix);
-	unescape_octal(value);
-	w->cand = NO_RANK;
-	if (k->list)
-		lowerdir_check(w, value);
-	else
-		single_check(w, value);
-	return w->cand < w->best ? use_fill(w, use, m, k->role, e) : 0;
-}
-
-/*
- * One line of mountinfo (proc(5)): ID PARENT MAJ:MIN ROOT MOUNTPOINT
- * OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPEROPTIONS.  Cuts @line up.
- * A line that does not parse is passed over: nothing of ours is in it.
- */
 /*
  * One line of mountinfo (proc(5)): ID PARENT MAJ:MIN ROOT MOUNTPOINT
  * OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPEROPTIONS.  Cuts @line up:
@@ -269,80 +153,6 @@ static bool overlay_line(char *line, struct mount *m, char **superopts)
 	return true;
 }
 
-static int line_check(struct wanted *w, char *line,
-		      struct hu_mount_use *use, struct hu_error *e)
-{
-	char *superopts, *opt;
-	struct mount m;
-	int rc;
-
-	if (!overlay_line(line, &m, &superopts))
-		return 0;
-	/* A ',' inside a value is \054: split first, decode each. */
-	while ((opt = strsep(&superopts, ",")))
-		if ((rc = option_check(w, &m, opt, use, e)) != 0)
-			return rc;
-	return 0;
-}
-
-int hu_mountinfo_scan(FILE *f, const char *what, const struct hu_stack *s,
-		      int extra_fd, struct hu_mount_use *use,
-		      struct hu_error *e)
-{
-	struct wanted w = { .s = s, .best = NO_RANK };
-	char *line = NULL;
-	size_t cap = 0;
-	int rc = 0;
-
-	*use = (struct hu_mount_use){ 0 };
-	if (extra_fd >= 0) {
-		struct stat st;
-
-		if (fstat(extra_fd, &st) < 0)
-			return hu_error_set(e, errno, NULL, "cannot stat");
-		w.extra = true;
-		w.extra_dev = st.st_dev;
-		w.extra_ino = st.st_ino;
-	}
-	errno = 0;
-	while (rc == 0 && w.best > 0 && getline(&line, &cap, f) >= 0)
-		rc = line_check(&w, line, use, e);
-	if (rc == 0 && ferror(f))
-		rc = hu_error_set(e, errno ? errno : EIO, what,
-				  "cannot read");
-	free(line);
-	if (rc < 0) {
-		hu_mount_use_free(use);
-		return -1;
-	}
-	return w.best != NO_RANK;
-}
-
-int hu_stack_mounted(const struct hu_stack *s, int extra_fd,
-		     struct hu_mount_use *use, struct hu_error *e)
-{
-	FILE *f = fopen(MOUNTINFO, "re");
-	int rc;
-
-	*use = (struct hu_mount_use){ 0 };
-	if (!f)
-		return hu_error_set(e, errno, MOUNTINFO,
-				    "cannot tell which layers are mounted");
-	rc = hu_mountinfo_scan(f, MOUNTINFO, s, extra_fd, use, e);
-	fclose(f);
-	return rc;
-}
-
-/* ---- the directories a command uses (hu_dirs_in_use) ------------------- */
-
-/*
- * A path that resolves is compared by device and inode, as above.  One
- * that does not (relative, gone, renamed) hides what the mount uses, and
- * the kernel is asked instead where it can answer: it locks an overlay's
- * upperdir and workdir against a second use (ovl_inuse_trylock), which
- * the probe of probe.c sees.  It cannot see a lower: a lowerdir that does
- * not resolve leaves open whether a directory to be written is it.
- */
 /* A directory and those above it, up to the root: (st_dev, st_ino). */
 struct dir_chain {
 	struct stat *v;

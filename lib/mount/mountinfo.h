@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* Mounted overlays, read from a mountinfo stream: hu_stack_mounted() reads
- * /proc/self/mountinfo; the tests and the fuzz target hand it any text. */
+/* Mounted overlays, read from a mountinfo stream: hu_dirs_in_use() reads
+ * /proc/self/mountinfo and asks the kernel's probe; the tests and the
+ * fuzz target hand hu_mountinfo_dirs() any text and a fake probe. */
 #ifndef HUNION_MOUNTINFO_H
 #define HUNION_MOUNTINFO_H
 
@@ -8,15 +9,10 @@
 
 #include "hunion.h"
 
-/* hu_stack_mounted() on the mountinfo lines of @f (named @what in
- * errors). */
-int hu_mountinfo_scan(FILE *f, const char *what, const struct hu_stack *s,
-		      int extra_fd, struct hu_mount_use *use,
-		      struct hu_error *e);
-
-/* hu_dirs_in_use() on the mountinfo lines of @f, with @locked telling
- * whether a directory is an overlay's upperdir or workdir (1, 0; -1:
- * cannot tell). */
+/* hu_dirs_in_use() on the mountinfo lines of @f (named @what in errors),
+ * with @locked telling whether a directory is an overlay's upperdir or
+ * workdir (1, 0; -1: cannot tell), asked only where a mount names one by
+ * a path that does not resolve. */
 int hu_mountinfo_dirs(FILE *f, const char *what, const struct hu_dir_ref *d,
 		      size_t n, int (*locked)(int fd),
 		      struct hu_mount_use *use, struct hu_error *e);

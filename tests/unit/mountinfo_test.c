@@ -72,81 +72,87 @@ static void mount_overlay(void)
 	mounted_at(tu_path("mnt"));
 }
 
-/* hu_stack_mounted() of the stack of the directories @rel (relative to
- * the test directory, or absolute) and the extra directory @extra
- * (NULL: none): the role found, or "none". */
-static char *mounted_as(const char *extra, int n, const char *const rel[])
+/* hu_dirs_in_use() of the directories @rel (relative to the test
+ * directory, or absolute), all @written or all read: the role found
+ * (the directory named checked to be the one whose role it is),
+ * "unknown" or "none".  The kernel's probe is the real one. */
+static char *in_use(bool written, int n, const char *const rel[])
 {
-	struct hu_stack_opts so = { 0 };
-	struct hu_stack s = { 0 };
+	struct hu_dir_ref d[4];
 	struct hu_mount_use use;
 	struct hu_error e = { 0 };
-	char *paths[4], *role;
-	int fd = -1, rc;
+	char *role;
+	int rc;
 
-	for (int i = 0; i < n; i++)
-		paths[i] = strdup(rel[i][0] == '/' || rel[i][0] == '.' ?
-				  rel[i] : tu_path(rel[i]));
-	cr_assert_eq(hu_stack_open(&s, paths, (size_t)n, &so, &e), 0,
-		     "%s: %s", e.path, e.msg);
-	if (extra)
-		cr_assert_geq(fd = open(tu_path(extra),
-					O_RDONLY | O_DIRECTORY), 0);
-	rc = hu_stack_mounted(&s, fd, &use, &e);
+	cr_assert_leq(n, 4);
+	for (int i = 0; i < n; i++) {
+		const char *path = rel[i][0] == '/' || rel[i][0] == '.' ?
+				   rel[i] : tu_path(rel[i]);
+
+		d[i] = (struct hu_dir_ref){ open(path, O_RDONLY | O_DIRECTORY),
+					    rel[i], "layer", written, false };
+		cr_assert_geq(d[i].fd, 0, "%s: %s", path, strerror(errno));
+	}
+	rc = hu_dirs_in_use(d, (size_t)n, &use, &e);
 	cr_assert_geq(rc, 0, "%s: %s", e.path, e.msg);
 	if (rc == 0) {
 		cr_expect_null(use.mountpoint);
 		role = strdup("none");
+	} else if (rc == 2) {
+		role = strdup("unknown");
 	} else {
 		cr_expect_str_eq(use.mountpoint, tu_path("mnt"));
 		cr_expect_str_eq(use.fstype, "overlay");
-		/* the layer named is the stack's, by the path it was given */
-		if (strcmp(use.role, "workdir") == 0 && extra)
-			cr_expect_null(use.layer);
-		else if (strcmp(use.role, "lowerdir") != 0)
-			cr_expect(use.layer &&
-				  strcmp(use.layer, paths[n - 1]) == 0,
-				  "layer %s", use.layer ? use.layer : "NULL");
 		role = strdup(use.role);
 	}
+	if (rc == 1) {
+		int i = 0;
+
+		while (i < n && strcmp(use.layer, rel[i]) != 0)
+			i++;
+		cr_expect_lt(i, n, "layer %s", use.layer);
+	}
 	hu_mount_use_free(&use);
-	if (fd >= 0)
-		close(fd);
-	hu_stack_close(&s);
 	for (int i = 0; i < n; i++)
-		free(paths[i]);
+		close(d[i].fd);
 	hu_error_clear(&e);
 	return role;
 }
 
-#define MOUNTED_AS(extra, ...)                                           \
-	mounted_as(extra,                                                \
-		   sizeof((const char *[]){ __VA_ARGS__ }) / sizeof(char *), \
-		   (const char *[]){ __VA_ARGS__ })
+#define IN_USE(written, ...)                                              \
+	in_use(written,                                                   \
+	       sizeof((const char *[]){ __VA_ARGS__ }) / sizeof(char *),  \
+	       (const char *[]){ __VA_ARGS__ })
+#define WRITTEN true
+#define READ false
 
-Test(mountinfo, stack_not_mounted_is_not_in_use)
+Test(mountinfo, not_mounted_is_not_in_use)
 {
 	private_mounts();
 	tu_file("lower/a", "x");
 	tu_file("upper/b", "y");
 	tu_mkdir("work");
-	tu_expect_str(MOUNTED_AS("work", "lower", "upper"), "none");
+	tu_expect_str(IN_USE(WRITTEN, "lower", "upper", "work"), "none");
+	tu_expect_str(IN_USE(READ, "lower", "upper", "work"), "none");
 }
 
 Test(mountinfo, finds_the_upper)
 {
 	mount_overlay();
-	tu_expect_str(MOUNTED_AS(NULL, "upp er"), "upperdir");
+	tu_expect_str(IN_USE(READ, "upp er"), "upperdir");
+	tu_expect_str(IN_USE(WRITTEN, "upp er"), "upperdir");
 	/* A copy of the upper, same names and bytes, is another layer. */
 	tu_file("copy/b", "upper");
-	tu_expect_str(MOUNTED_AS(NULL, "copy"), "none");
+	tu_expect_str(IN_USE(WRITTEN, "copy"), "none");
 }
 
 Test(mountinfo, finds_a_lower_through_a_relative_path)
 {
 	mount_overlay();
 	cr_assert_eq(chdir(tu_tmpdir()), 0);
-	tu_expect_str(MOUNTED_AS(NULL, "./lower/../lower"), "lowerdir");
+	tu_expect_str(IN_USE(WRITTEN, "./lower/../lower"), "lowerdir");
+	/* only read, a lower of a mount is no use that counts */
+	tu_expect_str(IN_USE(READ, "./lower/../lower"), "none");
 }
 
 Test(mountinfo, finds_a_lower_through_a_bind_mount)
@@ -156,75 +162,111 @@ Test(mountinfo, finds_a_lower_through_a_bind_mount)
 	cr_assert_eq(mount(tu_path("lower"), tu_path("bind"), NULL, MS_BIND,
 			   NULL), 0, "%s", strerror(errno));
 	mounted_at(tu_path("bind"));
-	tu_expect_str(MOUNTED_AS(NULL, "bind"), "lowerdir");
+	tu_expect_str(IN_USE(WRITTEN, "bind"), "lowerdir");
 }
 
-Test(mountinfo, finds_the_workdir_by_its_fd)
+Test(mountinfo, finds_the_workdir)
 {
 	mount_overlay();
 	tu_mkdir("other");
-	tu_expect_str(MOUNTED_AS(NULL, "other"), "none");
-	tu_expect_str(MOUNTED_AS("work", "other"), "workdir");
+	tu_expect_str(IN_USE(READ, "other"), "none");
+	tu_expect_str(IN_USE(READ, "other", "work"), "workdir");
 }
 
-Test(mountinfo, names_the_top_layer_then_the_extra_then_a_lower)
+Test(mountinfo, a_lower_read_does_not_hide_the_upper_or_the_workdir)
 {
 	mount_overlay();
 	/* lowerdir= comes first in the options: still the upper is named,
-	 * the layer fsck writes */
-	tu_expect_str(MOUNTED_AS("work", "lower", "upp er"), "upperdir");
+	 * what the mount writes (fsck -n's warning) */
+	tu_expect_str(IN_USE(READ, "lower", "upp er"), "upperdir");
 	tu_mkdir("other");
-	tu_expect_str(MOUNTED_AS("work", "lower", "other"), "workdir");
-	tu_expect_str(MOUNTED_AS(NULL, "lower", "other"), "lowerdir");
+	tu_expect_str(IN_USE(READ, "lower", "other", "work"), "workdir");
+	tu_expect_str(IN_USE(READ, "lower", "other"), "none");
 }
 
-Test(mountinfo, passes_over_a_path_the_mount_names_relatively)
+Test(mountinfo, a_relative_upper_is_asked_of_the_kernel)
 {
 	private_mounts();
 	tu_file("lo/a", "lower");
 	tu_file("up/b", "upper");
 	tu_mkdir("wk");
 	tu_mkdir("mnt");
+	tu_mkdir("x/up");
 	cr_assert_eq(chdir(tu_tmpdir()), 0);
 	if (mount("overlay", "mnt", "overlay", 0,
 		  "lowerdir=lo,upperdir=up,workdir=wk") < 0)
 		cr_skip_test("cannot mount an overlay: %s", strerror(errno));
 	mounted_at(tu_path("mnt"));
 	/* relative to the mounter's cwd, which no reader knows: from ours,
-	 * "up" of any mount anywhere would be taken for ours */
-	tu_expect_str(MOUNTED_AS(NULL, "up"), "none");
+	 * "up" of any mount anywhere would be taken for ours.  Never
+	 * resolved here: the kernel's lock tells the real one. */
+	cr_assert_eq(chdir(tu_path("x")), 0);
+	tu_expect_str(IN_USE(READ, "./up"), "none");
+	tu_expect_str(IN_USE(READ, "up"), "upperdir or workdir");
+	tu_expect_str(IN_USE(READ, "wk"), "upperdir or workdir");
+	/* a relative lower: whether it is a directory written, unknown */
+	tu_expect_str(IN_USE(WRITTEN, "./up"), "unknown");
 }
 
 /* ---- mountinfo text, fed in ---------------------------------------------- */
 
-/* hu_mountinfo_scan() of @text against the stack of the directory @rel:
- * "ROLE@MOUNTPOINT (FSTYPE)" or "none". */
-static char *scan(const char *text, const char *rel)
+static int probe_answer;	/* what the fake probe says */
+static int probes;		/* how often it was asked */
+
+static int fake_locked(int fd)
 {
-	struct hu_stack_opts so = { 0 };
-	struct hu_stack s = { 0 };
+	(void)fd;
+	probes++;
+	errno = EPERM;
+	return probe_answer;
+}
+
+/* hu_mountinfo_dirs() of @text for the directory @rel, @written or read:
+ * "ROLE@MOUNTPOINT" (with @fstype: "ROLE@MOUNTPOINT (FSTYPE)"), "unknown
+ * OPTION@MOUNTPOINT" or "none". */
+static char *scan_as(const char *text, const char *rel, bool written,
+		     bool fstype)
+{
 	struct hu_mount_use use;
 	struct hu_error e = { 0 };
-	char *path = strdup(tu_path(rel)), *out;
+	struct hu_dir_ref d = { open(tu_path(rel), O_RDONLY | O_DIRECTORY),
+				rel, "layer", written, false };
 	FILE *f = fmemopen((void *)text, strlen(text), "r");
+	char *out;
 	int rc;
 
 	cr_assert_not_null(f);
-	cr_assert_eq(hu_stack_open(&s, &path, 1, &so, &e), 0, "%s: %s",
-		     e.path, e.msg);
-	rc = hu_mountinfo_scan(f, "text", &s, -1, &use, &e);
+	cr_assert_geq(d.fd, 0);
+	rc = hu_mountinfo_dirs(f, "text", &d, 1, fake_locked, &use, &e);
 	cr_assert_geq(rc, 0, "%s: %s", e.path, e.msg);
 	if (rc == 0)
 		out = strdup("none");
-	else
+	else if (rc == 1 && fstype)
 		cr_assert_geq(asprintf(&out, "%s@%s (%s)", use.role,
 				       use.mountpoint, use.fstype), 0);
+	else if (rc == 1)
+		cr_assert_geq(asprintf(&out, "%s@%s", use.role,
+				       use.mountpoint), 0);
+	else
+		cr_assert_geq(asprintf(&out, "unknown %s@%s", use.option,
+				       use.mountpoint), 0);
+	if (rc == 1)
+		cr_expect_str_eq(use.layer, rel);
 	hu_mount_use_free(&use);
-	hu_stack_close(&s);
 	fclose(f);
-	free(path);
+	close(d.fd);
 	hu_error_clear(&e);
 	return out;
+}
+
+static char *dirs_scan(const char *text, const char *rel, bool written)
+{
+	return scan_as(text, rel, written, false);
+}
+
+static char *scan(const char *text, const char *rel, bool written)
+{
+	return scan_as(text, rel, written, true);
 }
 
 /* One mountinfo line of @fstype at "/m n" (escaped) with @superopts. */
@@ -274,11 +316,16 @@ Test(mountinfo, lowerdir_list_escapes_and_data_layers)
 			       "upperdir=/nowhere,workdir=/nowhere2,uuid=on",
 			       escaped("a b:c,d\\e=f", true),
 			       escaped("data", true)), 0);
-	tu_expect_str(scan(line("overlay", opts), "a b:c,d\\e=f"),
+	probe_answer = 0;
+	tu_expect_str(scan(line("overlay", opts), "a b:c,d\\e=f", WRITTEN),
 		      "lowerdir@/m n (overlay)");
-	tu_expect_str(scan(line("overlay", opts), "data"),
+	tu_expect_str(scan(line("overlay", opts), "data", WRITTEN),
 		      "lowerdir@/m n (overlay)");
-	tu_expect_str(scan(line("overlay", opts), "x"), "none");
+	/* in none of them: only the lower that does not resolve is left
+	 * open (the kernel, asked of the upper's, said no) */
+	tu_expect_str(scan(line("overlay", opts), "x", WRITTEN),
+		      "unknown lowerdir=/nonexistent@/m n");
+	tu_expect_str(scan(line("overlay", opts), "x", READ), "none");
 	free(opts);
 }
 
@@ -292,10 +339,12 @@ Test(mountinfo, lowerdir_add_and_datadir_add_are_single_paths)
 			       "rw,lowerdir+=%s,datadir+=%s,upperdir=/nowhere",
 			       escaped("l:1", false), escaped("d,1", false)),
 		      0);
-	tu_expect_str(scan(line("overlay", opts), "l:1"),
+	probe_answer = 0;
+	tu_expect_str(scan(line("overlay", opts), "l:1", WRITTEN),
 		      "lowerdir@/m n (overlay)");
-	tu_expect_str(scan(line("overlay", opts), "d,1"),
+	tu_expect_str(scan(line("overlay", opts), "d,1", WRITTEN),
 		      "datadir@/m n (overlay)");
+	tu_expect_str(scan(line("overlay", opts), "d,1", READ), "none");
 	free(opts);
 }
 
@@ -308,10 +357,13 @@ Test(mountinfo, upperdir_with_an_older_kernels_escapes)
 	/* Before 6.5 the mounter's "u\:1" was kept as given. */
 	cr_assert_geq(asprintf(&opts, "rw,lowerdir=/a,upperdir=%s,workdir=%s",
 			       escaped("u:1", true), escaped("w", false)), 0);
-	tu_expect_str(scan(line("overlay", opts), "u:1"),
+	probes = 0;
+	tu_expect_str(scan(line("overlay", opts), "u:1", READ),
 		      "upperdir@/m n (overlay)");
-	tu_expect_str(scan(line("overlay", opts), "w"),
+	tu_expect_str(scan(line("overlay", opts), "w", READ),
 		      "workdir@/m n (overlay)");
+	/* resolved once unescaped: the kernel was not asked */
+	cr_expect_eq(probes, 0);
 	free(opts);
 }
 
@@ -322,18 +374,26 @@ Test(mountinfo, other_filesystems_and_invisible_options)
 	tu_mkdir("u");
 	cr_assert_geq(asprintf(&opts, "rw,upperdir=%s", escaped("u", false)),
 		      0);
-	tu_expect_str(scan(line("union", opts), "u"), "upperdir@/m n (union)");
-	tu_expect_str(scan(line("fuse.fuse-overlayfs", opts), "u"),
+	tu_expect_str(scan(line("union", opts), "u", READ),
+		      "upperdir@/m n (union)");
+	tu_expect_str(scan(line("fuse.fuse-overlayfs", opts), "u", READ),
 		      "upperdir@/m n (fuse.fuse-overlayfs)");
 	/* Not an overlay: its options mean something else. */
-	tu_expect_str(scan(line("ext4", opts), "u"), "none");
+	probes = 0;
+	tu_expect_str(scan(line("ext4", opts), "u", WRITTEN), "none");
 	/* fuse-overlayfs as it usually shows: no directories at all. */
 	tu_expect_str(scan(line("fuse.fuse-overlayfs",
-				"rw,user_id=0,group_id=0"), "u"), "none");
-	/* A relative path, and cut lines and garbage, are passed over. */
-	tu_expect_str(scan(line("overlay", "rw,upperdir=u"), "u"), "none");
+				"rw,user_id=0,group_id=0"), "u", WRITTEN),
+		      "none");
+	/* Cut lines and garbage are passed over. */
 	tu_expect_str(scan("1 2 3\n\n - overlay\n48 26 0:39 / /m rw -\n",
-			   "u"), "none");
+			   "u", WRITTEN), "none");
+	cr_expect_eq(probes, 0);
+	/* A relative path is never tried from here: the kernel is asked. */
+	probe_answer = 0;
+	tu_expect_str(scan(line("overlay", "rw,upperdir=u"), "u", WRITTEN),
+		      "none");
+	cr_expect_eq(probes, 1);
 	free(opts);
 }
 
@@ -410,52 +470,6 @@ Test(mountinfo, a_layer_with_a_mount_beneath_reads_to_the_end)
 	cr_expect(l.readdir_fills);
 	hu_layer_close(&l);
 	hu_error_clear(&e);
-}
-
-/* ---- hu_mountinfo_dirs: what a command writes or reads ------------------- */
-
-static int probe_answer;	/* what the fake probe says */
-static int probes;		/* how often it was asked */
-
-static int fake_locked(int fd)
-{
-	(void)fd;
-	probes++;
-	errno = EPERM;
-	return probe_answer;
-}
-
-/* hu_mountinfo_dirs() of @text for the directory @rel, @written or read:
- * "ROLE@MOUNTPOINT", "unknown OPTION@MOUNTPOINT" or "none". */
-static char *dirs_scan(const char *text, const char *rel, bool written)
-{
-	struct hu_mount_use use;
-	struct hu_error e = { 0 };
-	struct hu_dir_ref d = { open(tu_path(rel), O_RDONLY | O_DIRECTORY),
-				rel, "layer", written, false };
-	FILE *f = fmemopen((void *)text, strlen(text), "r");
-	char *out;
-	int rc;
-
-	cr_assert_not_null(f);
-	cr_assert_geq(d.fd, 0);
-	rc = hu_mountinfo_dirs(f, "text", &d, 1, fake_locked, &use, &e);
-	cr_assert_geq(rc, 0, "%s: %s", e.path, e.msg);
-	if (rc == 0)
-		out = strdup("none");
-	else if (rc == 1)
-		cr_assert_geq(asprintf(&out, "%s@%s", use.role,
-				       use.mountpoint), 0);
-	else
-		cr_assert_geq(asprintf(&out, "unknown %s@%s", use.option,
-				       use.mountpoint), 0);
-	if (rc == 1)
-		cr_expect_str_eq(use.layer, rel);
-	hu_mount_use_free(&use);
-	fclose(f);
-	close(d.fd);
-	hu_error_clear(&e);
-	return out;
 }
 
 Test(mountinfo, dirs_written_count_in_any_role_read_ones_as_upper_only)
