@@ -20,7 +20,7 @@ FISHDIR ?= $(PREFIX)/share/fish/vendor_completions.d
 # they do not follow PREFIX.
 MOUNTHELPERDIR ?= /sbin
 
-PKGS     = libarchive libattr libzstd libcrypto zlib
+PKGS     = libarchive libattr libzstd libcrypto zlib jansson
 WARN     = -Wall -Wextra -Wformat=2 -Wmissing-prototypes -Wvla -Wshadow \
            -Wstrict-prototypes -Wno-unused-parameter
 ifeq ($(WERROR),1)
@@ -29,7 +29,7 @@ endif
 OPT     ?= -O2 -g
 CPPFLAGS += -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -Ilib
 CFLAGS  += -std=c11 -pthread $(OPT) $(WARN) $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-LDLIBS  += $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -larchive -lattr -lzstd -lcrypto -lz)
+LDLIBS  += $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -larchive -lattr -lzstd -lcrypto -lz -ljansson)
 
 B       ?= build
 LIB_SRC  = $(sort $(wildcard lib/*/*.c))
@@ -44,7 +44,8 @@ MANS     = $(patsubst man/%.scd,$(B)/man/%,$(wildcard man/*.scd))
 DEB_PKGS = build-essential clang pkg-config libarchive-dev libattr1-dev \
            libzstd-dev libssl-dev zlib1g-dev libcriterion-dev scdoc attr python3 \
            libarchive-tools e2fsprogs util-linux kmod rsync zstd umoci time \
-           zsh fish xfsprogs libcap2-bin cppcheck shellcheck fuse-overlayfs
+           zsh fish xfsprogs libcap2-bin cppcheck shellcheck fuse-overlayfs \
+           libjansson-dev skopeo podman busybox-static
 
 .PHONY: all deps check check-plain check-asan demo bench install lint \
         clean completions man unit-bin fuzz fuzz-replay

@@ -196,12 +196,47 @@ struct hu_layer {
 	 * calls as its buffer allows, and none is mounted beneath its root:
 	 * a short read is the end (hu_layer_names_read). */
 	bool readdir_fills;
+	/* A layer of an image (the operand oci:DIR[:REF]): the image it is
+	 * one of and its index there, bottom first; NULL for every other
+	 * layer.  The stack owns the image (hu_stack.images). */
+	const struct hu_oci_image *image;
+	size_t image_layer;
+};
+
+/* ---- OCI images (lib/oci/) ---------------------------------------------- */
+
+/* A content descriptor: what a manifest or an index says of a blob. */
+struct hu_oci_desc {
+	char media_type[128];
+	char digest[72];	/* "sha256:" and 64 lowercase hex digits */
+	uint64_t size;
+};
+
+/* An image read from an OCI image layout, its JSON documents verified
+ * (size and sha256) and parsed: what the operand oci:DIR[:REF] names.
+ * Its layer blobs are verified as they are read (size, sha256, and the
+ * sha256 of the uncompressed tar against diff_ids). */
+struct hu_oci_image {
+	char *layout;		/* DIR as given */
+	int layout_fd;		/* DIR, O_DIRECTORY */
+	char *ref;		/* REF as given (a tag, or @sha256:...); NULL */
+	struct hu_oci_desc manifest;
+	struct hu_oci_desc config;
+	char *config_json;	/* the config blob, verified, NUL-terminated */
+	size_t config_len;
+	size_t nlayers;
+	struct hu_oci_desc *layers;	/* bottom first */
+	char (*diff_ids)[72];		/* the config's rootfs.diff_ids */
 };
 
 struct hu_stack {
 	size_t n;
 	struct hu_layer *layers;	/* bottom first; layers[n-1] is the top */
 	const struct hu_problem_sink *problems;	/* from hu_stack_opts */
+	/* The images whose layers are in @layers (operands oci:DIR[:REF]),
+	 * owned by the stack, closed by hu_stack_close. */
+	struct hu_oci_image **images;
+	size_t nimages;
 };
 
 struct hu_stack_opts {
