@@ -485,7 +485,8 @@ int chg_walk(const struct hu_stack *s, const struct hu_changes_opts *o,
 			return 0;	/* nothing above the base */
 		w.layered = true;
 		w.base = o->base;
-		w.oldbuf = (struct hu_stack){ o->base, s->layers, s->problems };
+		w.oldbuf = (struct hu_stack){ .n = o->base, .layers = s->layers,
+						 .problems = s->problems };
 		w.olds = &w.oldbuf;
 		w.how = o->exact ? CHG_CMP_FULL : CHG_CMP_STAT;
 		for (size_t k = o->base; k < s->n; k++)
@@ -493,7 +494,9 @@ int chg_walk(const struct hu_stack *s, const struct hu_changes_opts *o,
 		/* the fast walk reads the upper's raw names in one format */
 		w.fast = o->base + 1 == s->n && !getenv("HUNION_DIFF_SLOW") &&
 			 !hu_layer_half(&s->layers[o->base]);
-		w.ustack = (struct hu_stack){ 1, &s->layers[o->base], s->problems };
+		w.ustack = (struct hu_stack){ .n = 1,
+						 .layers = &s->layers[o->base],
+						 .problems = s->problems };
 	}
 	if (hu_pathbuf_push(&w.path, "", &(size_t){ 0 }) < 0)
 		return chg_nomem(e);

@@ -722,8 +722,9 @@ static int check_stack(struct fsck_run *r, size_t first, struct hu_error *e)
 	for (r->k = first; r->k < n; r->k++) {
 		bool top = r->k + 1 == n;
 
-		r->below = (struct hu_stack){ r->k, r->s->layers,
-					      r->s->problems };
+		r->below = (struct hu_stack){ .n = r->k,
+					      .layers = r->s->layers,
+					      .problems = r->s->problems };
 		r->may_write = o->mode != HU_FSCK_CHECK &&
 			       (top || o->repair_lowers);
 		if (check_layer(r, e) < 0)
@@ -811,7 +812,8 @@ int hu_fsck(char *const paths[], size_t n, const struct hu_stack_opts *so,
 	st->entries = counted;	/* each entry counted once */
 	if (o->workdir) {
 		r.k = n - 1;
-		r.below = (struct hu_stack){ r.k, s.layers, s.problems };
+		r.below = (struct hu_stack){ .n = r.k, .layers = s.layers,
+					     .problems = s.problems };
 		r.may_write = writes;
 		r.in_workdir = true;
 		rc = fsck_workdir(&r, o->workdir, e);

@@ -395,7 +395,8 @@ int hu_stack_open(struct hu_stack *s, char *const paths[], size_t n,
 	p.layers = s->layers;
 	p.one_thread = o->problems != NULL;
 	for (size_t i = 0; i < n; i++) {
-		struct hu_stack below = { i, s->layers, o->problems };
+		struct hu_stack below = { .n = i, .layers = s->layers,
+					  .problems = o->problems };
 
 		p.n = i;
 		if (layer_open(&s->layers[i], paths[i], &below, &p, o, e) < 0)
