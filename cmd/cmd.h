@@ -122,7 +122,7 @@ int layer_opt(const struct cmd *c, struct layer_opts *lo,
 /* The one JSON writer of strings: valid UTF-8 whatever @s holds (a byte
  * that is not UTF-8 is written as the text \xNN), so that every parser
  * takes it.  For text that hunion writes itself. */
-void json_string(FILE *f, const char *s);
+void json_print_string(FILE *f, const char *s);
 /* Member "@key":@s for a name read from disk, which may hold any bytes:
  * when @s is not UTF-8, "@key_b64" follows with its bytes in base64, the
  * one way back to them (hunion(1), JSON OUTPUT). */

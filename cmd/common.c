@@ -284,7 +284,7 @@ static size_t utf8_len(const unsigned char *s)
  * as the text listings write it (JSON has no escape for a byte, and a
  * lone surrogate \udcNN is no character: strict parsers refuse it);
  * json_field() then adds the exact bytes. */
-void json_string(FILE *f, const char *s)
+void json_print_string(FILE *f, const char *s)
 {
 	const unsigned char *p = (const unsigned char *)s;
 
@@ -344,7 +344,7 @@ static void json_base64(FILE *f, const char *s)
 void json_field(FILE *f, const char *key, const char *s)
 {
 	fprintf(f, "\"%s\":", key);
-	json_string(f, s);
+	json_print_string(f, s);
 	if (utf8_valid(s))
 		return;
 	fprintf(f, ",\"%s_b64\":", key);

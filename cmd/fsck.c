@@ -118,14 +118,14 @@ static void print_json(const struct hu_fsck_finding *f,
 	putchar(',');
 	json_field(stdout, "path", *f->path ? f->path : ".");
 	fputs(",\"message\":", stdout);
-	json_string(stdout, pi->message);
+	json_print_string(stdout, pi->message);
 	putchar(',');
 	if (f->detail)
 		json_field(stdout, "detail", f->detail);
 	else
 		fputs("\"detail\":null", stdout);
 	printf(",\"action\":\"%s\",\"repair\":", action_json(f->action));
-	json_string(stdout, pi->action);
+	json_print_string(stdout, pi->action);
 	if (f->action == HU_FSCK_FAILED && f->why) {
 		char *text = NULL;
 		size_t len = 0;
@@ -136,7 +136,7 @@ static void print_json(const struct hu_fsck_finding *f,
 			fclose(m);
 		}
 		fputs(",\"error\":", stdout);
-		json_string(stdout, text ? text : f->why->msg);
+		json_print_string(stdout, text ? text : f->why->msg);
 		free(text);
 	}
 	puts("}");
