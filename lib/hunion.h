@@ -1107,4 +1107,81 @@ int hu_changes_write_tar(const struct hu_stack *s,
 			 const struct hu_changes_opts *o, bool opaque_markers,
 			 struct hu_tarout *t, struct hu_error *e);
 
+/* ---- OCI image output: -o oci:DIR:TAG (lib/oci/ociwrite.c, ociimage.c,
+ * ocigc.c) ------------------------------------------------------------- */
+
+/* An output operand oci:DIR:TAG split: DIR is all before the last ':'.
+ * 1 when @spec is one (DIR and TAG then malloc'd), 0 when @spec does not
+ * start with "oci:", -1 (@e) when it does but DIR or TAG is missing or
+ * TAG is not a valid OCI tag ([A-Za-z0-9_][A-Za-z0-9._-]{0,127}). */
+int hu_ociout_parse(const char *spec, char **dir, char **tag,
+		    struct hu_error *e);
+
+struct hu_ociout_opts {
+	const char *config;	/* a config JSON (--config FILE's text) to
+				 * start from; NULL: the bottom image's, or
+				 * a minimal one for the host */
+	const char *config_name;	/* its file, for errors */
+	const char *history;	/* created_by of the top layer; NULL: the
+				 * command */
+	const char *command;	/* "hunion flatten": created_by's default */
+	bool created_set;	/* every timestamp is @created
+				 * (SOURCE_DATE_EPOCH), else now */
+	int64_t created;
+};
+
+/* An image being written into a layout: its layers' blobs go in as they
+ * are made, the config, manifest and index.json entry at commit. */
+struct hu_ociout;
+
+/* Open (create when missing: DIR's parent must exist) the layout @dir
+ * for writing, holding it shared against `oci gc` until close. */
+int hu_ociout_open(struct hu_ociout **w, const char *dir,
+		   const struct hu_ociout_opts *o, struct hu_error *e);
+/* Write one layer blob, bottom first: @fill streams its entries into a
+ * tar writer made with @to; @created_by its history entry (NULL: the
+ * top layer's).  @d gets its digests. */
+int hu_ociout_layer(struct hu_ociout *w, const struct hu_tarout_opts *to,
+		    int (*fill)(void *ctx, struct hu_tarout *t,
+				struct hu_error *e),
+		    void *ctx, const char *created_by, struct hu_digests *d,
+		    struct hu_error *e);
+/* THE HOOK FOR IMAGE LAYERS: when @l is a layer of an image (l->image),
+ * its blob is taken into the layout as it is (copied from the source
+ * layout, size and sha256 verified; kept when already there) with its
+ * diff_id: 1.  0 when @l is no image layer (the caller writes it). */
+int hu_ociout_reuse_layer(struct hu_ociout *w, const struct hu_layer *l,
+			  const char *created_by, struct hu_error *e);
+/* Write the config and the manifest, then point TAG at the manifest in
+ * index.json (replaced atomically under the layout's lock; the image
+ * that held TAG keeps its blobs).  @manifest gets its descriptor. */
+int hu_ociout_commit(struct hu_ociout *w, const char *tag,
+		     struct hu_oci_desc *manifest, struct hu_error *e);
+/* Release the layout; blobs written without a commit stay for gc. */
+void hu_ociout_close(struct hu_ociout *w);
+
+/* One image (an entry of index.json) as `oci ls` shows it. */
+struct hu_oci_entry {
+	const char *tag;	/* NULL: untagged */
+	const char *digest, *media_type;
+	uint64_t size;
+	const char *os, *arch, *variant;	/* NULL: unknown */
+};
+/* Call @fn for each entry of @dir's index.json, in its order. */
+int hu_oci_list(const char *dir,
+		int (*fn)(void *ctx, const struct hu_oci_entry *en,
+			  struct hu_error *e),
+		void *ctx, struct hu_error *e);
+
+/* Remove the blobs of @dir no image of index.json references (walked
+ * through manifests and indexes to configs and layers), and what killed
+ * writers left; waits for running hunion writers.  @fn (may be NULL) is
+ * told of each removal (with @dry_run, of each that would be). */
+struct hu_oci_gc_stats {
+	uint64_t kept, removed, bytes_removed;
+};
+int hu_oci_gc(const char *dir, bool dry_run,
+	      void (*fn)(void *ctx, const char *name, uint64_t size),
+	      void *ctx, struct hu_oci_gc_stats *st, struct hu_error *e);
+
 #endif /* HUNION_H */

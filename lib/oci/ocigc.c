@@ -1,0 +1,249 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * oci gc: remove the blobs of a layout that no image references.  The
+ * images are the entries of index.json, walked through image indexes
+ * (OCI and Docker lists) and manifests to their configs and layers.  gc
+ * holds the layout's gc lock exclusive (ociwrite.h), so it waits for the
+ * running hunion writers and none starts before it is done: no blob a
+ * writer has written but not yet referenced in index.json is taken, and
+ * the temporaries in the layout are killed writers' leftovers, removed
+ * too.  A manifest or index that cannot be read (missing, corrupt, a
+ * cycle deeper than any real image) stops gc before it removes anything:
+ * what it references is not known.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "oci/ociwrite.h"
+
+/* Deeper than any image: an index of indexes of manifests is 3. */
+#define GC_MAX_DEPTH 16
+
+struct gc {
+	struct hu_ociw_layout l;
+	char (*marked)[65];	/* the hex of the referenced digests, sorted */
+	size_t n, cap;
+};
+
+/* Where @hex is or would go in the sorted marks. */
+static size_t mark_pos(const struct gc *g, const char *hex, bool *found)
+{
+	size_t lo = 0, hi = g->n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = strcmp(g->marked[mid], hex);
+
+		if (c == 0) {
+			*found = true;
+			return mid;
+		}
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	*found = false;
+	return lo;
+}
+
+/* Mark @digest: 1 when it was new, 0 when marked already. */
+static int mark(struct gc *g, const char *digest, struct hu_error *e)
+{
+	bool found;
+	size_t at;
+
+	if (!digest || !hu_ociw_digest_valid(digest))
+		return hu_error_set(e, 0, g->l.path, "a descriptor with the "
+				    "invalid digest '%s': refusing to collect",
+				    digest ? digest : "(none)");
+	at = mark_pos(g, digest + 7, &found);
+	if (found)
+		return 0;
+	if (g->n == g->cap) {
+		size_t cap = g->cap ? 2 * g->cap : 64;
+		void *p = realloc(g->marked, cap * sizeof(*g->marked));
+
+		if (!p)
+			return hu_error_set(e, ENOMEM, g->l.path,
+					    "out of memory");
+		g->marked = p;
+		g->cap = cap;
+	}
+	memmove(&g->marked[at + 1], &g->marked[at],
+		(g->n - at) * sizeof(*g->marked));
+	memcpy(g->marked[at], digest + 7, 65);
+	g->n++;
+	return 1;
+}
+
+static int walk_desc(struct gc *g, json_t *desc, int depth,
+		     struct hu_error *e);
+
+static int walk_array(struct gc *g, json_t *arr, int depth,
+		      struct hu_error *e)
+{
+	json_t *d;
+	size_t i;
+
+	json_array_foreach(arr, i, d)
+		if (walk_desc(g, d, depth, e) < 0)
+			return -1;
+	return 0;
+}
+
+/* What the blob @digest of type @mt references. */
+static int walk_blob(struct gc *g, const char *digest, const char *mt,
+		     int depth, struct hu_error *e)
+{
+	bool man = !strcmp(mt, HU_OCI_MT_MANIFEST) ||
+		   !strcmp(mt, HU_DOCKER_MT_MANIFEST);
+	bool idx = !strcmp(mt, HU_OCI_MT_INDEX) ||
+		   !strcmp(mt, HU_DOCKER_MT_LIST);
+	json_t *j;
+	int rc = 0;
+
+	if (!man && !idx)
+		return 0;
+	if (depth > GC_MAX_DEPTH)
+		return hu_error_set(e, 0, g->l.path, "%s: indexes nested "
+				    "deeper than %d: refusing to collect",
+				    digest, GC_MAX_DEPTH);
+	if (hu_ociw_blob_json(&g->l, digest, &j, e) < 0)
+		return -1;
+	if (man) {
+		rc = walk_desc(g, json_object_get(j, "config"), depth + 1, e);
+		if (rc == 0)
+			rc = walk_array(g, json_object_get(j, "layers"),
+					depth + 1, e);
+	} else {
+		rc = walk_array(g, json_object_get(j, "manifests"), depth + 1,
+				e);
+	}
+	json_decref(j);
+	return rc;
+}
+
+static int walk_desc(struct gc *g, json_t *desc, int depth,
+		     struct hu_error *e)
+{
+	const char *digest = json_string_value(json_object_get(desc,
+								"digest"));
+	const char *mt = json_string_value(json_object_get(desc,
+							    "mediaType"));
+	int rc = mark(g, digest, e);
+
+	if (rc <= 0)
+		return rc;
+	return mt ? walk_blob(g, digest, mt, depth, e) : 0;
+}
+
+static bool is_hex64(const char *s)
+{
+	size_t n = 0;
+
+	for (; s[n]; n++)
+		if (!((s[n] >= '0' && s[n] <= '9') ||
+		      (s[n] >= 'a' && s[n] <= 'f')))
+			return false;
+	return n == 64;
+}
+
+struct sweep {
+	struct gc *g;
+	bool dry_run;
+	void (*fn)(void *ctx, const char *name, uint64_t size);
+	void *ctx;
+	struct hu_oci_gc_stats *st;
+};
+
+/* Remove @name of @dirfd (@rel names it in the layout). */
+static int sweep_one(struct sweep *sw, int dirfd, const char *dir,
+		     const char *name, const char *rel, struct hu_error *e)
+{
+	struct stat st;
+	uint64_t size = 0;
+
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+	    S_ISREG(st.st_mode))
+		size = (uint64_t)st.st_size;
+	if (sw->fn)
+		sw->fn(sw->ctx, rel, size);
+	if (!sw->dry_run && hu_wr_unlinkat(dirfd, name, 0) < 0 &&
+	    errno != ENOENT)
+		return hu_error_setat(e, errno, dir, name, "cannot remove");
+	sw->st->removed++;
+	sw->st->bytes_removed += size;
+	return 0;
+}
+
+static int sweep_dir(struct sweep *sw, int dirfd, const char *prefix,
+		     bool blobs, struct hu_error *e)
+{
+	char dir[4096], rel[256];
+	struct hu_names names;
+	int rc = 0;
+
+	snprintf(dir, sizeof(dir), "%s%s%s", sw->g->l.path, *prefix ? "/" :
+		 "", prefix);
+	if (hu_names_read(dirfd, &names, dir, e) < 0)
+		return -1;
+	for (size_t i = 0; i < names.n && rc == 0; i++) {
+		const char *name = names.v[i].name;
+		bool found = false;
+
+		snprintf(rel, sizeof(rel), "%s%s%s", prefix, *prefix ? "/" :
+			 "", name);
+		if (!strncmp(name, HU_OCIW_TMP, strlen(HU_OCIW_TMP)))
+			rc = sweep_one(sw, dirfd, dir, name, rel, e);
+		else if (blobs && is_hex64(name)) {
+			mark_pos(sw->g, name, &found);
+			if (found)
+				sw->st->kept++;
+			else
+				rc = sweep_one(sw, dirfd, dir, name, rel, e);
+		}
+	}
+	hu_names_free(&names);
+	if (rc == 0 && !sw->dry_run && sw->st->removed &&
+	    hu_wr_fsync(dirfd) < 0)
+		rc = hu_error_set(e, errno, dir, "cannot sync");
+	return rc;
+}
+
+int hu_oci_gc(const char *dir, bool dry_run,
+	      void (*fn)(void *ctx, const char *name, uint64_t size),
+	      void *ctx, struct hu_oci_gc_stats *st, struct hu_error *e)
+{
+	struct gc g = { .n = 0 };
+	struct sweep sw = { .g = &g, .dry_run = dry_run, .fn = fn,
+			    .ctx = ctx, .st = st };
+	json_t *index = NULL;
+	int rc = -1;
+
+	*st = (struct hu_oci_gc_stats){ .kept = 0 };
+	if (hu_ociw_layout_open(&g.l, dir, false, LOCK_EX, e) < 0)
+		return -1;
+	/* The index lock too: a writer of another tool's making that
+	 * takes it (or hunion without the gc lock) changes nothing under
+	 * us. */
+	if (hu_ociw_index_lock(&g.l, e) < 0)
+		goto out;
+	if (hu_ociw_index_read(&g.l, &index, e) == 0 &&
+	    walk_array(&g, json_object_get(index, "manifests"), 0, e) == 0 &&
+	    sweep_dir(&sw, g.l.sha_fd, "blobs/sha256", true, e) == 0 &&
+	    sweep_dir(&sw, g.l.dirfd, "", false, e) == 0)
+		rc = 0;
+	hu_ociw_index_unlock(&g.l);
+out:
+	json_decref(index);
+	free(g.marked);
+	hu_ociw_layout_close(&g.l);
+	return rc;
+}

@@ -1,0 +1,442 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * An OCI image layout opened for writing: made when missing (oci-layout,
+ * blobs/sha256/, index.json, each whole or not at all), its gc lock taken
+ * (ociwrite.h), and blobs written into it.  A blob is written under a
+ * temporary name in DIR/blobs/sha256, fsync'd, and renamed to its digest,
+ * so a reader never sees half of one; one that is there already is kept
+ * (content-addressed).  A killed writer leaves at most a temporary file,
+ * which `oci gc` removes.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "oci/ociwrite.h"
+
+#define OCI_LAYOUT_TEXT "{\"imageLayoutVersion\":\"1.0.0\"}"
+
+bool hu_ociw_digest_valid(const char *s)
+{
+	if (strncmp(s, "sha256:", 7) != 0 || strlen(s) != 7 + 64)
+		return false;
+	for (s += 7; *s; s++)
+		if (!((*s >= '0' && *s <= '9') || (*s >= 'a' && *s <= 'f')))
+			return false;
+	return true;
+}
+
+int hu_ociw_sha256(const void *data, size_t len, char out[72],
+		   struct hu_error *e)
+{
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned n = 0;
+
+	if (!EVP_Digest(data, len, md, &n, EVP_sha256(), NULL) || n != 32)
+		return hu_error_set(e, EIO, NULL, "sha256 failed");
+	memcpy(out, "sha256:", 7);
+	for (unsigned i = 0; i < n; i++)
+		snprintf(out + 7 + 2 * i, 3, "%02x", md[i]);
+	return 0;
+}
+
+/* A new temporary name, unique among the running writers (pid) and
+ * retried past a killed one's leftover. */
+static void tmp_name(char *buf, size_t len)
+{
+	static unsigned seq;
+
+	snprintf(buf, len, HU_OCIW_TMP "%ld-%u", (long)getpid(),
+		 __atomic_add_fetch(&seq, 1, __ATOMIC_RELAXED));
+}
+
+static int create_tmp(int dirfd, char *tmp, size_t len, const char *dir,
+		      struct hu_error *e)
+{
+	for (int tries = 0; tries < 1000; tries++) {
+		int fd;
+
+		tmp_name(tmp, len);
+		fd = hu_wr_create(dirfd, tmp, 0644);
+		if (fd >= 0)
+			return fd;
+		if (errno != EEXIST)
+			break;
+	}
+	return hu_error_setat(e, errno, dir, tmp, "cannot create");
+}
+
+static int write_all(int fd, const char *p, size_t len)
+{
+	while (len > 0) {
+		ssize_t n = hu_wr_write(fd, p, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -1;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+int hu_ociw_replace_file(int dirfd, const char *name, const char *text,
+			 bool noreplace, const char *path,
+			 struct hu_error *e)
+{
+	char tmp[64];
+	int fd = create_tmp(dirfd, tmp, sizeof(tmp), path, e);
+
+	if (fd < 0)
+		return -1;
+	if (write_all(fd, text, strlen(text)) < 0 || hu_wr_fsync(fd) < 0) {
+		hu_error_setat(e, errno, path, tmp, "cannot write");
+		goto fail;
+	}
+	close(fd);
+	fd = -1;
+	if (hu_wr_renameat2(dirfd, tmp, dirfd, name,
+			    noreplace ? RENAME_NOREPLACE : 0) < 0) {
+		if (!(noreplace && errno == EEXIST)) {
+			hu_error_setat(e, errno, path, name, "cannot rename "
+				       "%s to it", tmp);
+			goto fail;
+		}
+		(void)hu_wr_unlinkat(dirfd, tmp, 0);
+	}
+	if (hu_wr_fsync(dirfd) < 0)
+		return hu_error_set(e, errno, path, "cannot sync");
+	return 0;
+fail:
+	if (fd >= 0)
+		close(fd);
+	(void)hu_wr_unlinkat(dirfd, tmp, 0);
+	return -1;
+}
+
+int hu_ociw_read_file(int dirfd, const char *name, size_t max, char **out,
+		      size_t *len, const char *path, struct hu_error *e)
+{
+	int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	struct stat st;
+	size_t got = 0;
+	char *buf;
+
+	if (fd < 0)
+		return hu_error_setat(e, errno, path, name, "cannot open");
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
+	    (uint64_t)st.st_size > max) {
+		int err = S_ISREG(st.st_mode) ? errno : 0;
+
+		close(fd);
+		return hu_error_setat(e, err, path, name, "%s",
+				      !S_ISREG(st.st_mode) ?
+				      "not a regular file" :
+				      "larger than the 16 MiB a JSON "
+				      "document may hold");
+	}
+	buf = malloc((size_t)st.st_size + 1);
+	if (!buf) {
+		close(fd);
+		return hu_error_set(e, ENOMEM, path, "out of memory");
+	}
+	while (got < (size_t)st.st_size) {
+		ssize_t n = read(fd, buf + got, (size_t)st.st_size - got);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			hu_error_setat(e, n < 0 ? errno : 0, path, name,
+				       "cannot read%s", n ? "" :
+				       ": shorter than its size");
+			free(buf);
+			close(fd);
+			return -1;
+		}
+		got += (size_t)n;
+	}
+	close(fd);
+	buf[got] = '\0';
+	*out = buf;
+	*len = got;
+	return 0;
+}
+
+static int parse_json(const char *text, size_t len, const char *dir,
+		      const char *name, json_t **out, struct hu_error *e)
+{
+	json_error_t je;
+	json_t *j = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+
+	if (!j)
+		return hu_error_setat(e, 0, dir, name, "invalid JSON: %s "
+				      "(line %d)", je.text, je.line);
+	if (!json_is_object(j)) {
+		json_decref(j);
+		return hu_error_setat(e, 0, dir, name, "not a JSON object");
+	}
+	*out = j;
+	return 0;
+}
+
+int hu_ociw_read_json(int dirfd, const char *name, const char *path,
+		      json_t **out, struct hu_error *e)
+{
+	char *text;
+	size_t len;
+	int rc;
+
+	if (hu_ociw_read_file(dirfd, name, HU_OCIW_JSON_MAX, &text, &len,
+			      path, e) < 0)
+		return -1;
+	rc = parse_json(text, len, path, name, out, e);
+	free(text);
+	return rc;
+}
+
+int hu_ociw_blob_json(const struct hu_ociw_layout *l, const char *digest,
+		      json_t **out, struct hu_error *e)
+{
+	char got[72], dir[4096];
+	char *text;
+	size_t len;
+	int rc;
+
+	snprintf(dir, sizeof(dir), "%s/blobs/sha256", l->path);
+	if (!hu_ociw_digest_valid(digest))
+		return hu_error_set(e, 0, l->path, "invalid digest '%s'",
+				    digest);
+	if (hu_ociw_read_file(l->sha_fd, digest + 7, HU_OCIW_JSON_MAX, &text,
+			      &len, dir, e) < 0)
+		return -1;
+	rc = hu_ociw_sha256(text, len, got, e);
+	if (rc == 0 && strcmp(got, digest) != 0)
+		rc = hu_error_setat(e, 0, dir, digest + 7, "its sha256 is %s",
+				    got);
+	if (rc == 0)
+		rc = parse_json(text, len, dir, digest + 7, out, e);
+	free(text);
+	return rc;
+}
+
+/* ---- blobs ------------------------------------------------------------- */
+
+int hu_ociw_blob_begin(struct hu_ociw_layout *l, struct hu_ociw_blob *b,
+		       struct hu_error *e)
+{
+	b->fd = create_tmp(l->sha_fd, b->tmp, sizeof(b->tmp), l->path, e);
+	return b->fd < 0 ? -1 : 0;
+}
+
+void hu_ociw_blob_abort(struct hu_ociw_layout *l, struct hu_ociw_blob *b)
+{
+	if (b->fd >= 0) {
+		close(b->fd);
+		(void)hu_wr_unlinkat(l->sha_fd, b->tmp, 0);
+		b->fd = -1;
+	}
+}
+
+int hu_ociw_blob_commit(struct hu_ociw_layout *l, struct hu_ociw_blob *b,
+			const char *digest, uint64_t size,
+			struct hu_error *e)
+{
+	const char *hex = digest + 7;
+	struct stat st;
+
+	if (!hu_ociw_digest_valid(digest)) {
+		hu_ociw_blob_abort(l, b);
+		return hu_error_set(e, 0, l->path, "invalid digest '%s'",
+				    digest);
+	}
+	if (hu_wr_fsync(b->fd) < 0) {
+		hu_error_setat(e, errno, l->path, "blobs/sha256",
+			       "cannot sync %s", b->tmp);
+		hu_ociw_blob_abort(l, b);
+		return -1;
+	}
+	close(b->fd);
+	b->fd = -1;
+	/* Content-addressed: a blob of that name and size is this one. */
+	if (fstatat(l->sha_fd, hex, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+	    S_ISREG(st.st_mode) && (uint64_t)st.st_size == size) {
+		(void)hu_wr_unlinkat(l->sha_fd, b->tmp, 0);
+		return 0;
+	}
+	if (hu_wr_renameat2(l->sha_fd, b->tmp, l->sha_fd, hex, 0) < 0) {
+		hu_error_setat(e, errno, l->path, "blobs/sha256",
+			       "cannot rename %s to %s", b->tmp, hex);
+		(void)hu_wr_unlinkat(l->sha_fd, b->tmp, 0);
+		return -1;
+	}
+	if (hu_wr_fsync(l->sha_fd) < 0)
+		return hu_error_setat(e, errno, l->path, "blobs/sha256",
+				      "cannot sync");
+	return 0;
+}
+
+int hu_ociw_blob_put(struct hu_ociw_layout *l, const void *data, size_t len,
+		     char digest[72], struct hu_error *e)
+{
+	struct hu_ociw_blob b;
+
+	if (hu_ociw_sha256(data, len, digest, e) < 0 ||
+	    hu_ociw_blob_begin(l, &b, e) < 0)
+		return -1;
+	if (write_all(b.fd, data, len) < 0) {
+		hu_error_setat(e, errno, l->path, "blobs/sha256",
+			       "cannot write %s", b.tmp);
+		hu_ociw_blob_abort(l, &b);
+		return -1;
+	}
+	return hu_ociw_blob_commit(l, &b, digest, len, e);
+}
+
+/* ---- the layout --------------------------------------------------------- */
+
+/* A directory with no oci-layout may become a layout only when it holds
+ * nothing but what a killed run of ours left. */
+static int check_empty(int dirfd, const char *path, struct hu_error *e)
+{
+	struct hu_names names;
+	int rc = 0;
+
+	if (hu_names_read(dirfd, &names, path, e) < 0)
+		return -1;
+	for (size_t i = 0; i < names.n && rc == 0; i++)
+		if (strncmp(names.v[i].name, HU_OCIW_TMP,
+			    strlen(HU_OCIW_TMP)) != 0)
+			rc = hu_error_set(e, 0, path, "not an OCI image "
+					  "layout (no oci-layout) and not "
+					  "empty: refusing to write into it");
+	hu_names_free(&names);
+	return rc;
+}
+
+static int check_layout_file(struct hu_ociw_layout *l, bool create,
+			     struct hu_error *e)
+{
+	struct stat st;
+	json_t *j, *v;
+	int rc = 0;
+
+	if (fstatat(l->dirfd, "oci-layout", &st, AT_SYMLINK_NOFOLLOW) < 0) {
+		if (errno != ENOENT || !create)
+			return hu_error_setat(e, errno, l->path, "oci-layout",
+					      "not an OCI image layout");
+		if (check_empty(l->dirfd, l->path, e) < 0)
+			return -1;
+		return hu_ociw_replace_file(l->dirfd, "oci-layout",
+					    OCI_LAYOUT_TEXT, true, l->path, e);
+	}
+	if (hu_ociw_read_json(l->dirfd, "oci-layout", l->path, &j, e) < 0)
+		return -1;
+	v = json_object_get(j, "imageLayoutVersion");
+	if (!json_is_string(v) || strncmp(json_string_value(v), "1.", 2))
+		rc = hu_error_setat(e, 0, l->path, "oci-layout", "not an "
+				    "image layout of version 1.x");
+	json_decref(j);
+	return rc;
+}
+
+static int open_subdir(int dirfd, const char *name, bool create,
+		       const char *path, struct hu_error *e)
+{
+	int fd;
+
+	if (create && hu_wr_mkdirat(dirfd, name, 0755) < 0 &&
+	    errno != EEXIST)
+		return hu_error_setat(e, errno, path, name, "cannot create");
+	fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+		    O_CLOEXEC);
+	if (fd < 0)
+		return hu_error_setat(e, errno, path, name, "cannot open");
+	return fd;
+}
+
+/* index.json made under the index lock, so that no writer's entry is
+ * lost to another's empty index. */
+static int ensure_index(struct hu_ociw_layout *l, struct hu_error *e)
+{
+	struct stat st;
+	int rc;
+
+	if (fstatat(l->dirfd, "index.json", &st, AT_SYMLINK_NOFOLLOW) == 0)
+		return 0;
+	if (hu_ociw_index_lock(l, e) < 0)
+		return -1;
+	rc = hu_ociw_replace_file(l->dirfd, "index.json", HU_OCIW_INDEX_EMPTY,
+				  true, l->path, e);
+	hu_ociw_index_unlock(l);
+	return rc;
+}
+
+static int open_dir(struct hu_ociw_layout *l, const char *dir, bool create,
+		    struct hu_error *e)
+{
+	l->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (l->dirfd < 0 && errno == ENOENT && create) {
+		if (hu_wr_mkdirat(AT_FDCWD, dir, 0755) < 0 && errno != EEXIST)
+			return hu_error_set(e, errno, dir, "cannot create");
+		l->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	}
+	if (l->dirfd < 0)
+		return hu_error_set(e, errno, dir, "cannot open the layout");
+	return 0;
+}
+
+int hu_ociw_layout_open(struct hu_ociw_layout *l, const char *dir,
+			bool create, int gc_lock, struct hu_error *e)
+{
+	char blobs[4096];
+
+	*l = (struct hu_ociw_layout){ .dirfd = -1, .blobs_fd = -1,
+				      .sha_fd = -1 };
+	l->path = strdup(dir);
+	if (!l->path)
+		return hu_error_set(e, ENOMEM, dir, "out of memory");
+	if (open_dir(l, dir, create, e) < 0)
+		goto fail;
+	/* Before anything is made in it: gc removes temporaries. */
+	while (gc_lock && flock(l->dirfd, gc_lock) < 0)
+		if (errno != EINTR) {
+			hu_error_set(e, errno, dir, "cannot lock");
+			goto fail;
+		}
+	if (check_layout_file(l, create, e) < 0)
+		goto fail;
+	l->blobs_fd = open_subdir(l->dirfd, "blobs", create, dir, e);
+	if (l->blobs_fd < 0)
+		goto fail;
+	snprintf(blobs, sizeof(blobs), "%s/blobs", dir);
+	l->sha_fd = open_subdir(l->blobs_fd, "sha256", create, blobs, e);
+	if (l->sha_fd < 0)
+		goto fail;
+	if (create && ensure_index(l, e) < 0)
+		goto fail;
+	return 0;
+fail:
+	hu_ociw_layout_close(l);
+	return -1;
+}
+
+void hu_ociw_layout_close(struct hu_ociw_layout *l)
+{
+	if (l->sha_fd >= 0)
+		close(l->sha_fd);
+	if (l->blobs_fd >= 0)
+		close(l->blobs_fd);
+	if (l->dirfd >= 0)
+		close(l->dirfd);	/* drops the gc lock */
+	free(l->path);
+	*l = (struct hu_ociw_layout){ .dirfd = -1, .blobs_fd = -1,
+				      .sha_fd = -1 };
+}

@@ -1,0 +1,144 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What the modules that write OCI image layouts share (ociwrite.c,
+ * ociindex.c, ociimage.c, ocigc.c): a layout opened for writing and its
+ * two locks, blobs written under a temporary name and renamed in, and the
+ * JSON documents of an image.
+ *
+ * The locks are flock(2)s on two directories of the layout, so nothing
+ * is added to it and a killed holder releases them:
+ *   DIR          shared by every hunion writer from open to close,
+ *                exclusive by `oci gc`: gc never runs while a writer has
+ *                blobs it has not referenced yet (nor their temporaries);
+ *   DIR/blobs    exclusive while index.json is read, changed and
+ *                replaced: concurrent writers keep every tag.
+ */
+#ifndef HUNION_OCI_OCIWRITE_H
+#define HUNION_OCI_OCIWRITE_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hunion.h"
+
+/* The prefix of a writer's temporary files, in DIR and DIR/blobs/sha256:
+ * what gc removes as a killed writer's leftover. */
+#define HU_OCIW_TMP ".hunion-tmp-"
+/* The most a JSON document of a layout may hold (index.json, a manifest,
+ * a config, oci-layout, --config). */
+#define HU_OCIW_JSON_MAX (16u << 20)
+
+#define HU_OCI_MT_MANIFEST "application/vnd.oci.image.manifest.v1+json"
+#define HU_OCI_MT_INDEX "application/vnd.oci.image.index.v1+json"
+#define HU_OCI_MT_CONFIG "application/vnd.oci.image.config.v1+json"
+#define HU_DOCKER_MT_MANIFEST \
+	"application/vnd.docker.distribution.manifest.v2+json"
+#define HU_DOCKER_MT_LIST \
+	"application/vnd.docker.distribution.manifest.list.v2+json"
+#define HU_OCI_REF_NAME "org.opencontainers.image.ref.name"
+
+struct hu_ociw_layout {
+	char *path;		/* DIR as given */
+	int dirfd;		/* DIR: the gc lock */
+	int blobs_fd;		/* DIR/blobs: the index lock */
+	int sha_fd;		/* DIR/blobs/sha256 */
+};
+
+/* Open @dir (made, with what a layout holds, when @create and missing)
+ * and take its gc lock (LOCK_SH for a writer, LOCK_EX for gc; waits; 0
+ * for a reader: none). */
+int hu_ociw_layout_open(struct hu_ociw_layout *l, const char *dir,
+			bool create, int gc_lock, struct hu_error *e);
+void hu_ociw_layout_close(struct hu_ociw_layout *l);
+
+/* A blob being written: its temporary file in DIR/blobs/sha256. */
+struct hu_ociw_blob {
+	int fd;
+	char tmp[64];
+};
+int hu_ociw_blob_begin(struct hu_ociw_layout *l, struct hu_ociw_blob *b,
+		       struct hu_error *e);
+/* fsync it and rename it to @digest's hex ("sha256:<hex>"), unless a
+ * blob of that size is there already (content-addressed: kept); the
+ * directory fsync'd.  Closes the blob either way. */
+int hu_ociw_blob_commit(struct hu_ociw_layout *l, struct hu_ociw_blob *b,
+			const char *digest, uint64_t size,
+			struct hu_error *e);
+void hu_ociw_blob_abort(struct hu_ociw_layout *l, struct hu_ociw_blob *b);
+/* A whole blob from memory; @digest gets its "sha256:<hex>". */
+int hu_ociw_blob_put(struct hu_ociw_layout *l, const void *data, size_t len,
+		     char digest[72], struct hu_error *e);
+/* The blob @digest, its size and sha256 checked, as JSON (at most
+ * HU_OCIW_JSON_MAX bytes). */
+int hu_ociw_blob_json(const struct hu_ociw_layout *l, const char *digest,
+		      json_t **out, struct hu_error *e);
+/* "sha256:<hex>" of @len bytes. */
+int hu_ociw_sha256(const void *data, size_t len, char out[72],
+		   struct hu_error *e);
+/* Is @s "sha256:" and 64 lowercase hex digits? */
+bool hu_ociw_digest_valid(const char *s);
+
+/* Read the regular file @name of @dirfd (never through a symlink), at
+ * most @max bytes, NUL-terminated; @path names it in errors. */
+int hu_ociw_read_file(int dirfd, const char *name, size_t max, char **out,
+		      size_t *len, const char *path, struct hu_error *e);
+/* The same, parsed as a JSON object. */
+int hu_ociw_read_json(int dirfd, const char *name, const char *path,
+		      json_t **out, struct hu_error *e);
+/* Write @text as @name of @dirfd: a temporary, fsync'd, renamed over
+ * (@noreplace: kept when @name exists), the directory fsync'd. */
+int hu_ociw_replace_file(int dirfd, const char *name, const char *text,
+			 bool noreplace, const char *path,
+			 struct hu_error *e);
+
+/* ---- index.json (ociindex.c) ------------------------------------------ */
+
+/* Take and drop the index lock. */
+int hu_ociw_index_lock(struct hu_ociw_layout *l, struct hu_error *e);
+void hu_ociw_index_unlock(struct hu_ociw_layout *l);
+/* Read index.json (an object with a "manifests" array). */
+int hu_ociw_index_read(const struct hu_ociw_layout *l, json_t **out,
+		       struct hu_error *e);
+/* Point @tag at @desc in @index: the entries that held @tag lose it (an
+ * entry left untagged for @desc's own digest goes: @desc references the
+ * same blobs), @desc (taken: a reference is stolen) is appended with the
+ * annotation org.opencontainers.image.ref.name = @tag. */
+int hu_ociw_index_set_tag(json_t *index, const char *tag, json_t *desc,
+			  struct hu_error *e);
+/* Replace index.json by @index, atomically. */
+int hu_ociw_index_write(struct hu_ociw_layout *l, json_t *index,
+			struct hu_error *e);
+/* An empty index, as a new layout holds. */
+#define HU_OCIW_INDEX_EMPTY \
+	"{\"schemaVersion\":2,\"mediaType\":\"" HU_OCI_MT_INDEX \
+	"\",\"manifests\":[]}"
+
+/* ---- the image's documents (ociimage.c) ------------------------------- */
+
+/* One layer of the image as written. */
+struct hu_ociw_layer {
+	char media_type[128];
+	char digest[72], diff_id[72];
+	uint64_t size;
+	char *created_by;
+};
+
+/* The host's platform in GOARCH / GOOS names: "amd64" for x86_64... */
+void hu_ociw_host_platform(const char **os, const char **arch,
+			   const char **variant);
+/* The config JSON: @base (NULL: a minimal one for the host) with its
+ * rootfs replaced by @layers' diff_ids, a history entry per layer
+ * appended, and every "created" @created (seconds since 1970).  Keys
+ * sorted.  @base_name names @base in errors. */
+int hu_ociw_config_json(const char *base, const char *base_name,
+			const struct hu_ociw_layer *layers, size_t n,
+			int64_t created, char **out, struct hu_error *e);
+/* The manifest JSON of the config @config_digest (@config_size bytes)
+ * and @layers.  Keys sorted. */
+int hu_ociw_manifest_json(const char *config_digest, uint64_t config_size,
+			  const struct hu_ociw_layer *layers, size_t n,
+			  char **out, struct hu_error *e);
+
+#endif /* HUNION_OCI_OCIWRITE_H */
