@@ -152,6 +152,35 @@ int tar_write(const struct tar_args *ta, const char *path,
 	      const struct hu_stack *s, const struct hu_tarout_opts *to,
 	      tar_fill_fn fill, void *ctx, struct hu_digests *d,
 	      struct hu_error *e);
+/* -o oci:DIR:TAG of flatten and diff --oci (ociout.c). */
+struct oci_args {
+	const char *config, *history;	/* --config FILE, --history TEXT */
+	char *dir, *tag;		/* from oci:DIR:TAG */
+	char *config_text;		/* FILE's JSON, checked */
+};
+/* Take @o if it is --config or --history: 1, else 0. */
+int oci_opt(struct oci_args *oa, const struct parsed_opt *o);
+/* 1 when @out is oci:DIR:TAG (checked, --config read, the tarball
+ * options resolved into @to with gzip the default), 0 when it is no
+ * image, -1 after a usage error. */
+int oci_args_resolve(const struct cmd *c, struct oci_args *oa,
+		     const char *out, struct tar_args *ta,
+		     struct hu_tarout_opts *to);
+void oci_args_free(struct oci_args *oa);
+/* The image to write: the bottom @nkeep layers of the stack each as an
+ * OCI layer over those beneath (an image's blob as it is), then the top
+ * layer @fill streams. */
+struct oci_write {
+	size_t nkeep;
+	const char *command;		/* created_by's default */
+	bool opaque_markers;
+	const struct hu_tarout_opts *to;
+	tar_fill_fn fill;
+	void *ctx;
+};
+int oci_write(const struct oci_args *oa, const struct hu_stack *s,
+	      const struct oci_write *ow, struct hu_error *e);
+
 /* A whole decimal number in [min, max]. */
 bool parse_num(const char *s, long long min, long long max, long long *out);
 
@@ -168,6 +197,8 @@ int cmd_mount(const struct cmd *c, int argc, char **argv);
 int cmd_umount(const struct cmd *c, int argc, char **argv);
 /* main() of mount.union and mount.hunion, mount(8)'s helpers (argv[0]). */
 int cmd_mount_helper(int argc, char **argv);
+int cmd_oci_ls(const struct cmd *c, int argc, char **argv);
+int cmd_oci_gc(const struct cmd *c, int argc, char **argv);
 int cmd_complete(const struct cmd *c, int argc, char **argv);
 
 #endif /* HUNION_CMD_H */

@@ -21,6 +21,8 @@ struct diff_args {
 	bool recursive, exact, trees, oci, format_given;
 	const char *out;
 	struct tar_args tar;	/* --oci */
+	struct oci_args image;	/* --oci -o oci:DIR:TAG */
+	bool to_image;
 };
 
 static int diff_opt(void *ctx, const struct parsed_opt *o)
@@ -42,7 +44,7 @@ static int diff_opt(void *ctx, const struct parsed_opt *o)
 		a->oci = true;
 	else if (!strcmp(o->name, "output"))
 		a->out = o->arg;
-	else
+	else if (!oci_opt(&a->image, o))
 		tar_opt(&a->tar, o);
 	return 0;
 }
@@ -160,10 +162,17 @@ static int write_oci(const struct diff_args *a, const struct hu_stack *s,
 		     const struct hu_tarout_opts *to, struct hu_error *e)
 {
 	struct oci_fill f = { a, s, co };
+	struct oci_write ow = {
+		.nkeep = s->n - 1, .command = "hunion diff --oci",
+		.opaque_markers = a->tar.opaque_markers, .to = to,
+		.fill = fill_changes, .ctx = &f,
+	};
 	struct hu_digests d;
 	bool any;
 
-	if (any_change(s, co, &any, e) < 0 ||
+	if (any_change(s, co, &any, e) < 0)
+		return DIFF_TROUBLE;
+	if (a->to_image ? oci_write(&a->image, s, &ow, e) < 0 :
 	    tar_write(&a->tar, a->out, s, to, fill_changes, &f, &d, e) < 0)
 		return DIFF_TROUBLE;
 	return any ? DIFF_CHANGES : DIFF_SAME;
@@ -192,6 +201,9 @@ static int check_args(struct diff_args *a, int nops)
 	if (a->oci && (a->lo.json || a->recursive))
 		return cmd_usage_error(c, "--oci writes a tarball: no --json "
 				       "or -r");
+	if (a->trees && a->oci && !strncmp(a->out, "oci:", 4))
+		return cmd_usage_error(c, "--trees compares plain trees: no "
+				       "image output");
 	if (a->oci && !strcmp(a->out, "-") && isatty(STDOUT_FILENO))
 		return cmd_usage_error(c, "refusing to write a tarball to a "
 				       "terminal");
@@ -229,8 +241,15 @@ static int run(struct diff_args *a, char **ops, int nops,
 	struct hu_tarout_opts to;
 	int rc;
 
-	if (a->oci && tar_args_resolve(a->c, &a->tar, a->out, &to) < 0)
-		return EXIT_USAGE;
+	if (a->oci || a->image.config || a->image.history) {
+		rc = oci_args_resolve(a->c, &a->image, a->oci ? a->out : NULL,
+				      &a->tar, &to);
+		a->to_image = rc > 0;
+		if (rc < 0 || (a->oci && !a->to_image &&
+			       tar_args_resolve(a->c, &a->tar, a->out,
+						&to) < 0))
+			return EXIT_USAGE;
+	}
 	if (!a->oci)
 		report.progress = NULL;	/* it would tear the listing */
 	a->lo.stack.report = &report;
@@ -278,5 +297,6 @@ int cmd_diff(const struct cmd *c, int argc, char **argv)
 		rc = DIFF_TROUBLE;
 	}
 	hu_error_clear(&e);
+	oci_args_free(&a.image);
 	return rc;
 }

@@ -15,6 +15,8 @@ struct flatten_args {
 	struct layer_opts lo;
 	const char *out, *base;
 	struct tar_args tar;
+	struct oci_args oci;	/* -o oci:DIR:TAG */
+	bool image;
 };
 
 static int flatten_opt(void *ctx, const struct parsed_opt *o)
@@ -24,7 +26,7 @@ static int flatten_opt(void *ctx, const struct parsed_opt *o)
 
 	if (rc != 0)
 		return rc < 0 ? -1 : 0;
-	if (tar_opt(&a->tar, o))
+	if (tar_opt(&a->tar, o) || oci_opt(&a->oci, o))
 		return 0;
 	if (!strcmp(o->name, "output"))
 		a->out = o->arg;
@@ -90,12 +92,29 @@ static int check_args(struct flatten_args *a, int nlayers)
 				       nlayers - 1);
 	if (a->tar.opaque_markers && !a->base)
 		return cmd_usage_error(a->c, "--opaque-markers needs --base");
+	if (a->image)
+		return 0;
 	if (!strcmp(a->out, "-") && isatty(STDOUT_FILENO))
 		return cmd_usage_error(a->c, "refusing to write a tarball to "
 				       "a terminal");
 	if (a->tar.descriptor && !strcmp(a->tar.descriptor, a->out))
 		return cmd_usage_error(a->c, "--descriptor names the output");
 	return 0;
+}
+
+/* -o oci:DIR:TAG: the bottom N layers (--base) each as a layer, then the
+ * squashed one. */
+static int write_image(struct flatten_args *a, struct flatten_fill *f,
+		       const struct hu_tarout_opts *to, struct hu_error *e)
+{
+	struct oci_write ow = {
+		.nkeep = a->base ? strtoul(a->base, NULL, 10) : 0,
+		.command = "hunion flatten",
+		.opaque_markers = a->tar.opaque_markers,
+		.to = to, .fill = fill, .ctx = f,
+	};
+
+	return oci_write(&a->oci, f->s, &ow, e);
 }
 
 int cmd_flatten(const struct cmd *c, int argc, char **argv)
@@ -114,9 +133,14 @@ int cmd_flatten(const struct cmd *c, int argc, char **argv)
 		return cmd_usage_error(c, "-o FILE is required"), EXIT_USAGE;
 	if (first >= argc)
 		return cmd_usage_error(c, "no layers given"), EXIT_USAGE;
-	if (tar_args_resolve(c, &a.tar, a.out, &to) < 0 ||
-	    check_args(&a, argc - first) < 0)
+	rc = oci_args_resolve(c, &a.oci, a.out, &a.tar, &to);
+	a.image = rc > 0;
+	if (rc < 0 || (!a.image && tar_args_resolve(c, &a.tar, a.out,
+						     &to) < 0) ||
+	    check_args(&a, argc - first) < 0) {
+		oci_args_free(&a.oci);
 		return EXIT_USAGE;
+	}
 	a.lo.stack.report = &f.report;
 	/* The layers kept as context are read only where the layers above
 	 * touch them: detect their format on demand.  Without --base the
@@ -129,15 +153,20 @@ int cmd_flatten(const struct cmd *c, int argc, char **argv)
 			  &e) < 0) {
 		print_error(&e);
 		hu_error_clear(&e);
+		oci_args_free(&a.oci);
 		return EXIT_TROUBLE;
 	}
 	f.s = &s;
-	rc = tar_write(&a.tar, a.out, &s, &to, fill, &f, &d, &e);
+	if (a.image)
+		rc = write_image(&a, &f, &to, &e);
+	else
+		rc = tar_write(&a.tar, a.out, &s, &to, fill, &f, &d, &e);
 	if (rc < 0)
 		print_error(&e);
-	else if (front.verbosity > 0)
+	else if (front.verbosity > 0 && !a.image)
 		print_summary(&a, &f.st, &d);
 	hu_error_clear(&e);
 	hu_stack_close(&s);
+	oci_args_free(&a.oci);
 	return rc < 0 ? EXIT_TROUBLE : EXIT_OK;
 }

@@ -72,13 +72,20 @@ static const struct cmd_opt wh_convert_opts[] = {
 	  "write .wh..wh..opq for opaque directories, not whiteouts of the " \
 	  "lower names" }
 
+#define OPT_OCI_OUT \
+	{ "config", 0, OPT_REQUIRED, "FILE", "@file", \
+	  "with -o oci:DIR:TAG: the image config to start from (JSON)" }, \
+	{ "history", 0, OPT_REQUIRED, "TEXT", NULL, \
+	  "with -o oci:DIR:TAG: created_by of the top layer's history entry" }
+
 static const struct cmd_opt flatten_opts[] = {
 	{ "output", 'o', OPT_REQUIRED, "FILE", "@file",
-	  "the tarball to write (- for standard output)" },
+	  "the tarball to write (- for standard output), or oci:DIR:TAG "
+	  "for an image" },
 	{ "base", 0, OPT_REQUIRED, "N", NULL,
 	  "keep the bottom N layers as context: write the squashed layer of "
 	  "the ones above" },
-	OPT_TAR_OUT, OPT_FORMAT, OPT_USERXATTR, OPT_VERBOSE, OPT_QUIET,
+	OPT_TAR_OUT, OPT_OCI_OUT, OPT_FORMAT, OPT_USERXATTR, OPT_VERBOSE, OPT_QUIET,
 	OPT_HELP, OPT_END
 };
 
@@ -93,8 +100,9 @@ static const struct cmd_opt diff_opts[] = {
 	{ "oci", 0, OPT_NONE, NULL, NULL,
 	  "write the changes as an OCI layer tarball (with -o)" },
 	{ "output", 'o', OPT_REQUIRED, "FILE", "@file",
-	  "the tarball to write with --oci (- for standard output)" },
-	OPT_TAR_OUT, OPT_FORMAT, OPT_USERXATTR, OPT_QUIET, OPT_HELP, OPT_END
+	  "the tarball to write with --oci (- for standard output), or "
+	  "oci:DIR:TAG for an image" },
+	OPT_TAR_OUT, OPT_OCI_OUT, OPT_FORMAT, OPT_USERXATTR, OPT_QUIET, OPT_HELP, OPT_END
 };
 
 static const struct cmd_opt fsck_opts[] = {
@@ -143,6 +151,20 @@ static const struct cmd_opt top_opts[] = {
 	OPT_HELP, OPT_END
 };
 
+static const struct cmd_opt oci_ls_opts[] = { OPT_JSON, OPT_HELP, OPT_END };
+
+static const struct cmd_opt oci_gc_opts[] = {
+	OPT_DRY_RUN, OPT_VERBOSE, OPT_QUIET, OPT_HELP, OPT_END
+};
+
+static const struct cmd oci_cmds[] = {
+	{ "ls", cmd_oci_ls, "list the images of a layout: tags, digests, "
+	  "platforms", "DIR", oci_ls_opts, NULL, "@dir" },
+	{ "gc", cmd_oci_gc, "remove the blobs no image of a layout references",
+	  "DIR", oci_gc_opts, NULL, "@dir" },
+	{ NULL, NULL, NULL, NULL, NULL, NULL, NULL }
+};
+
 static const struct cmd whiteout_cmds[] = {
 	{ "ls", cmd_whiteout_ls, "list the whiteouts and opaque directories of a layer",
 	  "LAYER", wh_ls_opts, NULL, "@layer" },
@@ -164,7 +186,7 @@ const struct cmd hunion_cmds[] = {
 	{ "diff", cmd_diff, "what the top layer changes over those beneath",
 	  "[--trees OLD NEW | LAYER...]", diff_opts, NULL, "@layer" },
 	{ "flatten", cmd_flatten, "squash a stack of layers into one tarball",
-	  "-o FILE LAYER...", flatten_opts, NULL, "@layer" },
+	  "-o FILE|oci:DIR:TAG LAYER...", flatten_opts, NULL, "@layer" },
 	{ "fsck", cmd_fsck, "find and repair inconsistent markers and leftovers",
 	  "[-n|-p|-y] LAYER...", fsck_opts, NULL, "@layer" },
 	{ "mount", cmd_mount, "check a stack of layers, then mount it",
@@ -174,6 +196,8 @@ const struct cmd hunion_cmds[] = {
 	  "MOUNTPOINT", help_only, NULL, "@dir" },
 	{ "whiteout", NULL, "create, list, remove and convert whiteouts",
 	  "ls|add|rm|opaque|convert ...", help_only, whiteout_cmds, NULL },
+	{ "oci", NULL, "list the images of an OCI layout, remove its garbage",
+	  "ls|gc ...", help_only, oci_cmds, NULL },
 	{ "__complete", cmd_complete, NULL, "bash|zsh|fish", help_only,
 	  NULL, NULL },
 	{ NULL, NULL, NULL, NULL, NULL, NULL, NULL }

@@ -1,0 +1,140 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * hunion oci ls|gc DIR: the images of an OCI image layout, and the blobs
+ * none of them references removed.  Parsing and printing only; lib/oci/
+ * does the work.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cmd.h"
+
+struct oci_cmd_args {
+	const struct cmd *c;
+	struct layer_opts lo;	/* --json, -n, -v, -q */
+};
+
+static int oci_cmd_opt(void *ctx, const struct parsed_opt *o)
+{
+	struct oci_cmd_args *a = ctx;
+
+	return layer_opt(a->c, &a->lo, o) < 0 ? -1 : 0;
+}
+
+/* The one operand DIR: its index, or -1 after a usage error. */
+static int parse(struct oci_cmd_args *a, const struct cmd *c, int argc,
+		 char **argv)
+{
+	int first;
+
+	a->c = c;
+	first = cmd_parse(c, argc, argv, oci_cmd_opt, a);
+	if (first < 0)
+		return -1;
+	if (argc - first != 1)
+		return cmd_usage_error(c, argc - first ? "one layout at a "
+				       "time" : "no layout given");
+	return first;
+}
+
+/* ---- ls ---------------------------------------------------------------- */
+
+static void print_platform(const struct hu_oci_entry *en)
+{
+	if (!en->os && !en->arch) {
+		fputs("-", stdout);
+		return;
+	}
+	printf("%s/%s", en->os ? en->os : "?", en->arch ? en->arch : "?");
+	if (en->variant)
+		printf("/%s", en->variant);
+}
+
+static void json_member(const char *key, const char *v, bool first)
+{
+	printf("%s\"%s\":", first ? "" : ",", key);
+	if (v)
+		json_print_string(stdout, v);
+	else
+		fputs("null", stdout);
+}
+
+static int print_entry(void *ctx, const struct hu_oci_entry *en,
+		       struct hu_error *e)
+{
+	const bool *json = ctx;
+
+	if (!*json) {
+		printf("%s\t%s\t", en->tag ? en->tag : "-",
+		       en->digest ? en->digest : "-");
+		print_platform(en);
+		putchar('\n');
+		return 0;
+	}
+	putchar('{');
+	json_member("tag", en->tag, true);
+	json_member("digest", en->digest, false);
+	json_member("mediaType", en->media_type, false);
+	printf(",\"size\":%llu", (unsigned long long)en->size);
+	json_member("os", en->os, false);
+	json_member("architecture", en->arch, false);
+	if (en->variant)
+		json_member("variant", en->variant, false);
+	puts("}");
+	return 0;
+}
+
+int cmd_oci_ls(const struct cmd *c, int argc, char **argv)
+{
+	struct oci_cmd_args a = { 0 };
+	struct hu_error e = { 0 };
+	int first = parse(&a, c, argc, argv);
+
+	if (first < 0)
+		return EXIT_USAGE;
+	if (hu_oci_list(argv[first], print_entry, &a.lo.json, &e) < 0) {
+		print_error(&e);
+		hu_error_clear(&e);
+		return EXIT_TROUBLE;
+	}
+	return EXIT_OK;
+}
+
+/* ---- gc ---------------------------------------------------------------- */
+
+static void print_removed(void *ctx, const char *name, uint64_t size)
+{
+	const struct oci_cmd_args *a = ctx;
+
+	if (a->lo.dry_run)
+		printf("would remove %s (%llu bytes)\n", name,
+		       (unsigned long long)size);
+	else if (front.verbosity > 0)
+		printf("removed %s (%llu bytes)\n", name,
+		       (unsigned long long)size);
+}
+
+int cmd_oci_gc(const struct cmd *c, int argc, char **argv)
+{
+	struct oci_cmd_args a = { 0 };
+	struct hu_oci_gc_stats st;
+	struct hu_error e = { 0 };
+	int first = parse(&a, c, argc, argv);
+
+	if (first < 0)
+		return EXIT_USAGE;
+	if (hu_oci_gc(argv[first], a.lo.dry_run, print_removed, &a, &st,
+		      &e) < 0) {
+		print_error(&e);
+		hu_error_clear(&e);
+		return EXIT_TROUBLE;
+	}
+	if (front.verbosity >= 0)
+		fprintf(stderr, "%s: %s %llu files (%llu bytes), kept %llu "
+			"blobs\n", front.cmdname, a.lo.dry_run ?
+			"would remove" : "removed",
+			(unsigned long long)st.removed,
+			(unsigned long long)st.bytes_removed,
+			(unsigned long long)st.kept);
+	return EXIT_OK;
+}

@@ -1,0 +1,166 @@
+/* SPDX-License-Identifier: MIT */
+/* -o oci:DIR:TAG of flatten and diff --oci (OPT_OCI_OUT in hunion.c): an
+ * image written into a layout through lib/oci, its lower layers each the
+ * OCI layer `diff --oci` writes over those beneath (or an image's blob as
+ * it is), its top layer what the command fills. */
+#include <errno.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd.h"
+
+int oci_opt(struct oci_args *oa, const struct parsed_opt *o)
+{
+	if (!strcmp(o->name, "config"))
+		oa->config = o->arg;
+	else if (!strcmp(o->name, "history"))
+		oa->history = o->arg;
+	else
+		return 0;
+	return 1;
+}
+
+/* --config FILE: read and checked before anything is written. */
+static int read_config(const struct cmd *c, struct oci_args *oa)
+{
+	json_error_t je;
+	json_t *j = json_load_file(oa->config, JSON_REJECT_DUPLICATES, &je);
+
+	if (!j)
+		return cmd_usage_error(c, "--config %s: %s (line %d)",
+				       oa->config, je.text, je.line);
+	if (!json_is_object(j)) {
+		json_decref(j);
+		return cmd_usage_error(c, "--config %s: not a JSON object",
+				       oa->config);
+	}
+	oa->config_text = json_dumps(j, JSON_COMPACT);
+	json_decref(j);
+	return oa->config_text ? 0 : cmd_usage_error(c, "out of memory");
+}
+
+int oci_args_resolve(const struct cmd *c, struct oci_args *oa,
+		     const char *out, struct tar_args *ta,
+		     struct hu_tarout_opts *to)
+{
+	struct hu_error e = { 0 };
+	int rc = out ? hu_ociout_parse(out, &oa->dir, &oa->tag, &e) : 0;
+
+	if (rc < 0) {
+		cmd_usage_error(c, "%s: %s", e.path, e.msg);
+		hu_error_clear(&e);
+		return -1;
+	}
+	if (rc == 0 && (oa->config || oa->history))
+		return cmd_usage_error(c, "--config and --history need -o "
+				       "oci:DIR:TAG");
+	if (rc == 0)
+		return 0;
+	if (ta->descriptor)
+		return cmd_usage_error(c, "--descriptor: an image holds its "
+				       "descriptors (-o oci:...)");
+	if (oa->config && read_config(c, oa) < 0)
+		return -1;
+	/* An image's layers are gzip unless --compress says otherwise: the
+	 * media type every reader takes. */
+	if (tar_args_resolve(c, ta, "layer.tar.gz", to) < 0)
+		return -1;
+	return 1;
+}
+
+void oci_args_free(struct oci_args *oa)
+{
+	free(oa->dir);
+	free(oa->tag);
+	free(oa->config_text);
+}
+
+/* Layer @i of the stack as diff --oci writes it over those beneath. */
+struct lower_fill {
+	struct hu_stack sub;
+	struct hu_changes_opts co;
+	bool opaque_markers;
+};
+
+static int fill_lower(void *ctx, struct hu_tarout *t, struct hu_error *e)
+{
+	struct lower_fill *f = ctx;
+
+	return hu_changes_write_tar(&f->sub, &f->co, f->opaque_markers, t, e);
+}
+
+static int write_lower(struct hu_ociout *w, const struct hu_stack *s,
+		       size_t i, const struct oci_write *ow,
+		       struct hu_error *e)
+{
+	struct hu_report report = front_report();
+	struct lower_fill f = {
+		.sub = { .n = i + 1, .layers = s->layers,
+			 .problems = s->problems, .images = s->images,
+			 .nimages = s->nimages },
+		.co = { .base = i, .report = &report },
+		.opaque_markers = ow->opaque_markers,
+	};
+	struct hu_digests d;
+	char *by;
+	int rc;
+
+	if (asprintf(&by, "hunion: layer %s", s->layers[i].path) < 0)
+		return hu_error_set(e, ENOMEM, NULL, "out of memory");
+	/* The hook for image layers: their blobs as they are. */
+	rc = hu_ociout_reuse_layer(w, &s->layers[i], by, e);
+	if (rc == 0)
+		rc = hu_ociout_layer(w, ow->to, fill_lower, &f, by, &d, e);
+	front_progress_done();
+	free(by);
+	if (rc >= 0 && front.verbosity > 0)
+		fprintf(stderr, "%s: layer %zu: %s\n", front.cmdname, i,
+			s->layers[i].path);
+	return rc < 0 ? -1 : 0;
+}
+
+int oci_write(const struct oci_args *oa, const struct hu_stack *s,
+	      const struct oci_write *ow, struct hu_error *e)
+{
+	const struct hu_layer *bottom = &s->layers[0];
+	struct hu_ociout_opts o = {
+		.config = oa->config_text, .config_name = oa->config,
+		.history = oa->history, .command = ow->command,
+	};
+	const char *sde = getenv("SOURCE_DATE_EPOCH");
+	struct hu_ociout *w;
+	struct hu_oci_desc m;
+	struct hu_digests d;
+	int rc = -1;
+
+	/* The bottom image's config (env, entrypoint, cmd, labels) is the
+	 * new image's, unless --config gives one. */
+	if (!o.config && bottom->image) {
+		o.config = bottom->image->config_json;
+		o.config_name = bottom->image->layout;
+	}
+	if (sde && *sde) {
+		o.created_set = true;
+		o.created = strtoll(sde, NULL, 10);	/* checked by
+							 * tar_args_resolve */
+	}
+	if (hu_ociout_open(&w, oa->dir, &o, e) < 0)
+		return -1;
+	for (size_t i = 0; i < ow->nkeep; i++)
+		if (write_lower(w, s, i, ow, e) < 0)
+			goto out;
+	if (hu_ociout_layer(w, ow->to, ow->fill, ow->ctx, NULL, &d, e) < 0)
+		goto out;
+	front_progress_done();
+	if (hu_ociout_commit(w, oa->tag, &m, e) < 0)
+		goto out;
+	if (front.verbosity > 0)
+		fprintf(stderr, "%s: wrote oci:%s:%s: top layer %s, diffID "
+			"%s; manifest %s\n", front.cmdname, oa->dir, oa->tag,
+			d.digest, d.diff_id, m.digest);
+	rc = 0;
+out:
+	hu_ociout_close(w);
+	return rc;
+}
