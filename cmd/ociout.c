@@ -27,6 +27,8 @@ static int read_config(const struct cmd *c, struct oci_args *oa)
 	json_error_t je;
 	json_t *j = json_load_file(oa->config, JSON_REJECT_DUPLICATES, &je);
 
+	if (!j && je.line < 0)	/* not read */
+		return cmd_usage_error(c, "--config: %s", je.text);
 	if (!j)
 		return cmd_usage_error(c, "--config %s: %s (line %d)",
 				       oa->config, je.text, je.line);
