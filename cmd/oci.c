@@ -129,6 +129,7 @@ int cmd_oci_gc(const struct cmd *c, int argc, char **argv)
 		hu_error_clear(&e);
 		return EXIT_TROUBLE;
 	}
+	fflush(stdout);
 	if (front.verbosity >= 0)
 		fprintf(stderr, "%s: %s %llu files (%llu bytes), kept %llu "
 			"blobs\n", front.cmdname, a.lo.dry_run ?
