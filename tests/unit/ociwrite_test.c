@@ -1,0 +1,274 @@
+/* SPDX-License-Identifier: MIT */
+/* Writing OCI images: the oci:DIR:TAG operand, a tag moved in index.json,
+ * the config and manifest JSON (keys sorted, history, rootfs, a base
+ * config's own entries), a layout made and a blob put in it. */
+#include <criterion/criterion.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include "oci/ociwrite.h"
+#include "testutil.h"
+
+static void teardown(void)
+{
+	tu_cleanup();
+}
+
+TestSuite(ociwrite, .fini = teardown);
+
+#define D1 "sha256:1111111111111111111111111111111111111111111111111111111111111111"
+#define D2 "sha256:2222222222222222222222222222222222222222222222222222222222222222"
+#define D3 "sha256:3333333333333333333333333333333333333333333333333333333333333333"
+
+/* ---- oci:DIR:TAG --------------------------------------------------------- */
+
+Test(ociwrite, operand_dir_is_all_before_the_last_colon)
+{
+	struct hu_error e = { 0 };
+	char *dir = NULL, *tag = NULL;
+
+	cr_assert_eq(hu_ociout_parse("oci:a:b:v1.0", &dir, &tag, &e), 1);
+	cr_expect_str_eq(dir, "a:b");
+	cr_expect_str_eq(tag, "v1.0");
+	free(dir);
+	free(tag);
+	cr_expect_eq(hu_ociout_parse("out.tar", &dir, &tag, &e), 0);
+}
+
+Test(ociwrite, operand_refuses_a_missing_or_invalid_tag)
+{
+	static const char *const bad[] = {
+		"oci:dir", "oci::t", "oci:dir:", "oci:dir:.t", "oci:dir:-t",
+		"oci:dir:a/b", "oci:dir:a@b",
+	};
+	char long_tag[160] = "oci:d:";
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct hu_error e = { 0 };
+		char *dir = NULL, *tag = NULL;
+
+		cr_expect_eq(hu_ociout_parse(bad[i], &dir, &tag, &e), -1,
+			     "%s", bad[i]);
+		hu_error_clear(&e);
+	}
+	memset(long_tag + 6, 'a', 129);
+	{
+		struct hu_error e = { 0 };
+		char *dir = NULL, *tag = NULL;
+
+		cr_expect_eq(hu_ociout_parse(long_tag, &dir, &tag, &e), -1);
+		hu_error_clear(&e);
+		long_tag[6 + 128] = '\0';	/* 128: the most allowed */
+		cr_expect_eq(hu_ociout_parse(long_tag, &dir, &tag, &e), 1);
+		free(dir);
+		free(tag);
+	}
+}
+
+/* ---- index.json ---------------------------------------------------------- */
+
+static json_t *desc(const char *digest)
+{
+	return json_pack("{s:s, s:s, s:i}", "mediaType", HU_OCI_MT_MANIFEST,
+			 "digest", digest, "size", 10);
+}
+
+static char *dump(json_t *j)
+{
+	char *s = json_dumps(j, JSON_COMPACT);
+
+	json_decref(j);
+	return s;
+}
+
+Test(ociwrite, set_tag_moves_the_tag_and_keeps_the_old_image)
+{
+	struct hu_error e = { 0 };
+	json_t *ix = json_loads(
+		"{\"schemaVersion\":2,\"manifests\":["
+		"{\"digest\":\"" D1 "\",\"annotations\":{\"" HU_OCI_REF_NAME
+		"\":\"t\",\"other\":\"x\"}},"
+		"{\"digest\":\"" D2 "\",\"annotations\":{\"" HU_OCI_REF_NAME
+		"\":\"u\"}}]}", 0, NULL);
+
+	cr_assert_not_null(ix);
+	cr_assert_eq(hu_ociw_index_set_tag(ix, "t", desc(D3), &e), 0);
+	tu_expect_str(dump(ix),
+		"{\"schemaVersion\":2,\"manifests\":["
+		"{\"digest\":\"" D1 "\",\"annotations\":{\"other\":\"x\"}},"
+		"{\"digest\":\"" D2 "\",\"annotations\":{\"" HU_OCI_REF_NAME
+		"\":\"u\"}},"
+		"{\"mediaType\":\"" HU_OCI_MT_MANIFEST "\",\"digest\":\"" D3
+		"\",\"size\":10,\"annotations\":{\"" HU_OCI_REF_NAME
+		"\":\"t\"}}]}");
+}
+
+Test(ociwrite, set_tag_drops_an_untagged_entry_of_the_same_image)
+{
+	struct hu_error e = { 0 };
+	json_t *ix = json_loads(
+		"{\"manifests\":[{\"digest\":\"" D1 "\",\"annotations\":{\""
+		HU_OCI_REF_NAME "\":\"t\"}},{\"digest\":\"" D2 "\"}]}", 0,
+		NULL);
+
+	/* the same image again under its tag: one entry, not two */
+	cr_assert_eq(hu_ociw_index_set_tag(ix, "t", desc(D1), &e), 0);
+	/* D2 untagged and written again under a new tag: D2 once */
+	cr_assert_eq(hu_ociw_index_set_tag(ix, "v", desc(D2), &e), 0);
+	tu_expect_str(dump(ix),
+		"{\"manifests\":["
+		"{\"mediaType\":\"" HU_OCI_MT_MANIFEST "\",\"digest\":\"" D1
+		"\",\"size\":10,\"annotations\":{\"" HU_OCI_REF_NAME
+		"\":\"t\"}},"
+		"{\"mediaType\":\"" HU_OCI_MT_MANIFEST "\",\"digest\":\"" D2
+		"\",\"size\":10,\"annotations\":{\"" HU_OCI_REF_NAME
+		"\":\"v\"}}]}");
+}
+
+Test(ociwrite, set_tag_refuses_an_index_without_manifests)
+{
+	struct hu_error e = { 0 };
+	json_t *ix = json_loads("{\"manifests\":{}}", 0, NULL);
+
+	cr_expect_eq(hu_ociw_index_set_tag(ix, "t", desc(D1), &e), -1);
+	hu_error_clear(&e);
+	json_decref(ix);
+}
+
+/* ---- config and manifest ---------------------------------------------------- */
+
+static struct hu_ociw_layer layer(const char *digest, const char *diff_id,
+				  char *created_by)
+{
+	struct hu_ociw_layer l = { .size = 42, .created_by = created_by };
+
+	strcpy(l.media_type, "application/vnd.oci.image.layer.v1.tar+gzip");
+	strcpy(l.digest, digest);
+	strcpy(l.diff_id, diff_id);
+	return l;
+}
+
+Test(ociwrite, minimal_config_is_the_hosts_platform_with_sorted_keys)
+{
+	struct hu_ociw_layer ls[2] = { layer(D1, D2, "base"),
+				       layer(D3, D1, NULL) };
+	const char *os, *arch, *variant;
+	struct hu_error e = { 0 };
+	char *out, want[1024];
+
+	hu_ociw_host_platform(&os, &arch, &variant);
+	cr_assert_eq(hu_ociw_config_json(NULL, NULL, ls, 2, 1300000000, &out,
+					 &e), 0);
+	snprintf(want, sizeof(want),
+		 "{\"architecture\":\"%s\",\"config\":{},"
+		 "\"created\":\"2011-03-13T07:06:40Z\",\"history\":["
+		 "{\"created\":\"2011-03-13T07:06:40Z\",\"created_by\":\"base\"},"
+		 "{\"created\":\"2011-03-13T07:06:40Z\",\"created_by\":\"hunion\"}"
+		 "],\"os\":\"linux\",\"rootfs\":{\"diff_ids\":[\"" D2 "\",\""
+		 D1 "\"],\"type\":\"layers\"}%s%s%s}", arch,
+		 variant ? ",\"variant\":\"" : "", variant ? variant : "",
+		 variant ? "\"" : "");
+	tu_expect_str(out, want);
+}
+
+Test(ociwrite, host_platform_uses_goarch_names)
+{
+	const char *os, *arch, *variant;
+
+	hu_ociw_host_platform(&os, &arch, &variant);
+	cr_expect_str_eq(os, "linux");
+#if defined(__x86_64__)
+	cr_expect_str_eq(arch, "amd64");
+#endif
+	cr_expect_neq(strcmp(arch, "x86_64"), 0);
+}
+
+Test(ociwrite, base_config_keeps_its_settings_not_its_layers)
+{
+	struct hu_ociw_layer ls[1] = { layer(D1, D3, "squash") };
+	struct hu_error e = { 0 };
+	char *out;
+
+	cr_assert_eq(hu_ociw_config_json(
+		"{\"os\":\"linux\",\"architecture\":\"arm64\","
+		"\"config\":{\"Cmd\":[\"sh\"]},\"created\":\"x\","
+		"\"rootfs\":{\"type\":\"layers\",\"diff_ids\":[\"" D2 "\"]},"
+		"\"history\":[{\"created_by\":\"ENV a\",\"empty_layer\":true},"
+		"{\"created_by\":\"ADD\"}]}", "base.json", ls, 1, 0, &out,
+		&e), 0);
+	tu_expect_str(out,
+		"{\"architecture\":\"arm64\",\"config\":{\"Cmd\":[\"sh\"]},"
+		"\"created\":\"1970-01-01T00:00:00Z\",\"history\":["
+		"{\"created_by\":\"ENV a\",\"empty_layer\":true},"
+		"{\"created\":\"1970-01-01T00:00:00Z\",\"created_by\":\"squash\"}"
+		"],\"os\":\"linux\",\"rootfs\":{\"diff_ids\":[\"" D3 "\"],"
+		"\"type\":\"layers\"}}");
+}
+
+Test(ociwrite, base_config_must_be_an_object)
+{
+	struct hu_error e = { 0 };
+	char *out = NULL;
+
+	cr_expect_eq(hu_ociw_config_json("[1]", "c.json", NULL, 0, 0, &out,
+					 &e), -1);
+	cr_expect_str_eq(e.path, "c.json");
+	hu_error_clear(&e);
+	cr_expect_eq(hu_ociw_config_json("{\"history\":1}", "c.json", NULL, 0,
+					 0, &out, &e), -1);
+	hu_error_clear(&e);
+}
+
+Test(ociwrite, manifest_lists_config_and_layers_with_sorted_keys)
+{
+	struct hu_ociw_layer ls[1] = { layer(D1, D2, NULL) };
+	struct hu_error e = { 0 };
+	char *out;
+
+	cr_assert_eq(hu_ociw_manifest_json(D3, 7, ls, 1, &out, &e), 0);
+	tu_expect_str(out,
+		"{\"config\":{\"digest\":\"" D3 "\",\"mediaType\":\""
+		HU_OCI_MT_CONFIG "\",\"size\":7},\"layers\":[{\"digest\":\""
+		D1 "\",\"mediaType\":\"application/vnd.oci.image.layer.v1."
+		"tar+gzip\",\"size\":42}],\"mediaType\":\"" HU_OCI_MT_MANIFEST
+		"\",\"schemaVersion\":2}");
+}
+
+/* ---- a layout ---------------------------------------------------------------- */
+
+Test(ociwrite, layout_is_made_and_a_blob_put_once)
+{
+	struct hu_ociw_layout l;
+	struct hu_error e = { 0 };
+	char digest[72], path[4096];
+
+	cr_assert_eq(hu_ociw_layout_open(&l, tu_path("lay"), true, LOCK_SH,
+					 &e), 0, "%s", e.msg);
+	cr_expect_str_eq(tu_read("lay/oci-layout"),
+			 "{\"imageLayoutVersion\":\"1.0.0\"}");
+	cr_expect_str_eq(tu_read("lay/index.json"), HU_OCIW_INDEX_EMPTY);
+	cr_assert_eq(hu_ociw_blob_put(&l, "abc", 3, digest, &e), 0);
+	cr_expect_str_eq(digest, "sha256:ba7816bf8f01cfea414140de5dae2223b0"
+			 "0361a396177a9cb410ff61f20015ad");
+	cr_assert_eq(hu_ociw_blob_put(&l, "abc", 3, digest, &e), 0);
+	snprintf(path, sizeof(path), "lay/blobs/sha256/%s", digest + 7);
+	cr_expect_str_eq(tu_read(path), "abc");
+	hu_ociw_layout_close(&l);
+}
+
+Test(ociwrite, layout_refuses_a_directory_that_is_none)
+{
+	struct hu_ociw_layout l;
+	struct hu_error e = { 0 };
+
+	tu_file("notlay/x", "x");
+	cr_expect_eq(hu_ociw_layout_open(&l, tu_path("notlay"), true,
+					 LOCK_SH, &e), -1);
+	cr_expect(strstr(e.msg, "not an OCI image layout") != NULL, "%s",
+		  e.msg);
+	hu_error_clear(&e);
+	cr_expect(!tu_exists("notlay/oci-layout"));
+}
