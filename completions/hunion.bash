@@ -8,7 +8,7 @@ _hunion_spec()
 	subs='' longs='' shorts='' args='' operands=''
 	case $1 in
 	'hunion')
-		subs='merge diff flatten fsck mount umount whiteout'
+		subs='merge diff flatten fsck mount umount whiteout oci'
 		longs='--version --help'
 		shorts='-h'
 		args=''
@@ -23,16 +23,16 @@ _hunion_spec()
 		;;
 	'hunion diff')
 		subs=''
-		longs='--recursive --json --exact --trees --oci --output= --compress= --level= --threads= --descriptor= --clamp-mtime= --opaque-markers --format= --userxattr --quiet --help'
+		longs='--recursive --json --exact --trees --oci --output= --compress= --level= --threads= --descriptor= --clamp-mtime= --opaque-markers --config= --history= --format= --userxattr --quiet --help'
 		shorts='-r -o -q -h'
-		args='-o --output --compress --level --threads --descriptor --clamp-mtime --format'
+		args='-o --output --compress --level --threads --descriptor --clamp-mtime --config --history --format'
 		operands='@layer'
 		;;
 	'hunion flatten')
 		subs=''
-		longs='--output= --base= --compress= --level= --threads= --descriptor= --clamp-mtime= --opaque-markers --format= --userxattr --verbose --quiet --help'
+		longs='--output= --base= --compress= --level= --threads= --descriptor= --clamp-mtime= --opaque-markers --config= --history= --format= --userxattr --verbose --quiet --help'
 		shorts='-o -v -q -h'
-		args='-o --output --base --compress --level --threads --descriptor --clamp-mtime --format'
+		args='-o --output --base --compress --level --threads --descriptor --clamp-mtime --config --history --format'
 		operands='@layer'
 		;;
 	'hunion fsck')
@@ -98,6 +98,27 @@ _hunion_spec()
 		args='-t --to -o --output --format'
 		operands='@layer'
 		;;
+	'hunion oci')
+		subs='ls gc'
+		longs='--help'
+		shorts='-h'
+		args=''
+		operands=''
+		;;
+	'hunion oci ls')
+		subs=''
+		longs='--json --help'
+		shorts='-h'
+		args=''
+		operands='@dir'
+		;;
+	'hunion oci gc')
+		subs=''
+		longs='--dry-run --verbose --quiet --help'
+		shorts='-n -v -q -h'
+		args=''
+		operands='@dir'
+		;;
 	esac
 }
 
@@ -110,10 +131,12 @@ _hunion_values()
 	'hunion diff --output'|'hunion diff -o') printf '%s\n' '@file' ;;
 	'hunion diff --compress') printf '%s\n' 'auto|none|gzip|zstd' ;;
 	'hunion diff --descriptor') printf '%s\n' '@file' ;;
+	'hunion diff --config') printf '%s\n' '@file' ;;
 	'hunion diff --format') printf '%s\n' 'auto|union|overlay|oci' ;;
 	'hunion flatten --output'|'hunion flatten -o') printf '%s\n' '@file' ;;
 	'hunion flatten --compress') printf '%s\n' 'auto|none|gzip|zstd' ;;
 	'hunion flatten --descriptor') printf '%s\n' '@file' ;;
+	'hunion flatten --config') printf '%s\n' '@file' ;;
 	'hunion flatten --format') printf '%s\n' 'auto|union|overlay|oci' ;;
 	'hunion fsck --workdir') printf '%s\n' '@dir' ;;
 	'hunion fsck --format') printf '%s\n' 'auto|union|overlay|oci' ;;

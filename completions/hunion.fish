@@ -13,15 +13,16 @@ function __hunion_layers
 end
 
 # hunion
-complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout' -l version -d 'print the version and exit'
-complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout' -s h -l help -d 'show this help'
-complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout' -a merge -d 'write the merged view of a stack of layers'
-complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout' -a diff -d 'what the top layer changes over those beneath'
-complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout' -a flatten -d 'squash a stack of layers into one tarball'
-complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout' -a fsck -d 'find and repair inconsistent markers and leftovers'
-complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout' -a mount -d 'check a stack of layers, then mount it'
-complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout' -a umount -d 'unmount a stack; say who keeps it busy'
-complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout' -a whiteout -d 'create, list, remove and convert whiteouts'
+complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout oci' -l version -d 'print the version and exit'
+complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout oci' -s h -l help -d 'show this help'
+complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout oci' -a merge -d 'write the merged view of a stack of layers'
+complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout oci' -a diff -d 'what the top layer changes over those beneath'
+complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout oci' -a flatten -d 'squash a stack of layers into one tarball'
+complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout oci' -a fsck -d 'find and repair inconsistent markers and leftovers'
+complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout oci' -a mount -d 'check a stack of layers, then mount it'
+complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout oci' -a umount -d 'unmount a stack; say who keeps it busy'
+complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout oci' -a whiteout -d 'create, list, remove and convert whiteouts'
+complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout oci' -a oci -d 'list the images of an OCI layout, remove its garbage'
 
 # hunion merge
 complete -c hunion -n '__fish_seen_subcommand_from merge' -s o -l output -x -a '(__fish_complete_directories)' -d 'write the merged view as a new tree OUT (must not exist)'
@@ -43,13 +44,15 @@ complete -c hunion -n '__fish_seen_subcommand_from diff' -l json -d 'one JSON ob
 complete -c hunion -n '__fish_seen_subcommand_from diff' -l exact -d 'compare content and metadata; drop copy-ups that changed nothing'
 complete -c hunion -n '__fish_seen_subcommand_from diff' -l trees -d 'compare two plain trees OLD NEW'
 complete -c hunion -n '__fish_seen_subcommand_from diff' -l oci -d 'write the changes as an OCI layer tarball (with -o)'
-complete -c hunion -n '__fish_seen_subcommand_from diff' -s o -l output -r -F -d 'the tarball to write with --oci (- for standard output)'
+complete -c hunion -n '__fish_seen_subcommand_from diff' -s o -l output -r -F -d 'the tarball to write with --oci (- for standard output), or oci:DIR:TAG for an image'
 complete -c hunion -n '__fish_seen_subcommand_from diff' -l compress -x -a 'auto none gzip zstd' -d 'compression (default: auto, from the file name)'
 complete -c hunion -n '__fish_seen_subcommand_from diff' -l level -x -a '' -d 'compression level'
 complete -c hunion -n '__fish_seen_subcommand_from diff' -l threads -x -a '' -d 'zstd worker threads (default and at most: the online cores)'
 complete -c hunion -n '__fish_seen_subcommand_from diff' -l descriptor -r -F -d 'write the OCI descriptor (mediaType, digest, size, diffID) as JSON'
 complete -c hunion -n '__fish_seen_subcommand_from diff' -l clamp-mtime -x -a '' -d 'clamp newer mtimes to T seconds (default: $SOURCE_DATE_EPOCH)'
 complete -c hunion -n '__fish_seen_subcommand_from diff' -l opaque-markers -d 'write .wh..wh..opq for opaque directories, not whiteouts of the lower names'
+complete -c hunion -n '__fish_seen_subcommand_from diff' -l config -r -F -d 'with -o oci:DIR:TAG: the image config to start from (JSON)'
+complete -c hunion -n '__fish_seen_subcommand_from diff' -l history -x -a '' -d 'with -o oci:DIR:TAG: created_by of the top layer\'s history entry'
 complete -c hunion -n '__fish_seen_subcommand_from diff' -l format -x -a 'auto union overlay oci' -d 'layer format (default: detect per layer)'
 complete -c hunion -n '__fish_seen_subcommand_from diff' -l userxattr -d 'markers live under user.* instead of trusted.*'
 complete -c hunion -n '__fish_seen_subcommand_from diff' -s q -l quiet -d 'print errors only, no warnings'
@@ -57,7 +60,7 @@ complete -c hunion -n '__fish_seen_subcommand_from diff' -s h -l help -d 'show t
 complete -c hunion -n '__fish_seen_subcommand_from diff' -x -a '(__hunion_layers)'
 
 # hunion flatten
-complete -c hunion -n '__fish_seen_subcommand_from flatten' -s o -l output -r -F -d 'the tarball to write (- for standard output)'
+complete -c hunion -n '__fish_seen_subcommand_from flatten' -s o -l output -r -F -d 'the tarball to write (- for standard output), or oci:DIR:TAG for an image'
 complete -c hunion -n '__fish_seen_subcommand_from flatten' -l base -x -a '' -d 'keep the bottom N layers as context: write the squashed layer of the ones above'
 complete -c hunion -n '__fish_seen_subcommand_from flatten' -l compress -x -a 'auto none gzip zstd' -d 'compression (default: auto, from the file name)'
 complete -c hunion -n '__fish_seen_subcommand_from flatten' -l level -x -a '' -d 'compression level'
@@ -65,6 +68,8 @@ complete -c hunion -n '__fish_seen_subcommand_from flatten' -l threads -x -a '' 
 complete -c hunion -n '__fish_seen_subcommand_from flatten' -l descriptor -r -F -d 'write the OCI descriptor (mediaType, digest, size, diffID) as JSON'
 complete -c hunion -n '__fish_seen_subcommand_from flatten' -l clamp-mtime -x -a '' -d 'clamp newer mtimes to T seconds (default: $SOURCE_DATE_EPOCH)'
 complete -c hunion -n '__fish_seen_subcommand_from flatten' -l opaque-markers -d 'write .wh..wh..opq for opaque directories, not whiteouts of the lower names'
+complete -c hunion -n '__fish_seen_subcommand_from flatten' -l config -r -F -d 'with -o oci:DIR:TAG: the image config to start from (JSON)'
+complete -c hunion -n '__fish_seen_subcommand_from flatten' -l history -x -a '' -d 'with -o oci:DIR:TAG: created_by of the top layer\'s history entry'
 complete -c hunion -n '__fish_seen_subcommand_from flatten' -l format -x -a 'auto union overlay oci' -d 'layer format (default: detect per layer)'
 complete -c hunion -n '__fish_seen_subcommand_from flatten' -l userxattr -d 'markers live under user.* instead of trusted.*'
 complete -c hunion -n '__fish_seen_subcommand_from flatten' -s v -l verbose -d 'say more about what is done'
@@ -163,3 +168,20 @@ complete -c hunion -n '__fish_seen_subcommand_from whiteout; and __fish_seen_sub
 complete -c hunion -n '__fish_seen_subcommand_from whiteout; and __fish_seen_subcommand_from convert' -s q -l quiet -d 'print errors only, no warnings'
 complete -c hunion -n '__fish_seen_subcommand_from whiteout; and __fish_seen_subcommand_from convert' -s h -l help -d 'show this help'
 complete -c hunion -n '__fish_seen_subcommand_from whiteout; and __fish_seen_subcommand_from convert' -x -a '(__hunion_layers)'
+
+# hunion oci
+complete -c hunion -n '__fish_seen_subcommand_from oci; and not __fish_seen_subcommand_from ls gc' -s h -l help -d 'show this help'
+complete -c hunion -n '__fish_seen_subcommand_from oci; and not __fish_seen_subcommand_from ls gc' -a ls -d 'list the images of a layout: tags, digests, platforms'
+complete -c hunion -n '__fish_seen_subcommand_from oci; and not __fish_seen_subcommand_from ls gc' -a gc -d 'remove the blobs no image of a layout references'
+
+# hunion oci ls
+complete -c hunion -n '__fish_seen_subcommand_from oci; and __fish_seen_subcommand_from ls' -l json -d 'one JSON object per line'
+complete -c hunion -n '__fish_seen_subcommand_from oci; and __fish_seen_subcommand_from ls' -s h -l help -d 'show this help'
+complete -c hunion -n '__fish_seen_subcommand_from oci; and __fish_seen_subcommand_from ls' -x -a '(__fish_complete_directories)'
+
+# hunion oci gc
+complete -c hunion -n '__fish_seen_subcommand_from oci; and __fish_seen_subcommand_from gc' -s n -l dry-run -d 'show what would be done, change nothing'
+complete -c hunion -n '__fish_seen_subcommand_from oci; and __fish_seen_subcommand_from gc' -s v -l verbose -d 'say more about what is done'
+complete -c hunion -n '__fish_seen_subcommand_from oci; and __fish_seen_subcommand_from gc' -s q -l quiet -d 'print errors only, no warnings'
+complete -c hunion -n '__fish_seen_subcommand_from oci; and __fish_seen_subcommand_from gc' -s h -l help -d 'show this help'
+complete -c hunion -n '__fish_seen_subcommand_from oci; and __fish_seen_subcommand_from gc' -x -a '(__fish_complete_directories)'
