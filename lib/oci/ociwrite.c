@@ -132,12 +132,14 @@ int hu_ociw_read_file(int dirfd, const char *name, size_t max, char **out,
 
 	if (fd < 0)
 		return hu_error_setat(e, errno, path, name, "cannot open");
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
-	    (uint64_t)st.st_size > max) {
-		int err = S_ISREG(st.st_mode) ? errno : 0;
-
+	if (fstat(fd, &st) < 0) {
+		hu_error_setat(e, errno, path, name, "cannot stat");
 		close(fd);
-		return hu_error_setat(e, err, path, name, "%s",
+		return -1;
+	}
+	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size > max) {
+		close(fd);
+		return hu_error_setat(e, 0, path, name, "%s",
 				      !S_ISREG(st.st_mode) ?
 				      "not a regular file" :
 				      "larger than the 16 MiB a JSON "
@@ -303,7 +305,16 @@ int hu_ociw_blob_put(struct hu_ociw_layout *l, const void *data, size_t len,
 /* ---- the layout --------------------------------------------------------- */
 
 /* A directory with no oci-layout may become a layout only when it holds
- * nothing but what a killed run of ours left. */
+ * nothing but what a killed run of ours left, or what another writer
+ * making it at this moment has made already (its oci-layout renamed in
+ * since we looked). */
+static bool ours(const char *name)
+{
+	return !strncmp(name, HU_OCIW_TMP, strlen(HU_OCIW_TMP)) ||
+	       !strcmp(name, "oci-layout") || !strcmp(name, "blobs") ||
+	       !strcmp(name, "index.json");
+}
+
 static int check_empty(int dirfd, const char *path, struct hu_error *e)
 {
 	struct hu_names names;
@@ -312,8 +323,7 @@ static int check_empty(int dirfd, const char *path, struct hu_error *e)
 	if (hu_names_read(dirfd, &names, path, e) < 0)
 		return -1;
 	for (size_t i = 0; i < names.n && rc == 0; i++)
-		if (strncmp(names.v[i].name, HU_OCIW_TMP,
-			    strlen(HU_OCIW_TMP)) != 0)
+		if (!ours(names.v[i].name))
 			rc = hu_error_set(e, 0, path, "not an OCI image "
 					  "layout (no oci-layout) and not "
 					  "empty: refusing to write into it");
