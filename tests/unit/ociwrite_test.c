@@ -272,3 +272,59 @@ Test(ociwrite, layout_refuses_a_directory_that_is_none)
 	hu_error_clear(&e);
 	cr_expect(!tu_exists("notlay/oci-layout"));
 }
+
+/* ---- the hook for image layers ------------------------------------------------ */
+
+Test(ociwrite, image_layer_blob_is_taken_as_it_is_and_checked)
+{
+	struct hu_ociout_opts o = { .command = "test", .created_set = true };
+	struct hu_oci_desc ld[2] = { { .size = 10 }, { .size = 1 } };
+	char diff_ids[2][72] = { D1, D2 }, src_path[4096], d[72];
+	struct hu_ociw_layout src;
+	struct hu_error e = { 0 };
+	struct hu_oci_image im;
+	struct hu_ociout *w;
+	struct hu_oci_desc m;
+	struct hu_layer l = { .image_layer = 0 };
+	char *man;
+
+	snprintf(src_path, sizeof(src_path), "%s", tu_path("src"));
+	cr_assert_eq(hu_ociw_layout_open(&src, src_path, true, LOCK_SH, &e),
+		     0);
+	cr_assert_eq(hu_ociw_blob_put(&src, "layerbytes", 10, d, &e), 0);
+	strcpy(ld[0].media_type,
+	       "application/vnd.docker.image.rootfs.diff.tar.gzip");
+	strcpy(ld[0].digest, d);
+	/* a blob whose bytes are not its name's */
+	strcpy(ld[1].media_type, "application/vnd.oci.image.layer.v1.tar");
+	strcpy(ld[1].digest, D3);
+	tu_file("src/blobs/sha256/"
+		"3333333333333333333333333333333333333333333333333333333333333333",
+		"x");
+	im = (struct hu_oci_image){ .layout = src_path,
+				    .layout_fd = src.dirfd, .nlayers = 2,
+				    .layers = ld, .diff_ids = diff_ids };
+	l.image = &im;
+
+	cr_assert_eq(hu_ociout_open(&w, tu_path("dst"), &o, &e), 0);
+	cr_expect_eq(hu_ociout_reuse_layer(w, &l, "from src", &e), 1,
+		     "%s", e.msg);
+	l.image_layer = 1;
+	cr_expect_eq(hu_ociout_reuse_layer(w, &l, "bad", &e), -1);
+	cr_expect(strstr(e.msg, D3) != NULL, "%s", e.msg);
+	hu_error_clear(&e);
+	cr_assert_eq(hu_ociout_commit(w, "t", &m, &e), 0, "%s", e.msg);
+	hu_ociout_close(w);
+	hu_ociw_layout_close(&src);
+
+	/* the blob copied; the manifest names it with OCI's media type */
+	snprintf(src_path, sizeof(src_path), "dst/blobs/sha256/%s", d + 7);
+	cr_expect_str_eq(tu_read(src_path), "layerbytes");
+	cr_expect(!tu_exists("dst/blobs/sha256/3333333333333333333333333333"
+			     "333333333333333333333333333333333333"));
+	snprintf(src_path, sizeof(src_path), "dst/blobs/sha256/%s",
+		 m.digest + 7);
+	man = tu_read(src_path);
+	cr_expect(strstr(man, "\"mediaType\":\"application/vnd.oci.image."
+			 "layer.v1.tar+gzip\",\"size\":10") != NULL, "%s", man);
+}
