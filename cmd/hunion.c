@@ -186,7 +186,7 @@ const struct cmd hunion_cmds[] = {
 	{ "diff", cmd_diff, "what the top layer changes over those beneath",
 	  "[--trees OLD NEW | LAYER...]", diff_opts, NULL, "@layer" },
 	{ "flatten", cmd_flatten, "squash a stack of layers into one tarball",
-	  "-o FILE|oci:DIR:TAG LAYER...", flatten_opts, NULL, "@layer" },
+	  "-o FILE LAYER...", flatten_opts, NULL, "@layer" },
 	{ "fsck", cmd_fsck, "find and repair inconsistent markers and leftovers",
 	  "[-n|-p|-y] LAYER...", fsck_opts, NULL, "@layer" },
 	{ "mount", cmd_mount, "check a stack of layers, then mount it",
