@@ -113,7 +113,8 @@ int hu_ociw_replace_file(int dirfd, const char *name, const char *text,
 		(void)hu_wr_unlinkat(dirfd, tmp, 0);
 	}
 	if (hu_wr_fsync(dirfd) < 0)
-		return hu_error_set(e, errno, path, "cannot sync");
+		return hu_error_setat(e, errno, path, name, "in place, but its "
+				      "directory cannot be synced");
 	return 0;
 fail:
 	if (fd >= 0)
