@@ -128,7 +128,7 @@ int oci_write(const struct oci_args *oa, const struct hu_stack *s,
 	const struct hu_layer *bottom = &s->layers[0];
 	struct hu_ociout_opts o = {
 		.config = oa->config_text, .config_name = oa->config,
-		.history = oa->history, .command = ow->command,
+		.history = oa->history, .command = ow->command, .stack = s,
 	};
 	const char *sde = getenv("SOURCE_DATE_EPOCH");
 	struct hu_ociout *w;

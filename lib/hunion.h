@@ -1128,6 +1128,8 @@ struct hu_ociout_opts {
 	bool created_set;	/* every timestamp is @created
 				 * (SOURCE_DATE_EPOCH), else now */
 	int64_t created;
+	const struct hu_stack *stack;	/* the layers read: the layout may
+					 * not lie inside one; may be NULL */
 };
 
 /* An image being written into a layout: its layers' blobs go in as they

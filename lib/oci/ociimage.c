@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <libgen.h>
 #include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -258,11 +259,39 @@ int hu_ociw_manifest_json(const char *config_digest, uint64_t config_size,
 
 /* ---- the image ------------------------------------------------------------ */
 
+/* The layout @dir, or where it will be made, may not lie inside a layer
+ * read: writing it would change the view being written. */
+static int check_outside(const char *dir, const struct hu_stack *s,
+			 struct hu_error *e)
+{
+	char *copy;
+	int fd, rc;
+
+	if (!s)
+		return 0;
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 && errno == ENOENT) {
+		copy = strdup(dir);
+		if (!copy)
+			return hu_error_set(e, ENOMEM, dir, "out of memory");
+		fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		free(copy);
+	}
+	if (fd < 0)
+		return 0;	/* the layout's open says why */
+	rc = hu_check_outside_layers(fd, s->layers, s->n, dir, e);
+	close(fd);
+	return rc;
+}
+
 int hu_ociout_open(struct hu_ociout **wp, const char *dir,
 		   const struct hu_ociout_opts *o, struct hu_error *e)
 {
-	struct hu_ociout *w = calloc(1, sizeof(*w));
+	struct hu_ociout *w;
 
+	if (check_outside(dir, o->stack, e) < 0)
+		return -1;
+	w = calloc(1, sizeof(*w));
 	if (!w)
 		return hu_error_set(e, ENOMEM, dir, "out of memory");
 	if (hu_ociw_layout_open(&w->l, dir, true, LOCK_SH, e) < 0) {
