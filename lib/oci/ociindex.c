@@ -33,10 +33,17 @@ void hu_ociw_index_unlock(struct hu_ociw_layout *l)
 int hu_ociw_index_read(const struct hu_ociw_layout *l, json_t **out,
 		       struct hu_error *e)
 {
-	json_t *j;
+	json_t *j, *m;
 
 	if (hu_ociw_read_json(l->dirfd, "index.json", l->path, &j, e) < 0)
 		return -1;
+	m = json_object_get(j, "manifests");
+	/* `umoci init` writes an index with none: no images */
+	if ((!m || json_is_null(m)) &&
+	    json_object_set_new(j, "manifests", json_array()) < 0) {
+		json_decref(j);
+		return hu_error_set(e, ENOMEM, l->path, "out of memory");
+	}
 	if (!json_is_array(json_object_get(j, "manifests"))) {
 		json_decref(j);
 		return hu_error_setat(e, 0, l->path, "index.json", "no "
