@@ -341,7 +341,7 @@ int hu_ociout_layer(struct hu_ociout *w, const struct hu_tarout_opts *to,
 	struct hu_ociw_blob b;
 	struct hu_tarout *t;
 
-	if (hu_ociw_blob_begin(&w->l, &b, e) < 0)
+	if (hu_interrupt_check(e) < 0 || hu_ociw_blob_begin(&w->l, &b, e) < 0)
 		return -1;
 	if (hu_tarout_open(&t, b.fd, to, e) < 0)
 		goto fail;
@@ -377,6 +377,9 @@ int hu_ociout_commit(struct hu_ociout *w, const char *tag,
 	int64_t created = w->o.created_set ? w->o.created : time(NULL);
 	int rc = -1;
 
+	/* The last moment a stop leaves the tags as they were. */
+	if (hu_interrupt_check(e) < 0)
+		return -1;
 	if (hu_ociw_config_json(w->base_config, w->base_name, w->layers, w->n,
 				created, &config, e) < 0 ||
 	    hu_ociw_blob_put(&w->l, config, strlen(config), cdigest, e) < 0 ||
@@ -397,7 +400,7 @@ int hu_ociout_commit(struct hu_ociout *w, const char *tag,
 		hu_error_set(e, ENOMEM, w->l.path, "out of memory");
 		goto out;
 	}
-	if (hu_ociw_index_lock(&w->l, e) < 0)
+	if (hu_interrupt_check(e) < 0 || hu_ociw_index_lock(&w->l, e) < 0)
 		goto out;
 	/* Read afresh under the lock: another writer's tag is kept. */
 	if (hu_ociw_index_read(&w->l, &index, e) == 0) {
