@@ -328,3 +328,82 @@ Test(ociwrite, image_layer_blob_is_taken_as_it_is_and_checked)
 	cr_expect(strstr(man, "\"mediaType\":\"application/vnd.oci.image."
 			 "layer.v1.tar+gzip\",\"size\":10") != NULL, "%s", man);
 }
+
+/* ---- gc ------------------------------------------------------------------------ */
+
+static void count_removed(void *ctx, const char *name, uint64_t size)
+{
+	(*(int *)ctx)++;
+}
+
+/* A blob of @text put in @l; its digest in @d. */
+static void put(struct hu_ociw_layout *l, const char *text, char d[72])
+{
+	struct hu_error e = { 0 };
+
+	cr_assert_eq(hu_ociw_blob_put(l, text, strlen(text), d, &e), 0);
+}
+
+Test(ociwrite, gc_walks_nested_indexes_and_docker_manifests)
+{
+	char layer[72], config[72], man[72], list[72], stray[72], path[4096];
+	char text[1024];
+	struct hu_oci_gc_stats st;
+	struct hu_ociw_layout l;
+	struct hu_error e = { 0 };
+	json_t *ix;
+	int removed = 0;
+
+	cr_assert_eq(hu_ociw_layout_open(&l, tu_path("lay"), true, LOCK_SH,
+					 &e), 0);
+	put(&l, "layer", layer);
+	put(&l, "{}", config);
+	snprintf(text, sizeof(text), "{\"schemaVersion\":2,\"config\":{"
+		 "\"digest\":\"%s\"},\"layers\":[{\"digest\":\"%s\"}]}",
+		 config, layer);
+	put(&l, text, man);
+	snprintf(text, sizeof(text), "{\"manifests\":[{\"mediaType\":\""
+		 HU_DOCKER_MT_MANIFEST "\",\"digest\":\"%s\"}]}", man);
+	put(&l, text, list);
+	put(&l, "stray", stray);
+	ix = json_pack("{s:[{s:s, s:s}]}", "manifests", "mediaType",
+		       HU_OCI_MT_INDEX, "digest", list);
+	cr_assert_eq(hu_ociw_index_write(&l, ix, &e), 0);
+	json_decref(ix);
+	hu_ociw_layout_close(&l);
+
+	cr_assert_eq(hu_oci_gc(tu_path("lay"), false, count_removed, &removed,
+			       &st, &e), 0, "%s", e.msg);
+	cr_expect_eq(removed, 1);
+	cr_expect_eq(st.kept, 4);
+	snprintf(path, sizeof(path), "lay/blobs/sha256/%s", stray + 7);
+	cr_expect(!tu_exists(path));
+	snprintf(path, sizeof(path), "lay/blobs/sha256/%s", layer + 7);
+	cr_expect(tu_exists(path));
+}
+
+Test(ociwrite, gc_refuses_a_manifest_that_is_not_its_digest)
+{
+	struct hu_oci_gc_stats st;
+	struct hu_ociw_layout l;
+	struct hu_error e = { 0 };
+	char stray[72];
+	json_t *ix;
+
+	cr_assert_eq(hu_ociw_layout_open(&l, tu_path("lay"), true, LOCK_SH,
+					 &e), 0);
+	put(&l, "stray", stray);
+	tu_file("lay/blobs/sha256/"
+		"3333333333333333333333333333333333333333333333333333333333333333",
+		"{}");
+	ix = json_pack("{s:[{s:s, s:s}]}", "manifests", "mediaType",
+		       HU_OCI_MT_MANIFEST, "digest", D3);
+	cr_assert_eq(hu_ociw_index_write(&l, ix, &e), 0);
+	json_decref(ix);
+	hu_ociw_layout_close(&l);
+	cr_expect_eq(hu_oci_gc(tu_path("lay"), false, NULL, NULL, &st, &e),
+		     -1);
+	cr_expect(strstr(e.msg, "sha256") != NULL, "%s", e.msg);
+	hu_error_clear(&e);
+	cr_expect_eq(st.removed, 0);
+}
