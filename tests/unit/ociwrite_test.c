@@ -303,7 +303,10 @@ Test(ociwrite, image_layer_blob_is_taken_as_it_is_and_checked)
 		"x");
 	im = (struct hu_oci_image){ .layout = src_path,
 				    .layout_fd = src.dirfd, .nlayers = 2,
-				    .layers = ld, .diff_ids = diff_ids };
+				    .layers = ld, .diff_ids = diff_ids,
+				    .config_json = (char *)
+		"{\"history\":[{\"created_by\":\"ENV\",\"empty_layer\":true},"
+		"{\"created_by\":\"ADD base\"}]}" };
 	l.image = &im;
 
 	cr_assert_eq(hu_ociout_open(&w, tu_path("dst"), &o, &e), 0);
@@ -327,6 +330,15 @@ Test(ociwrite, image_layer_blob_is_taken_as_it_is_and_checked)
 	man = tu_read(src_path);
 	cr_expect(strstr(man, "\"mediaType\":\"application/vnd.oci.image."
 			 "layer.v1.tar+gzip\",\"size\":10") != NULL, "%s", man);
+	/* its history entry the source image's */
+	json_t *mj = json_loads(man, 0, NULL);
+	const char *cd = json_string_value(json_object_get(
+		json_object_get(mj, "config"), "digest"));
+
+	snprintf(src_path, sizeof(src_path), "dst/blobs/sha256/%s", cd + 7);
+	cr_expect(strstr(tu_read(src_path), "\"created_by\":\"ADD base\"") !=
+		  NULL, "%s", tu_read(src_path));
+	json_decref(mj);
 }
 
 /* ---- gc ------------------------------------------------------------------------ */
