@@ -11,7 +11,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,14 +23,6 @@
 #include "internal.h"
 #include "oci/ociwrite.h"
 
-struct hu_ociout {
-	struct hu_ociw_layout l;
-	struct hu_ociout_opts o;
-	const char *base_config;	/* o.config, or the bottom image's */
-	const char *base_name;
-	struct hu_ociw_layer *layers;
-	size_t n, cap;
-};
 
 /* ---- operands ------------------------------------------------------------ */
 
@@ -305,7 +296,7 @@ int hu_ociout_open(struct hu_ociout **wp, const char *dir,
 	return 0;
 }
 
-static int add_layer(struct hu_ociout *w, const char *media_type,
+int hu_ociw_add_layer(struct hu_ociout *w, const char *media_type,
 		     const char *digest, const char *diff_id, uint64_t size,
 		     const char *created_by, struct hu_error *e)
 {
@@ -355,7 +346,7 @@ int hu_ociout_layer(struct hu_ociout *w, const struct hu_tarout_opts *to,
 		return -1;
 	if (!created_by)
 		created_by = w->o.history ? w->o.history : w->o.command;
-	return add_layer(w, d->media_type, d->digest, d->diff_id, d->size,
+	return hu_ociw_add_layer(w, d->media_type, d->digest, d->diff_id, d->size,
 			 created_by, e);
 fail:
 	if (!e->path) {	/* the stream's error: name the blob it wrote */
@@ -423,176 +414,6 @@ out:
 	free(config);
 	free(man);
 	return rc;
-}
-
-/* ---- the hook for image layers --------------------------------------------- */
-
-/* The media type of a layer blob as an OCI manifest names it: Docker's
- * names of the same bytes become OCI's. */
-static const char *oci_layer_type(const char *mt)
-{
-	if (!strcmp(mt, "application/vnd.docker.image.rootfs.diff.tar.gzip"))
-		return "application/vnd.oci.image.layer.v1.tar+gzip";
-	if (!strcmp(mt, "application/vnd.docker.image.rootfs.diff.tar"))
-		return "application/vnd.oci.image.layer.v1.tar";
-	return mt;
-}
-
-static int open_src_blob(int layout_fd, const char *hex)
-{
-	int b = openat(layout_fd, "blobs", O_RDONLY | O_DIRECTORY |
-		       O_NOFOLLOW | O_CLOEXEC), s, fd = -1;
-
-	if (b < 0)
-		return -1;
-	s = openat(b, "sha256", O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
-		   O_CLOEXEC);
-	if (s >= 0) {
-		fd = openat(s, hex, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-		close(s);
-	}
-	close(b);
-	return fd;
-}
-
-/* Copy @fd's bytes into @b, hashing them: @got their digest. */
-static int copy_hashed(int fd, struct hu_ociw_blob *b, char got[72],
-		       uint64_t *size)
-{
-	EVP_MD_CTX *md = EVP_MD_CTX_new();
-	unsigned char buf[1 << 16], dg[EVP_MAX_MD_SIZE];
-	unsigned n = 0;
-	int rc = -1;
-
-	*size = 0;
-	if (!md || !EVP_DigestInit_ex(md, EVP_sha256(), NULL))
-		goto out;
-	for (;;) {
-		ssize_t r = read(fd, buf, sizeof(buf));
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			goto out;
-		if (r == 0)
-			break;
-		for (ssize_t off = 0; off < r;) {
-			ssize_t w = hu_wr_write(b->fd, buf + off,
-						(size_t)(r - off));
-
-			if (w <= 0)
-				goto out;
-			off += w;
-		}
-		if (!EVP_DigestUpdate(md, buf, (size_t)r))
-			goto out;
-		*size += (uint64_t)r;
-	}
-	if (!EVP_DigestFinal_ex(md, dg, &n) || n != 32)
-		goto out;
-	memcpy(got, "sha256:", 7);
-	for (unsigned i = 0; i < n; i++)
-		snprintf(got + 7 + 2 * i, 3, "%02x", dg[i]);
-	rc = 0;
-out:
-	EVP_MD_CTX_free(md);
-	return rc;
-}
-
-/* The blob @d of the layout @layout_fd into ours, verified. */
-static int copy_blob(struct hu_ociout *w, const struct hu_oci_image *im,
-		     const struct hu_oci_desc *d, struct hu_error *e)
-{
-	struct hu_ociw_blob b;
-	struct stat st;
-	char got[72];
-	uint64_t size;
-	int fd;
-
-	if (fstatat(w->l.sha_fd, d->digest + 7, &st, AT_SYMLINK_NOFOLLOW) ==
-	    0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size == d->size)
-		return 0;	/* there already: content-addressed */
-	fd = open_src_blob(im->layout_fd, d->digest + 7);
-	if (fd < 0)
-		return hu_error_setat(e, errno, im->layout, "blobs/sha256",
-				      "cannot open blob %s", d->digest);
-	if (hu_ociw_blob_begin(&w->l, &b, e) < 0) {
-		close(fd);
-		return -1;
-	}
-	if (copy_hashed(fd, &b, got, &size) < 0) {
-		hu_error_setat(e, errno, w->l.path, "blobs/sha256",
-			       "cannot copy blob %s from %s", d->digest,
-			       im->layout);
-		goto fail;
-	}
-	if (size != d->size || strcmp(got, d->digest) != 0) {
-		hu_error_setat(e, 0, im->layout, "blobs/sha256", "blob %s: "
-			       "%llu bytes of sha256 %s, not %llu as the "
-			       "manifest says", d->digest,
-			       (unsigned long long)size, got,
-			       (unsigned long long)d->size);
-		goto fail;
-	}
-	close(fd);
-	return hu_ociw_blob_commit(&w->l, &b, d->digest, d->size, e);
-fail:
-	close(fd);
-	hu_ociw_blob_abort(&w->l, &b);
-	return -1;
-}
-
-/* The created_by of layer @k in @im's config history (its entries that
- * are no empty_layer, in order), malloc'd; NULL when it has none. */
-static char *source_created_by(const struct hu_oci_image *im, size_t k)
-{
-	json_t *c = im->config_json ? json_loads(im->config_json, 0, NULL) :
-		    NULL, *h;
-	const char *by = NULL;
-	char *out;
-	size_t i;
-
-	json_array_foreach(json_object_get(c, "history"), i, h) {
-		if (json_is_true(json_object_get(h, "empty_layer")))
-			continue;
-		if (k-- == 0) {
-			by = json_string_value(json_object_get(h,
-							       "created_by"));
-			break;
-		}
-	}
-	out = by ? strdup(by) : NULL;
-	json_decref(c);
-	return out;
-}
-
-int hu_ociout_reuse_layer(struct hu_ociout *w, const struct hu_layer *l,
-			  const char *created_by, struct hu_error *e)
-{
-	const struct hu_oci_image *im = l->image;
-	const struct hu_oci_desc *d;
-	char *by;
-	int rc;
-
-	if (!im)
-		return 0;
-	if (l->image_layer >= im->nlayers)
-		return hu_error_set(e, EINVAL, im->layout, "layer %zu of an "
-				    "image of %zu", l->image_layer,
-				    im->nlayers);
-	d = &im->layers[l->image_layer];
-	if (!hu_ociw_digest_valid(d->digest))
-		return hu_error_set(e, 0, im->layout, "invalid digest '%s'",
-				    d->digest);
-	if (copy_blob(w, im, d, e) < 0)
-		return -1;
-	/* its history entry says what made it, as the image said */
-	by = source_created_by(im, l->image_layer);
-	rc = add_layer(w, oci_layer_type(d->media_type), d->digest,
-		       im->diff_ids[l->image_layer], d->size,
-		       by ? by : created_by, e);
-	free(by);
-	return rc < 0 ? -1 : 1;
 }
 
 void hu_ociout_close(struct hu_ociout *w)

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * What the modules that write OCI image layouts share (ociwrite.c,
- * ociindex.c, ociimage.c, ocigc.c): a layout opened for writing and its
+ * ociindex.c, ociimage.c, ocireuse.c, ocigc.c): a layout opened for writing and its
  * two locks, blobs written under a temporary name and renamed in, and the
  * JSON documents of an image.
  *
@@ -124,6 +124,21 @@ struct hu_ociw_layer {
 	uint64_t size;
 	char *created_by;
 };
+
+/* An image being written (hu_ociout_open). */
+struct hu_ociout {
+	struct hu_ociw_layout l;
+	struct hu_ociout_opts o;
+	const char *base_config;	/* o.config, or the bottom image's */
+	const char *base_name;
+	struct hu_ociw_layer *layers;	/* written so far, bottom first */
+	size_t n, cap;
+};
+
+/* Append a layer written (or taken) to @w's image. */
+int hu_ociw_add_layer(struct hu_ociout *w, const char *media_type,
+		      const char *digest, const char *diff_id, uint64_t size,
+		      const char *created_by, struct hu_error *e);
 
 /* The host's platform in GOARCH / GOOS names: "amd64" for x86_64... */
 void hu_ociw_host_platform(const char **os, const char **arch,
