@@ -114,17 +114,27 @@ static void print_removed(void *ctx, const char *name, uint64_t size)
 		       (unsigned long long)size);
 }
 
+/* Said once, so that a gc that seems to hang says why. */
+static void print_waiting(void *ctx, const char *dir)
+{
+	if (front.verbosity >= 0)
+		fprintf(stderr, "%s: %s: waiting for the hunion runs writing "
+			"into it\n", front.cmdname, dir);
+}
+
 int cmd_oci_gc(const struct cmd *c, int argc, char **argv)
 {
 	struct oci_cmd_args a = { 0 };
+	struct hu_oci_gc_opts o = { .removed = print_removed,
+				    .waiting = print_waiting, .ctx = &a };
 	struct hu_oci_gc_stats st;
 	struct hu_error e = { 0 };
 	int first = parse(&a, c, argc, argv);
 
 	if (first < 0)
 		return EXIT_USAGE;
-	if (hu_oci_gc(argv[first], a.lo.dry_run, print_removed, &a, &st,
-		      &e) < 0) {
+	o.dry_run = a.lo.dry_run;
+	if (hu_oci_gc(argv[first], &o, &st, &e) < 0) {
 		print_error(&e);
 		hu_error_clear(&e);
 		return EXIT_TROUBLE;

@@ -1177,13 +1177,20 @@ int hu_oci_list(const char *dir,
 
 /* Remove the blobs of @dir no image of index.json references (walked
  * through manifests and indexes to configs and layers), and what killed
- * writers left; waits for running hunion writers.  @fn (may be NULL) is
- * told of each removal (with @dry_run, of each that would be). */
+ * writers left; waits for running hunion writers (a signal stops the
+ * wait: hu_interrupt). */
+struct hu_oci_gc_opts {
+	bool dry_run;		/* remove nothing, tell of each */
+	/* Told of each removal (with @dry_run, of each that would be), and
+	 * once when gc has to wait for writers; either may be NULL. */
+	void (*removed)(void *ctx, const char *name, uint64_t size);
+	void (*waiting)(void *ctx, const char *dir);
+	void *ctx;
+};
 struct hu_oci_gc_stats {
 	uint64_t kept, removed, bytes_removed;
 };
-int hu_oci_gc(const char *dir, bool dry_run,
-	      void (*fn)(void *ctx, const char *name, uint64_t size),
-	      void *ctx, struct hu_oci_gc_stats *st, struct hu_error *e);
+int hu_oci_gc(const char *dir, const struct hu_oci_gc_opts *o,
+	      struct hu_oci_gc_stats *st, struct hu_error *e);
 
 #endif /* HUNION_H */

@@ -157,9 +157,7 @@ static bool is_hex64(const char *s)
 
 struct sweep {
 	struct gc *g;
-	bool dry_run;
-	void (*fn)(void *ctx, const char *name, uint64_t size);
-	void *ctx;
+	const struct hu_oci_gc_opts *o;
 	struct hu_oci_gc_stats *st;
 };
 
@@ -173,9 +171,9 @@ static int sweep_one(struct sweep *sw, int dirfd, const char *dir,
 	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
 	    S_ISREG(st.st_mode))
 		size = (uint64_t)st.st_size;
-	if (sw->fn)
-		sw->fn(sw->ctx, rel, size);
-	if (!sw->dry_run && hu_wr_unlinkat(dirfd, name, 0) < 0 &&
+	if (sw->o->removed)
+		sw->o->removed(sw->o->ctx, rel, size);
+	if (!sw->o->dry_run && hu_wr_unlinkat(dirfd, name, 0) < 0 &&
 	    errno != ENOENT)
 		return hu_error_setat(e, errno, dir, name, "cannot remove");
 	sw->st->removed++;
@@ -211,24 +209,23 @@ static int sweep_dir(struct sweep *sw, int dirfd, const char *prefix,
 		}
 	}
 	hu_names_free(&names);
-	if (rc == 0 && !sw->dry_run && sw->st->removed &&
+	if (rc == 0 && !sw->o->dry_run && sw->st->removed &&
 	    hu_wr_fsync(dirfd) < 0)
 		rc = hu_error_set(e, errno, dir, "cannot sync");
 	return rc;
 }
 
-int hu_oci_gc(const char *dir, bool dry_run,
-	      void (*fn)(void *ctx, const char *name, uint64_t size),
-	      void *ctx, struct hu_oci_gc_stats *st, struct hu_error *e)
+int hu_oci_gc(const char *dir, const struct hu_oci_gc_opts *o,
+	      struct hu_oci_gc_stats *st, struct hu_error *e)
 {
 	struct gc g = { .n = 0 };
-	struct sweep sw = { .g = &g, .dry_run = dry_run, .fn = fn,
-			    .ctx = ctx, .st = st };
+	struct sweep sw = { .g = &g, .o = o, .st = st };
 	json_t *index = NULL;
 	int rc = -1;
 
 	*st = (struct hu_oci_gc_stats){ .kept = 0 };
-	if (hu_ociw_layout_open(&g.l, dir, false, LOCK_EX, e) < 0)
+	if (hu_ociw_layout_open(&g.l, dir, false, LOCK_EX, o->waiting, o->ctx,
+				e) < 0)
 		return -1;
 	/* The index lock too: a writer of another tool's making that
 	 * takes it (or hunion without the gc lock) changes nothing under

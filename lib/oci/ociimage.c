@@ -285,7 +285,8 @@ int hu_ociout_open(struct hu_ociout **wp, const char *dir,
 	w = calloc(1, sizeof(*w));
 	if (!w)
 		return hu_error_set(e, ENOMEM, dir, "out of memory");
-	if (hu_ociw_layout_open(&w->l, dir, true, LOCK_SH, e) < 0) {
+	if (hu_ociw_layout_open(&w->l, dir, true, LOCK_SH, NULL, NULL,
+				e) < 0) {
 		free(w);
 		return -1;
 	}

@@ -8,6 +8,7 @@
  * the old index or the new one.  And `oci ls`: the images of an index.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
@@ -18,11 +19,10 @@
 
 int hu_ociw_index_lock(struct hu_ociw_layout *l, struct hu_error *e)
 {
-	while (flock(l->blobs_fd, LOCK_EX) < 0)
-		if (errno != EINTR)
-			return hu_error_setat(e, errno, l->path, "blobs",
-					      "cannot lock");
-	return 0;
+	char path[4096];
+
+	snprintf(path, sizeof(path), "%s/blobs", l->path);
+	return hu_ociw_lock_wait(l->blobs_fd, LOCK_EX, path, NULL, NULL, e);
 }
 
 void hu_ociw_index_unlock(struct hu_ociw_layout *l)
@@ -164,7 +164,7 @@ int hu_oci_list(const char *dir,
 	size_t i;
 	int rc = 0;
 
-	if (hu_ociw_layout_open(&l, dir, false, 0, e) < 0)
+	if (hu_ociw_layout_open(&l, dir, false, 0, NULL, NULL, e) < 0)
 		return -1;
 	if (hu_ociw_index_read(&l, &index, e) < 0) {
 		hu_ociw_layout_close(&l);

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -404,8 +405,32 @@ static int open_dir(struct hu_ociw_layout *l, const char *dir, bool create,
 	return 0;
 }
 
+int hu_ociw_lock_wait(int fd, int op, const char *path,
+		      void (*waiting)(void *ctx, const char *dir), void *ctx,
+		      struct hu_error *e)
+{
+	struct timespec nap = { 0, 1000000 };	/* 1 ms, up to 128 ms */
+	bool told = false;
+
+	while (flock(fd, op | LOCK_NB) < 0) {
+		if (errno != EWOULDBLOCK && errno != EINTR)
+			return hu_error_set(e, errno, path, "cannot lock");
+		if (hu_interrupt_check(e) < 0)
+			return -1;
+		if (!told && waiting)
+			waiting(ctx, path);
+		told = true;
+		(void)nanosleep(&nap, NULL);
+		if (nap.tv_nsec < 128000000)
+			nap.tv_nsec *= 2;
+	}
+	return 0;
+}
+
 int hu_ociw_layout_open(struct hu_ociw_layout *l, const char *dir,
-			bool create, int gc_lock, struct hu_error *e)
+			bool create, int gc_lock,
+			void (*waiting)(void *ctx, const char *dir),
+			void *ctx, struct hu_error *e)
 {
 	char blobs[4096];
 
@@ -417,11 +442,9 @@ int hu_ociw_layout_open(struct hu_ociw_layout *l, const char *dir,
 	if (open_dir(l, dir, create, e) < 0)
 		goto fail;
 	/* Before anything is made in it: gc removes temporaries. */
-	while (gc_lock && flock(l->dirfd, gc_lock) < 0)
-		if (errno != EINTR) {
-			hu_error_set(e, errno, dir, "cannot lock");
-			goto fail;
-		}
+	if (gc_lock && hu_ociw_lock_wait(l->dirfd, gc_lock, dir, waiting, ctx,
+					 e) < 0)
+		goto fail;
 	if (check_layout_file(l, create, e) < 0)
 		goto fail;
 	l->blobs_fd = open_subdir(l->dirfd, "blobs", create, dir, e);

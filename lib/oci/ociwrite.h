@@ -47,10 +47,18 @@ struct hu_ociw_layout {
 };
 
 /* Open @dir (made, with what a layout holds, when @create and missing)
- * and take its gc lock (LOCK_SH for a writer, LOCK_EX for gc; waits; 0
- * for a reader: none). */
+ * and take its gc lock (LOCK_SH for a writer, LOCK_EX for gc; 0 for a
+ * reader: none).  It waits for the lock, @waiting (may be NULL) told
+ * once if it must; a signal ends the wait (hu_interrupt). */
 int hu_ociw_layout_open(struct hu_ociw_layout *l, const char *dir,
-			bool create, int gc_lock, struct hu_error *e);
+			bool create, int gc_lock,
+			void (*waiting)(void *ctx, const char *dir),
+			void *ctx, struct hu_error *e);
+/* Wait for flock(@op) on @fd (naps that a signal ends: flock(2) itself
+ * would be restarted after the front end's handler, SA_RESTART). */
+int hu_ociw_lock_wait(int fd, int op, const char *path,
+		      void (*waiting)(void *ctx, const char *dir), void *ctx,
+		      struct hu_error *e);
 void hu_ociw_layout_close(struct hu_ociw_layout *l);
 
 /* A blob being written: its temporary file in DIR/blobs/sha256. */

@@ -246,7 +246,7 @@ Test(ociwrite, layout_is_made_and_a_blob_put_once)
 	char digest[72], path[4096];
 
 	cr_assert_eq(hu_ociw_layout_open(&l, tu_path("lay"), true, LOCK_SH,
-					 &e), 0, "%s", e.msg);
+					 NULL, NULL, &e), 0, "%s", e.msg);
 	cr_expect_str_eq(tu_read("lay/oci-layout"),
 			 "{\"imageLayoutVersion\":\"1.0.0\"}");
 	cr_expect_str_eq(tu_read("lay/index.json"), HU_OCIW_INDEX_EMPTY);
@@ -266,7 +266,7 @@ Test(ociwrite, layout_refuses_a_directory_that_is_none)
 
 	tu_file("notlay/x", "x");
 	cr_expect_eq(hu_ociw_layout_open(&l, tu_path("notlay"), true,
-					 LOCK_SH, &e), -1);
+					 LOCK_SH, NULL, NULL, &e), -1);
 	cr_expect(strstr(e.msg, "not an OCI image layout") != NULL, "%s",
 		  e.msg);
 	hu_error_clear(&e);
@@ -289,7 +289,8 @@ Test(ociwrite, image_layer_blob_is_taken_as_it_is_and_checked)
 	char *man;
 
 	snprintf(src_path, sizeof(src_path), "%s", tu_path("src"));
-	cr_assert_eq(hu_ociw_layout_open(&src, src_path, true, LOCK_SH, &e),
+	cr_assert_eq(hu_ociw_layout_open(&src, src_path, true, LOCK_SH, NULL,
+					 NULL, &e),
 		     0);
 	cr_assert_eq(hu_ociw_blob_put(&src, "layerbytes", 10, d, &e), 0);
 	strcpy(ld[0].media_type,
@@ -367,7 +368,7 @@ Test(ociwrite, gc_walks_nested_indexes_and_docker_manifests)
 	int removed = 0;
 
 	cr_assert_eq(hu_ociw_layout_open(&l, tu_path("lay"), true, LOCK_SH,
-					 &e), 0);
+					 NULL, NULL, &e), 0);
 	put(&l, "layer", layer);
 	put(&l, "{}", config);
 	snprintf(text, sizeof(text), "{\"schemaVersion\":2,\"config\":{"
@@ -384,8 +385,10 @@ Test(ociwrite, gc_walks_nested_indexes_and_docker_manifests)
 	json_decref(ix);
 	hu_ociw_layout_close(&l);
 
-	cr_assert_eq(hu_oci_gc(tu_path("lay"), false, count_removed, &removed,
-			       &st, &e), 0, "%s", e.msg);
+	struct hu_oci_gc_opts o = { .removed = count_removed,
+				    .ctx = &removed };
+
+	cr_assert_eq(hu_oci_gc(tu_path("lay"), &o, &st, &e), 0, "%s", e.msg);
 	cr_expect_eq(removed, 1);
 	cr_expect_eq(st.kept, 4);
 	snprintf(path, sizeof(path), "lay/blobs/sha256/%s", stray + 7);
@@ -403,7 +406,7 @@ Test(ociwrite, gc_refuses_a_manifest_that_is_not_its_digest)
 	json_t *ix;
 
 	cr_assert_eq(hu_ociw_layout_open(&l, tu_path("lay"), true, LOCK_SH,
-					 &e), 0);
+					 NULL, NULL, &e), 0);
 	put(&l, "stray", stray);
 	tu_file("lay/blobs/sha256/"
 		"3333333333333333333333333333333333333333333333333333333333333333",
@@ -413,8 +416,9 @@ Test(ociwrite, gc_refuses_a_manifest_that_is_not_its_digest)
 	cr_assert_eq(hu_ociw_index_write(&l, ix, &e), 0);
 	json_decref(ix);
 	hu_ociw_layout_close(&l);
-	cr_expect_eq(hu_oci_gc(tu_path("lay"), false, NULL, NULL, &st, &e),
-		     -1);
+	struct hu_oci_gc_opts o = { .dry_run = false };
+
+	cr_expect_eq(hu_oci_gc(tu_path("lay"), &o, &st, &e), -1);
 	cr_expect(strstr(e.msg, "sha256") != NULL, "%s", e.msg);
 	hu_error_clear(&e);
 	cr_expect_eq(st.removed, 0);
