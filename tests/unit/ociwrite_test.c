@@ -138,6 +138,17 @@ Test(ociwrite, set_tag_refuses_an_index_without_manifests)
 	json_decref(ix);
 }
 
+Test(ociwrite, set_tag_keeps_entries_it_cannot_read)
+{
+	struct hu_error e = { 0 };
+	json_t *ix = json_loads("{\"manifests\":[1,\"x\",{\"annotations\":5},"
+				"{\"digest\":7}]}", 0, NULL);
+
+	cr_assert_eq(hu_ociw_index_set_tag(ix, "t", desc(D1), &e), 0);
+	cr_expect_eq(json_array_size(json_object_get(ix, "manifests")), 5);
+	json_decref(ix);
+}
+
 /* ---- config and manifest ---------------------------------------------------- */
 
 static struct hu_ociw_layer layer(const char *digest, const char *diff_id,
