@@ -226,8 +226,45 @@ struct hu_oci_image {
 	size_t config_len;
 	size_t nlayers;
 	struct hu_oci_desc *layers;	/* bottom first */
+	bool *layer_urls;		/* per layer: given with urls (a
+					 * foreign layer) */
 	char (*diff_ids)[72];		/* the config's rootfs.diff_ids */
 };
+
+/* Does operand @arg name an image ("oci:" first)?  A directory whose name
+ * begins so is given as ./oci:... */
+bool hu_oci_operand(const char *arg);
+/* Split the operand "oci:DIR[:REF]" into DIR and REF (NULL when none),
+ * malloc'd.  DIR may hold ':'.  REF is what follows the last ":@" (then
+ * "@sha256:HEX"), else what follows the last ':' if it is a tag
+ * ([A-Za-z0-9_][A-Za-z0-9._-]*, at most 128 bytes) or empty (no REF:
+ * "oci:a:b:" is the layout a:b); else the whole of it is DIR. */
+int hu_oci_operand_parse(const char *arg, char **layout, char **ref,
+			 struct hu_error *e);
+/* Open the image @ref (NULL: the layout's only one) of the layout at
+ * @layout: index.json's entry by tag or digest, indexes resolved to
+ * @platform ("os/arch[/variant]"; NULL: the host's), manifest and config
+ * read, verified and parsed, each layer blob there with its size.  What
+ * cannot be read is refused naming the blob and the layout. */
+int hu_oci_image_open(const char *layout, const char *ref,
+		      const char *platform, struct hu_oci_image **out,
+		      struct hu_error *e);
+void hu_oci_image_close(struct hu_oci_image *img);
+/* Open the blob @d of @img (a regular file, no symlink on the way, of
+ * @d's size): its fd, or -1. */
+int hu_oci_blob_open(const struct hu_oci_image *img,
+		     const struct hu_oci_desc *d, struct hu_error *e);
+
+/* What index.json lists: each entry's tag (NULL: none), descriptor and
+ * platform ("" when it says none). */
+struct hu_oci_listed {
+	char *tag;
+	struct hu_oci_desc desc;
+	char platform[96];
+};
+int hu_oci_layout_list(const char *layout, struct hu_oci_listed **out,
+		       size_t *n, struct hu_error *e);
+void hu_oci_listed_free(struct hu_oci_listed *v, size_t n);
 
 struct hu_stack {
 	size_t n;
@@ -271,6 +308,9 @@ struct hu_stack_opts {
 	 * time a reader meets it: a directory listed twice, or a lookup
 	 * passing the same directory again, reports it again. */
 	const struct hu_problem_sink *problems;
+	/* The platform ("os/arch[/variant]") an image index is resolved
+	 * to, for operands oci:DIR[:REF]; NULL: the host's. */
+	const char *platform;
 };
 
 /* Open and check @n layers, bottom first.  Refuses missing or non-directory

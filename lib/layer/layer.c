@@ -10,6 +10,7 @@
 #include <linux/magic.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/statfs.h>
@@ -218,6 +219,34 @@ int hu_stack_read_names(struct hu_layer *v, size_t n,
 	return rc;
 }
 
+/* Layer @l->image_layer of image @l->image: its blob unpacked as a
+ * tarball layer, checked as it is read (tarlayer.c). */
+static int open_image_layer(struct hu_layer *l, const struct hu_stack *below,
+			    struct pending *p, const struct hu_stack_opts *o,
+			    struct hu_error *e)
+{
+	const struct hu_oci_image *img = l->image;
+	int fd = hu_oci_blob_open(img, &img->layers[l->image_layer], e), rc;
+	struct stat st;
+
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, &st) < 0) {
+		rc = errno;
+		close(fd);
+		return hu_error_set(e, rc, l->path, "cannot stat layer");
+	}
+	if (p && detect_pending(p, e) < 0) {
+		close(fd);
+		return -1;
+	}
+	rc = hu_tarlayer_unpack(l, fd, below, o->report, e);
+	close(fd);
+	l->file_dev = st.st_dev;
+	l->file_ino = st.st_ino;
+	return rc;
+}
+
 /* @path is a regular file: unpack it if it holds a tarball. */
 static int open_tarball(struct hu_layer *l, const char *path,
 			const struct hu_stack *below, struct pending *p,
@@ -283,6 +312,8 @@ static int open_root(struct hu_layer *l, const char *path,
 {
 	struct stat st;
 
+	if (l->image)
+		return open_image_layer(l, below, p, o, e);
 	l->fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (l->fd >= 0) {
 		if (fstat(l->fd, &st) < 0)
@@ -299,15 +330,26 @@ static int open_root(struct hu_layer *l, const char *path,
 	return hu_error_set(e, errno, path, "cannot open layer");
 }
 
+/* What a layer of the stack is: an operand's path, or layer @k of @img
+ * (an operand oci:DIR[:REF], @path its name in messages). */
+struct layer_src {
+	const char *path;
+	const struct hu_oci_image *img;
+	size_t k;
+};
+
 /* @below: the layers already open beneath @l (NULL when alone).  With @p,
  * a layer to detect is left waiting in it (detect_pending). */
-static int layer_open(struct hu_layer *l, const char *path,
+static int layer_open(struct hu_layer *l, const struct layer_src *src,
 		      const struct hu_stack *below, struct pending *p,
 		      const struct hu_stack_opts *o, struct hu_error *e)
 {
+	const char *path = src->path;
 	int rc;
 
 	memset(l, 0, sizeof(*l));
+	l->image = src->img;
+	l->image_layer = src->k;
 	l->fd = l->unpacked_lock = -1;
 	l->problems = o->problems;
 	l->workdir_given = o->workdir_given;
@@ -360,7 +402,12 @@ fail:
 int hu_layer_open(struct hu_layer *l, const char *path,
 		  const struct hu_stack_opts *o, struct hu_error *e)
 {
-	return layer_open(l, path, NULL, NULL, o, e);
+	struct layer_src src = { .path = path };
+
+	if (hu_oci_operand(path))
+		return hu_error_set(e, EINVAL, path, "an image is a stack of "
+				    "layers, not one layer");
+	return layer_open(l, &src, NULL, NULL, o, e);
 }
 
 void hu_layer_close(struct hu_layer *l)
@@ -375,22 +422,107 @@ void hu_layer_close(struct hu_layer *l)
 	l->wh_path = NULL;
 }
 
-int hu_stack_open(struct hu_stack *s, char *const paths[], size_t n,
+/* Open the image operand @arg names, kept in @s->images. */
+static int open_image(struct hu_stack *s, const char *arg,
+		      const struct hu_stack_opts *o, struct hu_error *e)
+{
+	struct hu_oci_image *img;
+	char *layout, *ref;
+	int rc;
+
+	if (hu_oci_operand_parse(arg, &layout, &ref, e) < 0)
+		return -1;
+	rc = hu_oci_image_open(layout, ref, o->platform, &img, e);
+	free(layout);
+	free(ref);
+	if (rc < 0)
+		return -1;
+	s->images[s->nimages++] = img;
+	return 0;
+}
+
+/* The layers the operands @paths name, bottom first, into *@out (*@names
+ * holds the names made for an image's layers): an image's are its layers,
+ * "oci:DIR:REF layer K (DIGEST)". */
+static int expand(struct hu_stack *s, char *const paths[], size_t n,
+		  const struct hu_stack_opts *o, struct layer_src **out,
+		  size_t *nout, struct hu_error *e)
+{
+	size_t total = 0, k = 0;
+	struct layer_src *v;
+
+	s->images = calloc(n, sizeof(*s->images));
+	if (!s->images)
+		return hu_error_set(e, ENOMEM, NULL, "out of memory");
+	for (size_t i = 0; i < n; i++) {
+		if (!hu_oci_operand(paths[i])) {
+			total++;
+			continue;
+		}
+		if (open_image(s, paths[i], o, e) < 0)
+			return -1;
+		total += s->images[s->nimages - 1]->nlayers;
+	}
+	if (total == 0)
+		return hu_error_set(e, 0, paths[0], "an image of no layers: "
+				    "nothing to read");
+	v = calloc(total, sizeof(*v));
+	if (!v)
+		return hu_error_set(e, ENOMEM, NULL, "out of memory");
+	for (size_t i = 0, im = 0; i < n; i++) {
+		const struct hu_oci_image *img;
+		char *name;
+
+		if (!hu_oci_operand(paths[i])) {
+			v[k++].path = paths[i];
+			continue;
+		}
+		img = s->images[im++];
+		for (size_t j = 0; j < img->nlayers; j++, k++) {
+			if (asprintf(&name, "%s layer %zu (%s)", paths[i],
+				     j + 1, img->layers[j].digest) < 0) {
+				for (size_t f = 0; f < k; f++)
+					if (v[f].img)
+						free((char *)v[f].path);
+				free(v);
+				return hu_error_set(e, ENOMEM, NULL,
+						    "out of memory");
+			}
+			v[k] = (struct layer_src){ .path = name, .img = img,
+						   .k = j };
+		}
+	}
+	*out = v;
+	*nout = total;
+	return 0;
+}
+
+static void expand_free(struct layer_src *v, size_t n)
+{
+	for (size_t i = 0; v && i < n; i++)
+		if (v[i].img)
+			free((char *)v[i].path);
+	free(v);
+}
+
+int hu_stack_open(struct hu_stack *s, char *const paths[], size_t nops,
 		  const struct hu_stack_opts *o, struct hu_error *e)
 {
 	struct pending p = { 0 };
+	struct layer_src *src = NULL;
+	size_t n = 0;
 
 	memset(s, 0, sizeof(*s));
 	s->problems = o->problems;
-	if (n == 0)
+	if (nops == 0)
 		return hu_error_set(e, EINVAL, NULL, "no layers given");
+	if (expand(s, paths, nops, o, &src, &n, e) < 0)
+		goto fail;
 	s->layers = calloc(n, sizeof(*s->layers));
 	p.wait = calloc(n, sizeof(*p.wait));
 	if (!s->layers || !p.wait) {
-		free(p.wait);
-		free(s->layers);
-		s->layers = NULL;
-		return hu_error_set(e, ENOMEM, NULL, "out of memory");
+		hu_error_set(e, ENOMEM, NULL, "out of memory");
+		goto fail;
 	}
 	p.layers = s->layers;
 	p.one_thread = o->problems != NULL;
@@ -399,15 +531,15 @@ int hu_stack_open(struct hu_stack *s, char *const paths[], size_t n,
 					  .problems = o->problems };
 
 		p.n = i;
-		if (layer_open(&s->layers[i], paths[i], &below, &p, o, e) < 0)
+		if (layer_open(&s->layers[i], &src[i], &below, &p, o, e) < 0)
 			goto fail;
 		s->n = i + 1;
 		for (size_t j = 0; j < i; j++) {
 			if (s->layers[j].dev == s->layers[i].dev &&
 			    s->layers[j].ino == s->layers[i].ino) {
-				hu_error_set(e, 0, paths[i],
+				hu_error_set(e, 0, src[i].path,
 					     "the same directory as layer %s",
-					     paths[j]);
+					     src[j].path);
 				goto fail;
 			}
 		}
@@ -424,9 +556,11 @@ int hu_stack_open(struct hu_stack *s, char *const paths[], size_t n,
 	if (hu_stack_read_names(s->layers, n, NULL, e) < 0)
 		goto fail;
 	free(p.wait);
+	expand_free(src, n);
 	return 0;
 fail:
 	free(p.wait);
+	expand_free(src, n);
 	hu_stack_close(s);
 	return -1;
 }
@@ -436,5 +570,8 @@ void hu_stack_close(struct hu_stack *s)
 	for (size_t i = 0; i < s->n; i++)
 		hu_layer_close(&s->layers[i]);
 	free(s->layers);
+	for (size_t i = 0; i < s->nimages; i++)
+		hu_oci_image_close(s->images[i]);
+	free(s->images);
 	memset(s, 0, sizeof(*s));
 }

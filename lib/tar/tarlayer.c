@@ -288,9 +288,16 @@ bool hu_tar_sniff(int fd)
 
 static int open_archive(struct tl *t, int fd)
 {
+	/* an image's layer: checked against its manifest and config */
+	const struct hu_oci_image *img = t->l->image;
+	size_t k = t->l->image_layer;
+
 	t->src = tar_src_open(fd);
 	t->a = archive_read_new();
 	if (!t->src || !t->a)
+		return tl_fail(t, ENOMEM, "out of memory");
+	if (img && tar_src_verify(t->src, img->layers[k].digest,
+				  img->layers[k].size, img->diff_ids[k]) < 0)
 		return tl_fail(t, ENOMEM, "out of memory");
 	if (tar_src_archive_open(t->src, t->a) != ARCHIVE_OK)
 		return tl_archive_fail(t, "at its start");
@@ -300,8 +307,16 @@ static int open_archive(struct tl *t, int fd)
 /* Read the rest of the entry (tar_src_entry_skip). */
 static int entry_end(struct tl *t)
 {
+	int64_t size = archive_entry_size(t->ae);
+	uint64_t pad = size > 0 ? (512 - (uint64_t)size % 512) % 512 : 0;
+
 	if (tar_src_entry_skip(t->src, t->a) < ARCHIVE_WARN)
 		return tl_archive_fail(t, "in this entry's data");
+	/* the zeros after a verified layer's real end are padding only */
+	if ((uint64_t)archive_filter_bytes(t->a, 0) - pad >
+	    tar_src_real_end(t->src))
+		return tl_fail(t, 0, "corrupt or truncated tarball: the "
+			       "entry's data is cut short");
 	return 0;
 }
 
@@ -349,6 +364,8 @@ static int unpack(struct tl *t, int fd)
 		.times = { { 0, UTIME_OMIT }, { 0, UTIME_OMIT } } };
 	if (open_archive(t, fd) < 0 || read_entries(t) < 0)
 		return -1;
+	if (tar_src_verify_end(t->src) < 0)
+		return tl_fail_at(t, NULL, 0, "%s", tar_src_error(t->src));
 	tl_drop_cache(t);
 	if (tl_finish_dirs(t) < 0)
 		return -1;

@@ -158,6 +158,20 @@ bool tar_src_end_found(const struct tar_src *s);
 /* Read to the end, so that a stream cut short is found: 0, or -1. */
 int tar_src_drain(struct tar_src *s);
 const char *tar_src_error(const struct tar_src *s);
+/* Check the stream, as it is read, as an image's layer: the stored bytes'
+ * size and sha256 against @size and @blob, the sha256 of every
+ * decompressed byte (the tar and whatever follows it: the DiffID) against
+ * @diff_id.  Before the first read; -1 when out of memory. */
+int tar_src_verify(struct tar_src *s, const char *blob, uint64_t size,
+		   const char *diff_id);
+/* Read the rest and compare: 0, or -1 with tar_src_error() saying what
+ * differs.  0 when not verifying. */
+int tar_src_verify_end(struct tar_src *s);
+/* A verified stream that ended without its tar's padding and end blocks
+ * is given them as zeros: where its real bytes end (UINT64_MAX while they
+ * have not, or never for an unverified stream).  An entry whose data
+ * ends past it was cut short. */
+uint64_t tar_src_real_end(const struct tar_src *s);
 /* Open @a (archive_read_new) to read the tar format from @s: libarchive's
  * status, its message in @a. */
 int tar_src_archive_open(struct tar_src *s, struct archive *a);

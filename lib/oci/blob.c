@@ -1,0 +1,256 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Blobs of an image layout: DIR/blobs/sha256/HEX, opened relative to the
+ * layout's fd with O_NOFOLLOW at each step, so a symlinked blobs/,
+ * sha256/ or blob is refused, never followed out of the layout.  JSON
+ * documents are read whole (capped at OCI_JSON_MAX) and checked against
+ * their descriptor's size and sha256 before anything parses them.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "oci/oci.h"
+
+#define SHA256_PREFIX "sha256:"
+
+bool oci_digest_valid(const char *d)
+{
+	size_t n = strlen(SHA256_PREFIX);
+
+	if (strncmp(d, SHA256_PREFIX, n) != 0 || strlen(d + n) != 64)
+		return false;
+	for (d += n; *d; d++)
+		if (!strchr("0123456789abcdef", *d))
+			return false;
+	return true;
+}
+
+void oci_sha256(const void *buf, size_t len, char out[72])
+{
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int n = 0;
+
+	if (!EVP_Digest(buf, len, md, &n, EVP_sha256(), NULL))
+		n = 0;
+	memcpy(out, SHA256_PREFIX, sizeof(SHA256_PREFIX));
+	for (unsigned int i = 0; i < n && i < 32; i++)
+		snprintf(out + 7 + 2 * i, 3, "%02x", md[i]);
+}
+
+/* One step down from @dirfd, never through a symlink. */
+static int open_step(int dirfd, const char *name, int flags)
+{
+	return openat(dirfd, name, flags | O_NOFOLLOW | O_CLOEXEC);
+}
+
+static int blob_fail(struct hu_error *e, int err, const char *layout,
+		     const char *digest, const char *why)
+{
+	if (err == ELOOP)
+		return hu_error_set(e, 0, layout, "blob %s: a symlink on its "
+				    "way (blobs/, sha256/ or the blob): "
+				    "refused", digest);
+	if (err == ENOENT)
+		return hu_error_set(e, 0, layout, "blob %s: missing from "
+				    "the layout", digest);
+	return hu_error_set(e, err, layout, "blob %s: %s", digest, why);
+}
+
+int oci_blob_open(int layout_fd, const char *layout, const char *digest,
+		  struct hu_error *e)
+{
+	int blobs, algo, fd;
+	struct stat st;
+
+	if (!oci_digest_valid(digest))
+		return hu_error_set(e, 0, layout, "digest '%.80s': not "
+				    "sha256 and 64 lowercase hex digits "
+				    "(the only kind hunion reads)", digest);
+	blobs = open_step(layout_fd, "blobs", O_RDONLY | O_DIRECTORY);
+	if (blobs < 0)
+		return blob_fail(e, errno, layout, digest, "cannot open blobs/");
+	algo = open_step(blobs, "sha256", O_RDONLY | O_DIRECTORY);
+	close(blobs);
+	if (algo < 0)
+		return blob_fail(e, errno, layout, digest,
+				 "cannot open blobs/sha256/");
+	/* O_NONBLOCK: a FIFO planted there must not hang the open */
+	fd = open_step(algo, digest + strlen(SHA256_PREFIX),
+		       O_RDONLY | O_NONBLOCK);
+	close(algo);
+	if (fd < 0)
+		return blob_fail(e, errno, layout, digest, "cannot open");
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		int err = errno;
+
+		close(fd);
+		return S_ISREG(st.st_mode) ?
+		       blob_fail(e, err, layout, digest, "cannot stat") :
+		       hu_error_set(e, 0, layout, "blob %s: not a regular "
+				    "file", digest);
+	}
+	/* regular file: O_NONBLOCK means nothing to its reads; cleared
+	 * all the same */
+	if (fcntl(fd, F_SETFL, 0) < 0) {
+		int err = errno;
+
+		close(fd);
+		return blob_fail(e, err, layout, digest, "cannot use");
+	}
+	return fd;
+}
+
+/* Read all of @fd, at most @max bytes: malloc'd, NUL-terminated; -1 with
+ * errno (EFBIG when larger). */
+static int read_all(int fd, size_t max, char **buf, size_t *len)
+{
+	size_t cap = 4096, n = 0;
+	char *b = malloc(cap + 1);
+
+	if (!b)
+		return -1;
+	for (;;) {
+		ssize_t r;
+
+		if (n == cap) {
+			char *nb;
+
+			if (cap > max) {
+				free(b);
+				return errno = EFBIG, -1;
+			}
+			cap *= 2;
+			nb = realloc(b, cap + 1);
+			if (!nb) {
+				free(b);
+				return errno = ENOMEM, -1;
+			}
+			b = nb;
+		}
+		r = read(fd, b + n, cap - n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			int err = errno;
+
+			free(b);
+			return errno = err, -1;
+		}
+		if (r == 0)
+			break;
+		n += (size_t)r;
+		if (n > max) {
+			free(b);
+			return errno = EFBIG, -1;
+		}
+	}
+	b[n] = '\0';
+	*buf = b;
+	*len = n;
+	return 0;
+}
+
+int oci_doc_read(int layout_fd, const char *layout,
+		 const struct hu_oci_desc *d, char **buf, size_t *len,
+		 struct hu_error *e)
+{
+	char got[72];
+	int fd;
+
+	if (d->size > OCI_JSON_MAX)
+		return hu_error_set(e, 0, layout, "blob %s: a JSON document "
+				    "of %llu bytes, over hunion's cap of %zu: "
+				    "refused", d->digest,
+				    (unsigned long long)d->size, OCI_JSON_MAX);
+	fd = oci_blob_open(layout_fd, layout, d->digest, e);
+	if (fd < 0)
+		return -1;
+	if (read_all(fd, OCI_JSON_MAX, buf, len) < 0) {
+		int err = errno;
+
+		close(fd);
+		if (err == EFBIG)
+			return hu_error_set(e, 0, layout, "blob %s: over "
+					    "hunion's cap of %zu bytes for a "
+					    "JSON document: refused",
+					    d->digest, OCI_JSON_MAX);
+		return hu_error_set(e, err, layout, "blob %s: cannot read",
+				    d->digest);
+	}
+	close(fd);
+	if (*len != d->size) {
+		hu_error_set(e, 0, layout, "blob %s: %zu bytes, its "
+			     "descriptor says %llu", d->digest, *len,
+			     (unsigned long long)d->size);
+		goto fail;
+	}
+	oci_sha256(*buf, *len, got);
+	if (strcmp(got, d->digest) != 0) {
+		hu_error_set(e, 0, layout, "blob %s: its content has digest "
+			     "%s", d->digest, got);
+		goto fail;
+	}
+	return 0;
+fail:
+	free(*buf);
+	*buf = NULL;
+	return -1;
+}
+
+int oci_file_read(int layout_fd, const char *layout, const char *name,
+		  char **buf, size_t *len, struct hu_error *e)
+{
+	int fd = open_step(layout_fd, name, O_RDONLY | O_NONBLOCK), err;
+	struct stat st;
+
+	if (fd < 0) {
+		err = errno;
+		if (err == ENOENT)
+			return hu_error_set(e, 0, layout, "no %s: not an OCI "
+					    "image layout", name);
+		return hu_error_set(e, err, layout, "cannot open %s%s", name,
+				    err == ELOOP ? " (a symlink: refused)" :
+				    "");
+	}
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return hu_error_set(e, 0, layout, "%s: not a regular file",
+				    name);
+	}
+	if (read_all(fd, OCI_JSON_MAX, buf, len) < 0) {
+		err = errno;
+		close(fd);
+		if (err == EFBIG)
+			return hu_error_set(e, 0, layout, "%s: over hunion's "
+					    "cap of %zu bytes for a JSON "
+					    "document: refused", name,
+					    OCI_JSON_MAX);
+		return hu_error_set(e, err, layout, "cannot read %s", name);
+	}
+	close(fd);
+	return 0;
+}
+
+int hu_oci_blob_open(const struct hu_oci_image *img,
+		     const struct hu_oci_desc *d, struct hu_error *e)
+{
+	struct stat st;
+	int fd = oci_blob_open(img->layout_fd, img->layout, d->digest, e);
+
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, &st) < 0 || (uint64_t)st.st_size != d->size) {
+		close(fd);
+		return hu_error_set(e, 0, img->layout, "blob %s: %lld bytes, "
+				    "its descriptor says %llu", d->digest,
+				    (long long)st.st_size,
+				    (unsigned long long)d->size);
+	}
+	return fd;
+}

@@ -1,0 +1,772 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * An image in an OCI image layout, the operand oci:DIR[:REF]: the operand
+ * read, index.json's entry chosen by REF (a tag, or @sha256:...), image
+ * indexes (OCI or Docker manifest lists, nested) resolved to a platform,
+ * the manifest and config read and verified (blob.c) and parsed with
+ * jansson.  The layer blobs themselves are checked as they are read
+ * (tarsrc.c): here only that each is there, a regular file of its size.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "oci/oci.h"
+
+#define REF_NAME "org.opencontainers.image.ref.name"
+
+/* ---- operands, tags, platforms ---- */
+
+bool oci_tag_valid(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n > 128 || s[0] == '.' || s[0] == '-')
+		return false;
+	for (; *s; s++)
+		if (!(*s >= 'a' && *s <= 'z') && !(*s >= 'A' && *s <= 'Z') &&
+		    !(*s >= '0' && *s <= '9') && !strchr("._-", *s))
+			return false;
+	return true;
+}
+
+bool hu_oci_operand(const char *arg)
+{
+	return strncmp(arg, "oci:", 4) == 0;
+}
+
+int hu_oci_operand_parse(const char *arg, char **layout, char **ref,
+			 struct hu_error *e)
+{
+	const char *s = arg + 4, *at = NULL, *colon = strrchr(s, ':');
+	size_t dlen = strlen(s);
+	bool has_ref = false;
+
+	*layout = *ref = NULL;
+	if (!hu_oci_operand(arg))
+		return hu_error_set(e, EINVAL, arg, "not oci:DIR[:REF]");
+	for (const char *p = strstr(s, ":@"); p; p = strstr(p + 1, ":@"))
+		at = p;
+	if (at) {
+		if (!oci_digest_valid(at + 2))
+			return hu_error_set(e, 0, arg, "'%.80s' is no digest "
+					    "(@sha256: and 64 lowercase hex "
+					    "digits)", at + 1);
+		dlen = (size_t)(at - s);
+		*ref = strdup(at + 1);
+		has_ref = true;
+	} else if (colon && (!colon[1] || oci_tag_valid(colon + 1))) {
+		dlen = (size_t)(colon - s);
+		has_ref = colon[1] != '\0';
+		if (has_ref)
+			*ref = strdup(colon + 1);
+	}
+	if (dlen == 0)
+		return free(*ref), *ref = NULL,
+		       hu_error_set(e, 0, arg, "no layout directory: "
+				    "oci:DIR[:REF]");
+	*layout = strndup(s, dlen);
+	if (!*layout || (has_ref && !*ref)) {
+		free(*layout);
+		free(*ref);
+		*layout = *ref = NULL;
+		return hu_error_set(e, ENOMEM, arg, "out of memory");
+	}
+	return 0;
+}
+
+/* @src into @dst of @size bytes, cut short when longer. */
+static void copy_field(char *dst, size_t size, const char *src)
+{
+	size_t n = strnlen(src, size - 1);
+
+	memcpy(dst, src, n);
+	dst[n] = '\0';
+}
+
+int oci_platform_parse(const char *s, struct oci_platform *p)
+{
+	const char *a = strchr(s, '/'), *v;
+	size_t n;
+
+	memset(p, 0, sizeof(*p));
+	if (!a || a == s)
+		return -1;
+	v = strchr(a + 1, '/');
+	n = (size_t)(a - s);
+	if (n >= sizeof(p->os))
+		return -1;
+	memcpy(p->os, s, n);
+	n = v ? (size_t)(v - a - 1) : strlen(a + 1);
+	if (n == 0 || n >= sizeof(p->arch))
+		return -1;
+	memcpy(p->arch, a + 1, n);
+	if (v) {
+		if (!v[1] || strchr(v + 1, '/') ||
+		    strlen(v + 1) >= sizeof(p->variant))
+			return -1;
+		copy_field(p->variant, sizeof(p->variant), v + 1);
+	}
+	return 0;
+}
+
+void oci_platform_host(struct oci_platform *p)
+{
+	/* uname's machine names and Go's (GOARCH, with GOARM's variant) */
+	static const struct { const char *machine, *arch, *variant; } map[] = {
+		{ "x86_64", "amd64", "" }, { "aarch64", "arm64", "" },
+		{ "armv7l", "arm", "v7" }, { "armv6l", "arm", "v6" },
+		{ "i686", "386", "" }, { "i386", "386", "" },
+		{ "ppc64le", "ppc64le", "" }, { "s390x", "s390x", "" },
+		{ "riscv64", "riscv64", "" }, { "loongarch64", "loong64", "" },
+		{ "mips64", "mips64le", "" },
+	};
+	struct utsname u;
+
+	memset(p, 0, sizeof(*p));
+	copy_field(p->os, sizeof(p->os), "linux");
+	if (uname(&u) < 0)
+		return;
+	copy_field(p->arch, sizeof(p->arch), u.machine);
+	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++) {
+		if (strcmp(u.machine, map[i].machine) == 0) {
+			copy_field(p->arch, sizeof(p->arch), map[i].arch);
+			copy_field(p->variant, sizeof(p->variant),
+				   map[i].variant);
+		}
+	}
+}
+
+/* arm64's only variant is v8: none and "v8" are one. */
+static const char *variant_of(const struct oci_platform *p)
+{
+	if (strcmp(p->arch, "arm64") == 0 && strcmp(p->variant, "v8") == 0)
+		return "";
+	return p->variant;
+}
+
+bool oci_platform_match(const struct oci_platform *want,
+			const struct oci_platform *have)
+{
+	if (strcmp(want->os, have->os) != 0 ||
+	    strcmp(want->arch, have->arch) != 0)
+		return false;
+	return !*variant_of(want) ||
+	       strcmp(variant_of(want), variant_of(have)) == 0;
+}
+
+static void platform_text(const struct oci_platform *p, char *out,
+			  size_t size)
+{
+	snprintf(out, size, "%s/%s%s%s", p->os, p->arch, *p->variant ? "/" :
+		 "", p->variant);
+}
+
+/* ---- parsers ---- */
+
+static json_t *load(const char *buf, size_t len, const char *what,
+		    struct hu_error *e)
+{
+	json_error_t jerr;
+	json_t *j = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
+
+	if (!j) {
+		hu_error_set(e, 0, NULL, "%s: not valid JSON (line %d: %.80s)",
+			     what, jerr.line, jerr.text);
+		return NULL;
+	}
+	if (!json_is_object(j)) {
+		json_decref(j);
+		hu_error_set(e, 0, NULL, "%s: not a JSON object", what);
+		return NULL;
+	}
+	return j;
+}
+
+static const char *get_string(json_t *o, const char *key)
+{
+	return json_string_value(json_object_get(o, key));
+}
+
+/* A descriptor: mediaType, digest (sha256), size; @urls: it has any. */
+static int desc_parse(json_t *o, const char *what, struct hu_oci_desc *d,
+		      bool *urls, struct hu_error *e)
+{
+	const char *mt = get_string(o, "mediaType");
+	const char *dg = get_string(o, "digest");
+	json_t *size = json_object_get(o, "size"), *u;
+
+	memset(d, 0, sizeof(*d));
+	if (!json_is_object(o) || !dg || !mt || !json_is_integer(size))
+		return hu_error_set(e, 0, NULL, "%s: a descriptor without "
+				    "mediaType, digest or size", what);
+	if (!oci_digest_valid(dg))
+		return hu_error_set(e, 0, NULL, "%s: digest '%.80s' is not "
+				    "sha256 and 64 lowercase hex digits (the "
+				    "only kind hunion reads)", what, dg);
+	if (strlen(mt) >= sizeof(d->media_type))
+		return hu_error_set(e, 0, NULL, "%s: blob %s: media type "
+				    "too long", what, dg);
+	if (json_integer_value(size) < 0)
+		return hu_error_set(e, 0, NULL, "%s: blob %s: negative size",
+				    what, dg);
+	copy_field(d->media_type, sizeof(d->media_type), mt);
+	copy_field(d->digest, sizeof(d->digest), dg);
+	d->size = (uint64_t)json_integer_value(size);
+	u = json_object_get(o, "urls");
+	if (urls)
+		*urls = json_is_array(u) && json_array_size(u) > 0;
+	return 0;
+}
+
+void oci_index_free(struct oci_index *x)
+{
+	for (size_t i = 0; i < x->n; i++)
+		free(x->v[i].tag);
+	free(x->v);
+	x->v = NULL;
+	x->n = 0;
+}
+
+static int entry_parse(json_t *o, const char *what, struct oci_entry *en,
+		       struct hu_error *e)
+{
+	json_t *pl = json_object_get(o, "platform");
+	const char *tag;
+
+	if (desc_parse(o, what, &en->desc, NULL, e) < 0)
+		return -1;
+	tag = get_string(json_object_get(o, "annotations"), REF_NAME);
+	if (tag && !(en->tag = strdup(tag)))
+		return hu_error_set(e, ENOMEM, NULL, "out of memory");
+	if (json_is_object(pl)) {
+		const char *os = get_string(pl, "os");
+		const char *arch = get_string(pl, "architecture");
+		const char *var = get_string(pl, "variant");
+
+		en->has_platform = os && arch;
+		copy_field(en->platform.os, sizeof(en->platform.os),
+			   os ? os : "");
+		copy_field(en->platform.arch, sizeof(en->platform.arch),
+			   arch ? arch : "");
+		copy_field(en->platform.variant, sizeof(en->platform.variant),
+			   var ? var : "");
+	}
+	return 0;
+}
+
+int oci_index_parse(const char *buf, size_t len, const char *what,
+		    struct oci_index *out, struct hu_error *e)
+{
+	json_t *j = load(buf, len, what, e), *m;
+	int rc = -1;
+
+	memset(out, 0, sizeof(*out));
+	if (!j)
+		return -1;
+	m = json_object_get(j, "manifests");
+	if (!json_is_array(m)) {
+		hu_error_set(e, 0, NULL, "%s: no \"manifests\" list", what);
+		goto out;
+	}
+	out->v = calloc(json_array_size(m) + 1, sizeof(*out->v));
+	if (!out->v) {
+		hu_error_set(e, ENOMEM, NULL, "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < json_array_size(m); i++) {
+		out->n = i + 1;
+		if (entry_parse(json_array_get(m, i), what, &out->v[i], e) < 0)
+			goto out;
+	}
+	rc = 0;
+out:
+	json_decref(j);
+	if (rc < 0)
+		oci_index_free(out);
+	return rc;
+}
+
+/* A layer descriptor hunion can read: a known layer type, unencrypted. */
+static int layer_check(const struct hu_oci_desc *d, const char *what,
+		       struct hu_error *e)
+{
+	const struct oci_media_type *mt = oci_media_type(d->media_type);
+
+	if (oci_media_type_encrypted(d->media_type))
+		return hu_error_set(e, 0, NULL, "%s: layer %s is encrypted "
+				    "(%s): hunion cannot read it", what,
+				    d->digest, d->media_type);
+	if (!mt || mt->kind != OCI_KIND_LAYER)
+		return hu_error_set(e, 0, NULL, "%s: layer %s has media type "
+				    "'%.100s', not a layer tarball hunion "
+				    "knows", what, d->digest, d->media_type);
+	return 0;
+}
+
+int oci_manifest_parse(const char *buf, size_t len, const char *what,
+		       struct hu_oci_image *img, struct hu_error *e)
+{
+	json_t *j = load(buf, len, what, e), *layers;
+	const struct oci_media_type *mt;
+	const char *own;
+	int rc = -1;
+
+	if (!j)
+		return -1;
+	own = get_string(j, "mediaType");
+	if (own && (!(mt = oci_media_type(own)) ||
+		    mt->kind != OCI_KIND_MANIFEST)) {
+		hu_error_set(e, 0, NULL, "%s: media type '%.100s', not an "
+			     "image manifest", what, own);
+		goto out;
+	}
+	if (desc_parse(json_object_get(j, "config"), what, &img->config, NULL,
+		       e) < 0)
+		goto out;
+	mt = oci_media_type(img->config.media_type);
+	if (!mt || mt->kind != OCI_KIND_CONFIG) {
+		hu_error_set(e, 0, NULL, "%s: config %s has media type "
+			     "'%.100s', not an image config", what,
+			     img->config.digest, img->config.media_type);
+		goto out;
+	}
+	layers = json_object_get(j, "layers");
+	if (!json_is_array(layers)) {
+		hu_error_set(e, 0, NULL, "%s: no \"layers\" list", what);
+		goto out;
+	}
+	free(img->layers);
+	img->nlayers = 0;
+	img->layers = calloc(json_array_size(layers) + 1,
+			     sizeof(*img->layers));
+	img->layer_urls = calloc(json_array_size(layers) + 1,
+				 sizeof(*img->layer_urls));
+	if (!img->layers || !img->layer_urls) {
+		hu_error_set(e, ENOMEM, NULL, "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < json_array_size(layers); i++) {
+		struct hu_oci_desc *d = &img->layers[i];
+
+		if (desc_parse(json_array_get(layers, i), what, d,
+			       &img->layer_urls[i], e) < 0 ||
+		    layer_check(d, what, e) < 0)
+			goto out;
+		img->nlayers = i + 1;
+	}
+	rc = 0;
+out:
+	json_decref(j);
+	return rc;
+}
+
+int oci_config_parse(const char *buf, size_t len, const char *what,
+		     struct hu_oci_image *img, struct hu_error *e)
+{
+	json_t *j = load(buf, len, what, e), *rootfs, *ids;
+	const char *type;
+	int rc = -1;
+
+	if (!j)
+		return -1;
+	rootfs = json_object_get(j, "rootfs");
+	type = get_string(rootfs, "type");
+	ids = json_object_get(rootfs, "diff_ids");
+	if (!type || strcmp(type, "layers") != 0 || !json_is_array(ids)) {
+		hu_error_set(e, 0, NULL, "%s: no rootfs of type \"layers\" "
+			     "with a diff_ids list", what);
+		goto out;
+	}
+	if (json_array_size(ids) != img->nlayers) {
+		hu_error_set(e, 0, NULL, "%s: %zu diff_ids for %zu layers",
+			     what, json_array_size(ids), img->nlayers);
+		goto out;
+	}
+	free(img->diff_ids);
+	img->diff_ids = calloc(img->nlayers + 1, sizeof(*img->diff_ids));
+	if (!img->diff_ids) {
+		hu_error_set(e, ENOMEM, NULL, "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < img->nlayers; i++) {
+		const char *id = json_string_value(json_array_get(ids, i));
+
+		if (!id || !oci_digest_valid(id)) {
+			hu_error_set(e, 0, NULL, "%s: diff_ids[%zu] is not "
+				     "sha256 and 64 lowercase hex digits",
+				     what, i);
+			goto out;
+		}
+		copy_field(img->diff_ids[i], sizeof(img->diff_ids[i]), id);
+	}
+	rc = 0;
+out:
+	json_decref(j);
+	return rc;
+}
+
+/* ---- the image an operand names ---- */
+
+/* e's message, with the layout's path (and the document it names). */
+static int in_layout(struct hu_error *e, const char *layout)
+{
+	if (!e->path)
+		e->path = strdup(layout);
+	return -1;
+}
+
+/* "tag=sha256:0123456789ab (linux/amd64), ..." into @out, cut with "..."
+ * when it does not fit. */
+static void list_text(const struct oci_index *x, char *out, size_t size)
+{
+	size_t k = 0;
+
+	out[0] = '\0';
+	for (size_t i = 0; i < x->n && k + 1 < size; i++) {
+		const struct oci_entry *en = &x->v[i];
+		char pl[96] = "";
+		int w;
+
+		if (en->has_platform) {
+			pl[0] = ' ';
+			platform_text(&en->platform, pl + 1, sizeof(pl) - 1);
+		}
+		w = snprintf(out + k, size - k, "%s%s%s@%.19s%s", i ? ", " : "",
+			     en->tag ? en->tag : "", en->tag ? " " : "",
+			     en->desc.digest, pl);
+		if (w < 0 || (size_t)w >= size - k) {
+			snprintf(out + (k > 4 ? k : 0),
+				 size - (k > 4 ? k : 0), ", ...");
+			return;
+		}
+		k += (size_t)w;
+	}
+}
+
+static int refuse_choice(const struct oci_index *x, const char *layout,
+			 const char *why, struct hu_error *e)
+{
+	char list[160];
+
+	list_text(x, list, sizeof(list));
+	return hu_error_set(e, 0, layout, "%s; it holds: %s", why,
+			    x->n ? list : "nothing");
+}
+
+/* The entry of index.json that @ref names (NULL: the only one). */
+static int choose_top(const struct oci_index *x, const char *layout,
+		      const char *ref, const struct oci_entry **out,
+		      struct hu_error *e)
+{
+	const struct oci_entry *found = NULL;
+	char why[120];
+
+	for (size_t i = 0; i < x->n; i++) {
+		const struct oci_entry *en = &x->v[i];
+		bool hit = !ref ? true : ref[0] == '@' ?
+			   strcmp(en->desc.digest, ref + 1) == 0 :
+			   en->tag && strcmp(en->tag, ref) == 0;
+
+		if (!hit)
+			continue;
+		/* one image under two names is one image */
+		if (found && strcmp(found->desc.digest, en->desc.digest) != 0) {
+			snprintf(why, sizeof(why), ref ? "%s names more than "
+				 "one image" : "more than one image: name "
+				 "one as oci:DIR:TAG or oci:DIR:@sha256:...",
+				 ref);
+			return refuse_choice(x, layout, why, e);
+		}
+		found = en;
+	}
+	if (!found) {
+		snprintf(why, sizeof(why), ref ? "no image %s" : "no image",
+			 ref);
+		return refuse_choice(x, layout, why, e);
+	}
+	*out = found;
+	return 0;
+}
+
+struct resolve {
+	struct hu_oci_image *img;
+	struct oci_platform want;
+	bool want_given;
+	char chain[OCI_INDEX_DEPTH_MAX + 1][72];	/* indexes passed */
+};
+
+static int resolve_desc(struct resolve *r, const struct hu_oci_desc *d,
+			size_t depth, struct hu_error *e);
+
+/* The entry of index @x for the platform wanted: the first with the
+ * variant asked, else the first that matches. */
+static int choose_platform(struct resolve *r, const struct oci_index *x,
+			   const struct hu_oci_desc *of, size_t depth,
+			   struct hu_error *e)
+{
+	const struct oci_entry *pick = NULL;
+	char want[96], why[256];
+
+	for (size_t i = 0; i < x->n && !pick; i++)
+		if (x->v[i].has_platform &&
+		    oci_platform_match(&r->want, &x->v[i].platform))
+			pick = &x->v[i];
+	/* an index of one entry without a platform: that entry */
+	if (!pick && x->n == 1 && !x->v[0].has_platform)
+		pick = &x->v[0];
+	if (!pick) {
+		platform_text(&r->want, want, sizeof(want));
+		snprintf(why, sizeof(why), "index %.19s...: no image for "
+			 "platform %s%s", of->digest, want, r->want_given ?
+			 "" : " (the host's; --platform chooses another)");
+		return refuse_choice(x, r->img->layout, why, e);
+	}
+	return resolve_desc(r, &pick->desc, depth + 1, e);
+}
+
+static int resolve_index(struct resolve *r, const struct hu_oci_desc *d,
+			 size_t depth, struct hu_error *e)
+{
+	struct oci_index x;
+	char *buf, what[96];
+	size_t len;
+	int rc;
+
+	for (size_t i = 0; i < depth; i++)
+		if (strcmp(r->chain[i], d->digest) == 0)
+			return hu_error_set(e, 0, r->img->layout, "index %s "
+					    "names itself, through %zu "
+					    "indexes: a cycle, refused",
+					    d->digest, depth - i);
+	if (depth >= OCI_INDEX_DEPTH_MAX)
+		return hu_error_set(e, 0, r->img->layout, "index %s: indexes "
+				    "nested deeper than %d: refused",
+				    d->digest, OCI_INDEX_DEPTH_MAX);
+	copy_field(r->chain[depth], sizeof(r->chain[depth]), d->digest);
+	if (oci_doc_read(r->img->layout_fd, r->img->layout, d, &buf, &len,
+			 e) < 0)
+		return -1;
+	snprintf(what, sizeof(what), "index %s", d->digest);
+	rc = oci_index_parse(buf, len, what, &x, e);
+	free(buf);
+	if (rc < 0)
+		return in_layout(e, r->img->layout);
+	rc = choose_platform(r, &x, d, depth, e);
+	oci_index_free(&x);
+	return rc;
+}
+
+static int resolve_manifest(struct resolve *r, const struct hu_oci_desc *d,
+			    struct hu_error *e)
+{
+	struct hu_oci_image *img = r->img;
+	char *buf, what[96];
+	size_t len;
+	int rc;
+
+	img->manifest = *d;
+	if (oci_doc_read(img->layout_fd, img->layout, d, &buf, &len, e) < 0)
+		return -1;
+	snprintf(what, sizeof(what), "manifest %s", d->digest);
+	rc = oci_manifest_parse(buf, len, what, img, e);
+	free(buf);
+	if (rc < 0)
+		return in_layout(e, img->layout);
+	if (oci_doc_read(img->layout_fd, img->layout, &img->config,
+			 &img->config_json, &img->config_len, e) < 0)
+		return -1;
+	snprintf(what, sizeof(what), "config %s", img->config.digest);
+	if (oci_config_parse(img->config_json, img->config_len, what, img,
+			     e) < 0)
+		return in_layout(e, img->layout);
+	return 0;
+}
+
+static int resolve_desc(struct resolve *r, const struct hu_oci_desc *d,
+			size_t depth, struct hu_error *e)
+{
+	const struct oci_media_type *mt = oci_media_type(d->media_type);
+
+	if (mt && mt->kind == OCI_KIND_INDEX)
+		return resolve_index(r, d, depth, e);
+	if (mt && mt->kind == OCI_KIND_MANIFEST)
+		return resolve_manifest(r, d, e);
+	return hu_error_set(e, 0, r->img->layout, "blob %s: media type "
+			    "'%.100s' is no image manifest or index hunion "
+			    "knows", d->digest, d->media_type);
+}
+
+/* Each layer blob there, a regular file of its size (read later). */
+static int check_layers(const struct hu_oci_image *img, struct hu_error *e)
+{
+	for (size_t i = 0; i < img->nlayers; i++) {
+		int fd = hu_oci_blob_open(img, &img->layers[i], e);
+
+		if (fd < 0) {
+			if (img->layer_urls[i])
+				hu_error_set(e, 0, img->layout, "blob %s: a "
+					     "layer given by URL only (a "
+					     "foreign layer), not in the "
+					     "layout: hunion does not fetch "
+					     "it", img->layers[i].digest);
+			return -1;
+		}
+		close(fd);
+	}
+	return 0;
+}
+
+static int check_layout_file(int fd, const char *layout, struct hu_error *e)
+{
+	const char *v;
+	char *buf;
+	size_t len;
+	json_t *j;
+	int rc = 0;
+
+	if (oci_file_read(fd, layout, "oci-layout", &buf, &len, e) < 0)
+		return -1;
+	j = load(buf, len, "oci-layout", e);
+	free(buf);
+	if (!j)
+		return in_layout(e, layout);
+	v = get_string(j, "imageLayoutVersion");
+	if (!v || strncmp(v, "1.", 2) != 0)
+		rc = hu_error_set(e, 0, layout, "oci-layout: "
+				  "imageLayoutVersion %.40s, not 1.x",
+				  v ? v : "missing");
+	json_decref(j);
+	return rc;
+}
+
+static int read_top(int fd, const char *layout, struct oci_index *x,
+		    struct hu_error *e)
+{
+	char *buf;
+	size_t len;
+	int rc;
+
+	if (check_layout_file(fd, layout, e) < 0 ||
+	    oci_file_read(fd, layout, "index.json", &buf, &len, e) < 0)
+		return -1;
+	rc = oci_index_parse(buf, len, "index.json", x, e);
+	free(buf);
+	return rc < 0 ? in_layout(e, layout) : 0;
+}
+
+static int image_read(struct hu_oci_image *img, const char *platform,
+		      struct hu_error *e)
+{
+	struct resolve r = { .img = img, .want_given = platform != NULL };
+	const struct oci_entry *top = NULL;
+	struct oci_index x;
+	int rc;
+
+	if (platform && oci_platform_parse(platform, &r.want) < 0)
+		return hu_error_set(e, EINVAL, platform, "not a platform "
+				    "os/arch[/variant]");
+	if (!platform)
+		oci_platform_host(&r.want);
+	img->layout_fd = open(img->layout, O_RDONLY | O_DIRECTORY |
+			      O_CLOEXEC);
+	if (img->layout_fd < 0)
+		return hu_error_set(e, errno, img->layout, "cannot open the "
+				    "image layout");
+	if (read_top(img->layout_fd, img->layout, &x, e) < 0)
+		return -1;
+	rc = choose_top(&x, img->layout, img->ref, &top, e);
+	if (rc == 0)
+		rc = resolve_desc(&r, &top->desc, 0, e);
+	oci_index_free(&x);
+	if (rc == 0)
+		rc = check_layers(img, e);
+	return rc;
+}
+
+int hu_oci_image_open(const char *layout, const char *ref,
+		      const char *platform, struct hu_oci_image **out,
+		      struct hu_error *e)
+{
+	struct hu_oci_image *img = calloc(1, sizeof(*img));
+
+	*out = NULL;
+	if (!img)
+		return hu_error_set(e, ENOMEM, layout, "out of memory");
+	img->layout_fd = -1;
+	img->layout = strdup(layout);
+	img->ref = ref ? strdup(ref) : NULL;
+	if (!img->layout || (ref && !img->ref)) {
+		hu_oci_image_close(img);
+		return hu_error_set(e, ENOMEM, layout, "out of memory");
+	}
+	if (image_read(img, platform, e) < 0) {
+		hu_oci_image_close(img);
+		return -1;
+	}
+	*out = img;
+	return 0;
+}
+
+void hu_oci_image_close(struct hu_oci_image *img)
+{
+	if (!img)
+		return;
+	if (img->layout_fd >= 0)
+		close(img->layout_fd);
+	free(img->layout);
+	free(img->ref);
+	free(img->config_json);
+	free(img->layers);
+	free(img->layer_urls);
+	free(img->diff_ids);
+	free(img);
+}
+
+int hu_oci_layout_list(const char *layout, struct hu_oci_listed **out,
+		       size_t *n, struct hu_error *e)
+{
+	struct oci_index x;
+	int fd = open(layout, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc;
+
+	*out = NULL;
+	*n = 0;
+	if (fd < 0)
+		return hu_error_set(e, errno, layout, "cannot open the image "
+				    "layout");
+	rc = read_top(fd, layout, &x, e);
+	close(fd);
+	if (rc < 0)
+		return -1;
+	*out = calloc(x.n + 1, sizeof(**out));
+	if (!*out) {
+		oci_index_free(&x);
+		return hu_error_set(e, ENOMEM, NULL, "out of memory");
+	}
+	for (size_t i = 0; i < x.n; i++) {
+		struct hu_oci_listed *l = &(*out)[i];
+
+		l->desc = x.v[i].desc;
+		l->tag = x.v[i].tag;	/* taken over */
+		x.v[i].tag = NULL;
+		if (x.v[i].has_platform)
+			platform_text(&x.v[i].platform, l->platform,
+				      sizeof(l->platform));
+	}
+	*n = x.n;
+	oci_index_free(&x);
+	return 0;
+}
+
+void hu_oci_listed_free(struct hu_oci_listed *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(v[i].tag);
+	free(v);
+}

@@ -1,0 +1,116 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * OCI image layouts, what the modules of lib/oci/ share: the media types
+ * hunion knows (mediatype.c), blobs opened and JSON documents read and
+ * verified under DIR/blobs/sha256/ (blob.c), and the parsers of the index,
+ * manifest and config documents with the choice of an image by REF and
+ * platform (layout.c).  The parsers take bytes, so the fuzz target
+ * (tests/fuzz/ocilayout_fuzz.c) and the unit tests call them directly.
+ */
+#ifndef HUNION_OCI_H
+#define HUNION_OCI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "hunion.h"
+
+/* No JSON document of a layout (index.json, an index, a manifest, a
+ * config) is read when larger: untrusted input, read whole into memory. */
+#define OCI_JSON_MAX ((size_t)4 << 20)
+/* Indexes nest at most this deep: a deeper chain is refused as a cycle
+ * would be (an index naming itself, directly or not). */
+#define OCI_INDEX_DEPTH_MAX 8
+
+/* ---- media types (mediatype.c) ---- */
+
+enum oci_kind {
+	OCI_KIND_UNKNOWN = 0,
+	OCI_KIND_INDEX,		/* an OCI index or a Docker manifest list */
+	OCI_KIND_MANIFEST,	/* an OCI or Docker v2s2 image manifest */
+	OCI_KIND_CONFIG,	/* an OCI or Docker image config */
+	OCI_KIND_LAYER,		/* a layer tarball */
+};
+
+enum oci_comp { OCI_COMP_NONE = 0, OCI_COMP_GZIP, OCI_COMP_ZSTD };
+
+struct oci_media_type {
+	const char *name;
+	enum oci_kind kind;
+	enum oci_comp comp;	/* layers: how the blob is compressed */
+};
+
+/* The media type @name (NULL when hunion does not know it). */
+const struct oci_media_type *oci_media_type(const char *name);
+/* Is @name an encrypted layer type (ocicrypt's "+encrypted" suffix)? */
+bool oci_media_type_encrypted(const char *name);
+
+/* ---- blobs and documents (blob.c) ---- */
+
+/* Is @d "sha256:" and 64 lowercase hex digits? */
+bool oci_digest_valid(const char *d);
+/* Open the blob of @digest under @layout_fd/blobs/sha256/, no symlink
+ * followed on the way, a regular file: its fd, or -1 with @e naming the
+ * blob and @layout. */
+int oci_blob_open(int layout_fd, const char *layout, const char *digest,
+		  struct hu_error *e);
+/* Read the JSON document @d describes, at most OCI_JSON_MAX bytes, its
+ * size and sha256 checked against @d: malloc'd, NUL-terminated. */
+int oci_doc_read(int layout_fd, const char *layout,
+		 const struct hu_oci_desc *d, char **buf, size_t *len,
+		 struct hu_error *e);
+/* Read @layout_fd/@name (index.json, oci-layout), at most OCI_JSON_MAX
+ * bytes, not a symlink. */
+int oci_file_read(int layout_fd, const char *layout, const char *name,
+		  char **buf, size_t *len, struct hu_error *e);
+/* The sha256 of @len bytes at @buf as "sha256:HEX" into @out. */
+void oci_sha256(const void *buf, size_t len, char out[72]);
+
+/* ---- documents (layout.c) ---- */
+
+struct oci_platform {
+	char os[32];
+	char arch[32];
+	char variant[16];	/* "" when none */
+};
+
+/* One descriptor of an index. */
+struct oci_entry {
+	struct hu_oci_desc desc;
+	char *tag;		/* its org.opencontainers.image.ref.name */
+	bool has_platform;
+	struct oci_platform platform;
+};
+
+struct oci_index {
+	struct oci_entry *v;
+	size_t n;
+};
+
+/* Parse an index (index.json, a nested index, a Docker manifest list):
+ * every descriptor checked (digest, size).  @what names it in errors. */
+int oci_index_parse(const char *buf, size_t len, const char *what,
+		    struct oci_index *out, struct hu_error *e);
+void oci_index_free(struct oci_index *x);
+/* Parse a manifest into @img (config, layers); each layer's media type
+ * known, not encrypted. */
+int oci_manifest_parse(const char *buf, size_t len, const char *what,
+		       struct hu_oci_image *img, struct hu_error *e);
+/* Parse a config: rootfs.diff_ids into @img (as many as its layers). */
+int oci_config_parse(const char *buf, size_t len, const char *what,
+		     struct hu_oci_image *img, struct hu_error *e);
+
+/* "os/arch[/variant]" into @p; -1 when malformed. */
+int oci_platform_parse(const char *s, struct oci_platform *p);
+/* The host's platform: uname's machine in Go's names (GOARCH). */
+void oci_platform_host(struct oci_platform *p);
+/* Does an entry of platform @have run where @want is asked?  A variant
+ * asked must be the entry's; none asked takes any (arm64's "v8" and
+ * none are one). */
+bool oci_platform_match(const struct oci_platform *want,
+			const struct oci_platform *have);
+/* Is @s a tag as an operand may name one ([A-Za-z0-9_][A-Za-z0-9._-]*,
+ * at most 128 bytes)? */
+bool oci_tag_valid(const char *s);
+
+#endif /* HUNION_OCI_H */
