@@ -50,6 +50,9 @@ const struct cmd *cmd_top(void);	/* "hunion" itself, holding them */
 /* Options shared by commands that read layers. */
 #define OPT_FORMAT { "format", 0, OPT_REQUIRED, "FORMAT", \
 	"auto|union|overlay|oci", "layer format (default: detect per layer)" }
+#define OPT_PLATFORM { "platform", 0, OPT_REQUIRED, "OS/ARCH[/VARIANT]", \
+	NULL, "the image of an index an operand oci:DIR[:REF] reads " \
+	"(default: the host's)" }
 #define OPT_USERXATTR { "userxattr", 0, OPT_NONE, NULL, NULL, \
 	"markers live under user.* instead of trusted.*" }
 #define OPT_HELP { "help", 'h', OPT_NONE, NULL, NULL, "show this help" }
@@ -114,7 +117,12 @@ struct layer_opts {
 	bool json;
 	bool dry_run;
 };
-/* Handle --format, --userxattr, -v, -q, --json, -n: returns 1 if @o was
+/* Refuse an operand oci:DIR[:REF] among @argv[@first..@argc) for a
+ * command (@what) that changes its layers or mounts them: -1 after
+ * printing why. */
+int refuse_images(const struct cmd *c, int argc, char **argv, int first,
+		  const char *what);
+/* Handle --format, --platform, --userxattr, -v, -q, --json, -n: returns 1 if @o was
  * one of them, 0 if not, -1 on a bad value. */
 int layer_opt(const struct cmd *c, struct layer_opts *lo,
 	      const struct parsed_opt *o);

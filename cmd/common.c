@@ -226,6 +226,20 @@ struct hu_report front_report(void)
 	return (struct hu_report){ report_warn, report_progress, NULL };
 }
 
+int refuse_images(const struct cmd *c, int argc, char **argv, int first,
+		  const char *what)
+{
+	for (int i = first; i < argc; i++)
+		if (hu_oci_operand(argv[i]))
+			return cmd_usage_error(c, "%s: %s cannot take an image "
+					       "(its layers are read only, "
+					       "from the layout's blobs); "
+					       "'hunion merge -o DIR %s' "
+					       "makes a tree of it", argv[i],
+					       what, argv[i]);
+	return 0;
+}
+
 int layer_opt(const struct cmd *c, struct layer_opts *lo,
 	      const struct parsed_opt *o)
 {
@@ -237,6 +251,8 @@ int layer_opt(const struct cmd *c, struct layer_opts *lo,
 		}
 	} else if (!strcmp(o->name, "userxattr")) {
 		lo->stack.userxattr = true;
+	} else if (!strcmp(o->name, "platform")) {
+		lo->stack.platform = o->arg;
 	} else if (!strcmp(o->name, "verbose")) {
 		front.verbosity = 1;
 	} else if (!strcmp(o->name, "quiet")) {

@@ -129,6 +129,8 @@ int cmd_merge(const struct cmd *c, int argc, char **argv)
 			EXIT_USAGE;
 	if (first >= argc)
 		return cmd_usage_error(c, "no layers given"), EXIT_USAGE;
+	if (a.into && refuse_images(c, argc, argv, first, "merge --into") < 0)
+		return EXIT_USAGE;
 	a.lo.stack.report = &report;
 	/* --into reads the layers beneath the target only where the upper
 	 * leads: their formats are detected there, not by a walk of each */

@@ -86,6 +86,8 @@ static int do_mount(struct mount_args *a, char **layers, size_t n,
 	char *text;
 	int rc = trouble;
 
+	if (refuse_images(a->c, (int)n, layers, 0, "mount") < 0)
+		return trouble;
 	a->lo.stack.report = &report;
 	a->mo.dry_run = a->lo.dry_run;
 	a->mo.stack_opts = &a->lo.stack;

@@ -539,7 +539,8 @@ static int sink_found(void *ctx, const struct hu_problem *p,
 
 	/* A tie is detection's alone to see: no check finds it. */
 	for (size_t i = c->first_checked; i < c->n; i++)
-		if (p->layer && strcmp(p->layer, c->paths[i]) == 0 &&
+		if (p->layer && strcmp(p->layer, c->s ? c->s->layers[i].path :
+				       c->paths[i]) == 0 &&
 		    p->id != HU_PB_FORMAT_TIED)
 			return 0;
 	if (sev == HU_SEV_IGNORE)
@@ -554,6 +555,15 @@ static int sink_found(void *ctx, const struct hu_problem *p,
 	if (sev >= HU_SEV_WARNING)
 		c->st->left++;
 	return c->o->finding ? c->o->finding(c->o->ctx, &f, e) : 0;
+}
+
+/* The stack is open: its layers, an image operand's expanded, are what
+ * the sink compares with (the operands only while it opens). */
+static void stack_opened(struct sink_ctx *c, const struct hu_stack *s)
+{
+	c->s = s;
+	c->n = s->n;
+	c->first_checked = c->o->all_layers ? 0 : s->n - 1;
 }
 
 /* The layers (from @from) and the workdir a repair may write, into @d:
@@ -764,7 +774,7 @@ int hu_fsck(char *const paths[], size_t n, const struct hu_stack_opts *so,
 	if (hu_stack_open(&s, paths, n, &sopts, e) < 0)
 		goto out;
 	opened = true;
-	sc.s = &s;
+	stack_opened(&sc, &s);
 	if (o->workdir) {
 		/* the user's path, outside every layer: followed */
 		workfd = open(o->workdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -807,11 +817,11 @@ int hu_fsck(char *const paths[], size_t n, const struct hu_stack_opts *so,
 		if (hu_stack_open(&s, paths, n, &sopts, e) < 0)
 			goto out;
 		opened = true;
-		sc.s = &s;
+		stack_opened(&sc, &s);
 	}
 	st->entries = counted;	/* each entry counted once */
 	if (o->workdir) {
-		r.k = n - 1;
+		r.k = s.n - 1;
 		r.below = (struct hu_stack){ .n = r.k, .layers = s.layers,
 					     .problems = s.problems };
 		r.may_write = writes;

@@ -180,8 +180,14 @@ static int check_entries(struct ft *t)
 static int open_again(struct ft *t)
 {
 	struct stat st;
-	int fd = open(t->l->path, O_RDONLY | O_CLOEXEC);
+	int fd = t->l->image ?
+		 hu_oci_blob_open(t->l->image,
+				  &t->l->image->layers[t->l->image_layer],
+				  t->e) :
+		 open(t->l->path, O_RDONLY | O_CLOEXEC);
 
+	if (fd < 0 && t->l->image)
+		return -1;
 	if (fd < 0)
 		return hu_error_set(t->e, errno, t->l->path, "cannot open "
 				    "the tarball again");
@@ -210,7 +216,11 @@ int fsck_tarball(struct fsck_run *r, const struct hu_layer *l,
 		return -1;
 	t.src = tar_src_open(fd);
 	t.a = archive_read_new();
-	if (!t.src || !t.a || ti_init(&t.ix) < 0) {
+	if (!t.src || !t.a || ti_init(&t.ix) < 0 ||
+	    (l->image && tar_src_verify(t.src,
+					l->image->layers[l->image_layer].digest,
+					l->image->layers[l->image_layer].size,
+					l->image->diff_ids[l->image_layer]) < 0)) {
 		ft_nomem(&t);
 		goto out;
 	}
@@ -219,6 +229,8 @@ int fsck_tarball(struct fsck_run *r, const struct hu_layer *l,
 		goto out;
 	}
 	rc = check_entries(&t);
+	if (rc == 0 && tar_src_verify_end(t.src) < 0)
+		rc = hu_error_set(e, 0, l->path, "%s", tar_src_error(t.src));
 out:
 	if (t.bd && t.bd != t.broot)
 		hu_vdir_close(t.bd);
