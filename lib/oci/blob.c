@@ -52,10 +52,12 @@ static int open_step(int dirfd, const char *name, int flags)
 static int blob_fail(struct hu_error *e, int err, const char *layout,
 		     const char *digest, const char *why)
 {
-	if (err == ELOOP)
-		return hu_error_set(e, 0, layout, "blob %s: a symlink on its "
-				    "way (blobs/, sha256/ or the blob): "
-				    "refused", digest);
+	/* O_NOFOLLOW: a symlinked blob fails ELOOP, a symlinked directory
+	 * (O_DIRECTORY too) ENOTDIR */
+	if (err == ELOOP || err == ENOTDIR)
+		return hu_error_set(e, 0, layout, "blob %s: a symlink (or no "
+				    "directory) on its way: blobs/, sha256/ "
+				    "or the blob: refused", digest);
 	if (err == ENOENT)
 		return hu_error_set(e, 0, layout, "blob %s: missing from "
 				    "the layout", digest);
