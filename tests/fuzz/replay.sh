@@ -34,8 +34,8 @@ if nm "$B/libhunion.a" 2>/dev/null | grep -q __asan_; then
 	     -fno-omit-frame-pointer)
 fi
 # shellcheck disable=SC2207
-libs=($(pkg-config --libs libarchive libattr libzstd libcrypto zlib 2>/dev/null ||
-	echo -larchive -lattr -lzstd -lcrypto -lz))
+libs=($(pkg-config --libs libarchive libattr libzstd libcrypto zlib jansson 2>/dev/null ||
+	echo -larchive -lattr -lzstd -lcrypto -lz -ljansson))
 
 for src in "$HERE"/*_fuzz.c; do
 	name=$(basename "$src" _fuzz.c)
