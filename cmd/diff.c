@@ -288,7 +288,9 @@ int cmd_diff(const struct cmd *c, int argc, char **argv)
 
 	front.trouble = DIFF_TROUBLE;
 	first = cmd_parse(c, argc, argv, diff_opt, &a);
-	if (first < 0 || check_args(&a, argc - first) < 0)
+	if (first < 0 || check_args(&a, argc - first) < 0 ||
+	    (a.trees && refuse_images(c, argc, argv, first,
+				      "diff --trees") < 0))
 		return DIFF_TROUBLE;	/* usage: 2, as diff(1) */
 	rc = run(&a, argv + first, argc - first, &e);
 	if (rc == EXIT_USAGE || rc == DIFF_TROUBLE) {

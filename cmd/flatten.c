@@ -126,6 +126,7 @@ int cmd_flatten(const struct cmd *c, int argc, char **argv)
 	struct hu_digests d;
 	struct hu_stack s;
 	int first = cmd_parse(c, argc, argv, flatten_opt, &a), rc;
+	bool image_operand = false;
 
 	if (first < 0)
 		return EXIT_USAGE;
@@ -133,11 +134,15 @@ int cmd_flatten(const struct cmd *c, int argc, char **argv)
 		return cmd_usage_error(c, "-o FILE is required"), EXIT_USAGE;
 	if (first >= argc)
 		return cmd_usage_error(c, "no layers given"), EXIT_USAGE;
+	/* an image operand counts its layers: --base is checked against
+	 * them once the stack is open */
+	for (int i = first; i < argc; i++)
+		image_operand = image_operand || hu_oci_operand(argv[i]);
 	rc = oci_args_resolve(c, &a.oci, a.out, &a.tar, &to);
 	a.image = rc > 0;
 	if (rc < 0 || (!a.image && tar_args_resolve(c, &a.tar, a.out,
 						     &to) < 0) ||
-	    check_args(&a, argc - first) < 0) {
+	    check_args(&a, image_operand ? INT_MAX : argc - first) < 0) {
 		oci_args_free(&a.oci);
 		return EXIT_USAGE;
 	}
@@ -155,6 +160,11 @@ int cmd_flatten(const struct cmd *c, int argc, char **argv)
 		hu_error_clear(&e);
 		oci_args_free(&a.oci);
 		return EXIT_TROUBLE;
+	}
+	if (image_operand && check_args(&a, (int)s.n) < 0) {
+		hu_stack_close(&s);
+		oci_args_free(&a.oci);
+		return EXIT_USAGE;
 	}
 	f.s = &s;
 	if (a.image)

@@ -670,8 +670,8 @@ static int image_read(struct hu_oci_image *img, const char *platform,
 	int rc;
 
 	if (platform && oci_platform_parse(platform, &r.want) < 0)
-		return hu_error_set(e, EINVAL, platform, "not a platform "
-				    "os/arch[/variant]");
+		return hu_error_set(e, 0, NULL, "platform '%.64s': not "
+				    "os/arch[/variant]", platform);
 	if (!platform)
 		oci_platform_host(&r.want);
 	img->layout_fd = open(img->layout, O_RDONLY | O_DIRECTORY |

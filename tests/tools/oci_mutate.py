@@ -19,6 +19,11 @@ index.json to match, so that only the damage named is wrong:
   two-tags      a second manifest (an annotation differs) tagged TAG too
   encrypted     the first layer's media type +encrypted
   urls-missing  the first layer given with urls, its blob removed
+Or rewrites it, to be read all the same:
+  as-docker     every media type Docker's (manifest v2 schema 2, its
+                config and gzip layers), index.json's entry too
+  in-index      TAG an image index of two platforms: linux/amd64 the
+                image, linux/arm64/v8 the image without its top layer
 """
 
 import gzip
@@ -112,6 +117,34 @@ def main():
     elif how == "urls-missing":
         layer["urls"] = ["https://example.invalid/blob"]
         os.unlink(lpath)
+    elif how == "as-docker":
+        docker = "application/vnd.docker."
+        manifest["mediaType"] = entry["mediaType"] = \
+            docker + "distribution.manifest.v2+json"
+        manifest["config"]["mediaType"] = docker + "container.image.v1+json"
+        for lay in manifest["layers"]:
+            lay["mediaType"] = docker + "image.rootfs.diff.tar.gzip"
+    elif how == "in-index":
+        short = dict(manifest, layers=manifest["layers"][:-1])
+        sconf = dict(config, rootfs=dict(
+            config["rootfs"], diff_ids=config["rootfs"]["diff_ids"][:-1]))
+        d, n = put(layout, json.dumps(sconf).encode())
+        short["config"] = dict(manifest["config"], digest=d, size=n)
+        sd, sn = put(layout, json.dumps(short).encode())
+        ix = {"schemaVersion": 2, "manifests": [
+            {"mediaType": entry["mediaType"], "digest": entry["digest"],
+             "size": entry["size"],
+             "platform": {"os": "linux", "architecture": "amd64"}},
+            {"mediaType": entry["mediaType"], "digest": sd, "size": sn,
+             "platform": {"os": "linux", "architecture": "arm64",
+                          "variant": "v8"}}]}
+        d, n = put(layout, json.dumps(ix).encode())
+        index["manifests"] = [{
+            "mediaType": "application/vnd.oci.image.index.v1+json",
+            "digest": d, "size": n, "annotations": {REF: tag}}]
+        with open(ipath, "w") as f:
+            json.dump(index, f)
+        return
     else:
         sys.exit("unknown damage " + how)
 
