@@ -47,6 +47,7 @@ SKIP_MERGE=${BENCH_SKIP_MERGE:-0}
 DIFF_ROUNDS=${BENCH_DIFF_ROUNDS:-5}
 RSYNC_ROUNDS=${BENCH_RSYNC_ROUNDS:-1}
 FSCK_ROUNDS=${BENCH_FSCK_ROUNDS:-$ROUNDS}
+IMAGE_ROUNDS=${BENCH_IMAGE_ROUNDS:-$ROUNDS}
 SEED=${BENCH_SEED:-1}
 CACHE=${BENCH_CACHE:-warm}
 IMG_SIZE=${BENCH_IMG_SIZE:-16G}
@@ -67,7 +68,7 @@ done
 grep -qw overlay /proc/filesystems || modprobe overlay 2>/dev/null ||
 	die "no overlay filesystem in this kernel"
 case $CACHE in cold|warm) ;; *) die "BENCH_CACHE must be cold or warm" ;; esac
-case $ROUNDS$BIG_ROUNDS$DIFF_ROUNDS$RSYNC_ROUNDS$FSCK_ROUNDS in
+case $ROUNDS$BIG_ROUNDS$DIFF_ROUNDS$RSYNC_ROUNDS$FSCK_ROUNDS$IMAGE_ROUNDS in
 *[!0-9]*) die "rounds must be numbers" ;; esac
 [ "$ROUNDS" -ge 1 ] || die "BENCH_ROUNDS must be at least 1"
 for k in "${CONTENDERS[@]}" "${BIG_CONTENDERS[@]}"; do
@@ -90,6 +91,11 @@ fi
 for t in tar zstd; do
 	command -v "$t" >/dev/null || die "$t missing (make deps)"
 done
+if [ "$IMAGE_ROUNDS" -gt 0 ]; then
+	for t in umoci python3; do
+		command -v "$t" >/dev/null || die "$t missing (make deps)"
+	done
+fi
 if [ "$BIG_ENTRIES" -gt 0 ] && [ "$DIFF_ROUNDS" -gt 0 ] &&
 	[ "$RSYNC_ROUNDS" -gt 0 ]; then
 	command -v rsync >/dev/null || die "rsync missing (apt-get install rsync)"
@@ -163,6 +169,8 @@ declare -A LABEL=(
 	[fsck]="hunion fsck -n"
 	[fsckall]="hunion fsck -n --all-layers"
 	[walkx]="walkx: lstat+listxattr all"
+	[img]="hunion merge -o oci:IMG"
+	[umoci]="umoci unpack"
 )
 FAILED=0
 
@@ -207,6 +215,11 @@ run() {
 	fsckall) timed "$HUNION" fsck -n --all-layers "$S/L0" "$S/L1" "$S/L2" ||
 			rc=$? ;;
 	walkx)	timed "$W/walkx" "$S/L0" "$S/L1" "$S/L2" || rc=$? ;;
+	# the image of the stack (image_bench); the blobs unpacked on the
+	# bench filesystem, as umoci's output is
+	img)	TMPDIR=$FS/tmp timed "$HUNION" merge -o "$OUT" "oci:$FS/img:t" ||
+			rc=$? ;;
+	umoci)	timed umoci unpack --image "$FS/img:t" "$OUT" || rc=$? ;;
 	esac
 	case $key:$rc in fsck*:4) rc=0 ;; esac
 	t1=$(now)
@@ -219,7 +232,7 @@ run() {
 		FAILED=1
 		echo "bench: ${LABEL[$key]} failed (exit $rc):" >&2
 		tail -n 5 "$W/run.err" >&2 || true
-	elif [ "$key" = merge ] || [ "$key" = link ]; then
+	elif [ "$key" = merge ] || [ "$key" = link ] || [ "$key" = img ]; then
 		verify "$OUT" || { status=WRONG; FAILED=1; }
 	elif [ "$key" = flat ]; then
 		verify_names "$OUT/flat.tar.zst" || { status=WRONG; FAILED=1; }
@@ -545,6 +558,46 @@ fsck_bench() {
 	done
 }
 
+# ---- an image: the stack as an OCI layout of gzip layers ----------------------------
+
+# The stack's layers as OCI layer tarballs (L0 flattened, L1 and L2 as diff
+# --oci writes them over the layers beneath), gzip, in a layout (untimed);
+# then hunion merge -o of the image against umoci unpack of it.
+image_bench() {
+	local S=$FS/stack T=$FS/imgtmp r i k order=(img umoci) t0 t1
+	echo "== image: the stack as an OCI image of 3 gzip layers"
+	mkdir -p "$T" "$FS/tmp"
+	t0=$(now)
+	"$HUNION" flatten -q -o "$T/l0.tar.gz" --descriptor "$T/l0.tar.gz.json" \
+		"$S/L0"
+	# diff exits 1 when the layer changes something: it does
+	local lower=("$S/L0") rc
+	for i in 1 2; do
+		rc=0
+		"$HUNION" diff --oci -q -o "$T/l$i.tar.gz" --descriptor \
+			"$T/l$i.tar.gz.json" "${lower[@]}" "$S/L$i" || rc=$?
+		[ "$rc" -le 1 ] || die "diff --oci of L$i failed (exit $rc)"
+		lower+=("$S/L$i")
+	done
+	python3 "$HERE/../tests/tools/oci_layout.py" "$FS/img" t \
+		"$T/l0.tar.gz" "$T/l1.tar.gz" "$T/l2.tar.gz"
+	rm -rf "$T"
+	sync -f "$FS"
+	t1=$(now)
+	awk -v a="$t0" -v b="$t1" -v s="$(du -sm "$FS/img" | cut -f1)" \
+		'BEGIN { printf "  %d MiB of blobs, made in %.1f s\n", s, b - a }'
+	if [ "$CACHE" = warm ]; then
+		tar -cf - -C "$FS" img | cat > /dev/null
+	fi
+	for ((r = 1; r <= IMAGE_ROUNDS; r++)); do
+		for ((i = 0; i < ${#order[@]}; i++)); do
+			k=${order[$(((i + r - 1) % ${#order[@]}))]}
+			run stack "$k" "$r"
+		done
+	done
+	rm -rf "$FS/out" "$FS/img" "$FS/tmp"
+}
+
 # ---- main --------------------------------------------------------------------------
 
 echo "bench: building mkstack"
@@ -555,6 +608,10 @@ echo "bench: $HUNION; $CACHE cache before every timed run;" \
 	"$ROUNDS rounds (1M stack: $BIG_ROUNDS); work dir $W"
 
 phase stack "$ROUNDS" "${CONTENDERS[*]}" -n "$ENTRIES" -b "$BYTES"
+# before fsck_bench, which damages L2
+if [ "$IMAGE_ROUNDS" -gt 0 ] && [ "${#CONTENDERS[@]}" -gt 0 ]; then
+	image_bench
+fi
 if [ "$FSCK_ROUNDS" -gt 0 ]; then fsck_bench; fi
 if [ "$BIG_ENTRIES" -gt 0 ] && [ "$BIG_ROUNDS" -gt 0 ]; then
 	phase 1M "$BIG_ROUNDS" "${BIG_CONTENDERS[*]}" -t -n "$BIG_ENTRIES"
@@ -610,12 +667,15 @@ summarize() {
 		label["fsck"] = "hunion fsck -n"
 		label["fsckall"] = "hunion fsck -n --all-layers"
 		label["walkx"] = "walkx: lstat+listxattr all"
+		label["img"] = "hunion merge -o oci:IMG"
+		label["umoci"] = "umoci unpack"
 		# each row is compared with the baseline of its kind
 		basekey["merge"] = basekey["link"] = basekey["cp"] = "cp"
 		basekey["ovl"] = "cp"
 		basekey["flat"] = basekey["tarz"] = "tarz"
 		basekey["diff"] = basekey["diffauto"] = basekey["rsync"] = "rsync"
 		basekey["fsck"] = basekey["fsckall"] = basekey["walkx"] = "walkx"
+		basekey["img"] = basekey["umoci"] = "umoci"
 		# and the diff rows are in milliseconds
 		basems["diff"] = basems["diffauto"] = basems["rsync"] = 1
 		printf "\n%-6s %-27s %9s %15s %7s %9s %9s %s\n", "stack", \
@@ -663,6 +723,8 @@ summarize() {
 			"1M" SUBSEP "flat", 100, "MiB")
 		miss += target("diff of 10 changes over 1M entries <= 10 ms", \
 			"1M" SUBSEP "diff", 10, "ms")
+		miss += target("image -> tree wall <= 0.33x umoci unpack (gzip)", \
+			"stack" SUBSEP "img", 0.33, "x")
 		miss += target("fsck -n wall <= 0.30x walkx of all layers (stack)", \
 			"stack" SUBSEP "fsck", 0.30, "x")
 		miss += target("fsck -n peak RSS <= 32 MiB (stack)", \
@@ -706,7 +768,7 @@ if [ -n "$RESULTS" ]; then
 	echo "raw results: $RESULTS"
 fi
 awk -v a="$T_START" -v b="$(now)" -v c="$CACHE" 'BEGIN {
-	printf "\nwall = command + syncfs of the output, %s cache at the start of each run; ratio = median wall / median wall of the baseline of the same kind on the same stack (cp -a pre-merged; tar | zstd for flatten; rsync -n for diff, whose rows are in ms and have no syncfs); total bench time %.0f s\n", c, b - a }'
+	printf "\nwall = command + syncfs of the output, %s cache at the start of each run; ratio = median wall / median wall of the baseline of the same kind on the same stack (cp -a pre-merged; tar | zstd for flatten; umoci unpack for the image; rsync -n for diff, whose rows are in ms and have no syncfs); total bench time %.0f s\n", c, b - a }'
 if [ "$FAILED" = 1 ]; then
 	echo "bench: some runs failed or produced a wrong tree (see above)" >&2
 	exit 1
