@@ -15,6 +15,7 @@ index.json to match, so that only the damage named is wrong:
   symlink-blob  the first layer's blob a symlink to a copy of it
   index-cycle   index.json names an index, stored under its own digest,
                 that names itself
+  index-deep    index.json names a chain of 9 indexes, the last the image
   huge-json     the manifest padded past 4 MiB with spaces
   two-tags      a second manifest (an annotation differs) tagged TAG too
   encrypted     the first layer's media type +encrypted
@@ -101,6 +102,18 @@ def main():
             "mediaType": "application/vnd.oci.image.index.v1+json",
             "digest": digest, "size": len(body),
             "annotations": {REF: tag}}]
+        with open(ipath, "w") as f:
+            json.dump(index, f)
+        return
+    elif how == "index-deep":
+        d = {"mediaType": entry["mediaType"], "digest": entry["digest"],
+             "size": entry["size"]}
+        for _ in range(9):
+            dg, n = put(layout, json.dumps(
+                {"schemaVersion": 2, "manifests": [d]}).encode())
+            d = {"mediaType": "application/vnd.oci.image.index.v1+json",
+                 "digest": dg, "size": n}
+        index["manifests"] = [dict(d, annotations={REF: tag})]
         with open(ipath, "w") as f:
             json.dump(index, f)
         return
