@@ -242,11 +242,12 @@ bool hu_oci_operand(const char *arg);
 int hu_oci_operand_parse(const char *arg, char **layout, char **ref,
 			 struct hu_error *e);
 /* Open the image @ref (NULL: the layout's only one) of the layout at
- * @layout: index.json's entry by tag or digest, indexes resolved to
+ * @layout (relative to @dirfd, or AT_FDCWD; the path is followed, the
+ * layout's insides never): index.json's entry by tag or digest, indexes resolved to
  * @platform ("os/arch[/variant]"; NULL: the host's), manifest and config
  * read, verified and parsed, each layer blob there with its size.  What
  * cannot be read is refused naming the blob and the layout. */
-int hu_oci_image_open(const char *layout, const char *ref,
+int hu_oci_image_open(int dirfd, const char *layout, const char *ref,
 		      const char *platform, struct hu_oci_image **out,
 		      struct hu_error *e);
 void hu_oci_image_close(struct hu_oci_image *img);
@@ -262,7 +263,8 @@ struct hu_oci_listed {
 	struct hu_oci_desc desc;
 	char platform[96];
 };
-int hu_oci_layout_list(const char *layout, struct hu_oci_listed **out,
+int hu_oci_layout_list(int dirfd, const char *layout,
+		       struct hu_oci_listed **out,
 		       size_t *n, struct hu_error *e);
 void hu_oci_listed_free(struct hu_oci_listed *v, size_t n);
 
@@ -320,7 +322,9 @@ struct hu_stack_opts {
  * file that holds a tarball (.tar, .tar.gz, .tar.zst, known by content) is
  * unpacked into a private temporary directory and read as an OCI layer
  * (--format does not apply to it); hunion-layers(7) says what it may
- * hold. */
+ * hold.  An operand oci:DIR[:REF] is an image's layers, bottom first
+ * (hu_oci_image_open, @o->platform), each such a tarball layer read from
+ * its blob and verified as it is read; @n counts operands, s->n layers. */
 int hu_stack_open(struct hu_stack *s, char *const paths[], size_t n,
 		  const struct hu_stack_opts *o, struct hu_error *e);
 void hu_stack_close(struct hu_stack *s);

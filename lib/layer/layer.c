@@ -432,7 +432,7 @@ static int open_image(struct hu_stack *s, const char *arg,
 
 	if (hu_oci_operand_parse(arg, &layout, &ref, e) < 0)
 		return -1;
-	rc = hu_oci_image_open(layout, ref, o->platform, &img, e);
+	rc = hu_oci_image_open(AT_FDCWD, layout, ref, o->platform, &img, e);
 	free(layout);
 	free(ref);
 	if (rc < 0)

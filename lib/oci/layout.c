@@ -661,8 +661,8 @@ static int read_top(int fd, const char *layout, struct oci_index *x,
 	return rc < 0 ? in_layout(e, layout) : 0;
 }
 
-static int image_read(struct hu_oci_image *img, const char *platform,
-		      struct hu_error *e)
+static int image_read(struct hu_oci_image *img, int dirfd,
+		      const char *platform, struct hu_error *e)
 {
 	struct resolve r = { .img = img, .want_given = platform != NULL };
 	const struct oci_entry *top = NULL;
@@ -674,8 +674,8 @@ static int image_read(struct hu_oci_image *img, const char *platform,
 				    "os/arch[/variant]", platform);
 	if (!platform)
 		oci_platform_host(&r.want);
-	img->layout_fd = open(img->layout, O_RDONLY | O_DIRECTORY |
-			      O_CLOEXEC);
+	img->layout_fd = openat(dirfd, img->layout, O_RDONLY | O_DIRECTORY |
+				O_CLOEXEC);
 	if (img->layout_fd < 0)
 		return hu_error_set(e, errno, img->layout, "cannot open the "
 				    "image layout");
@@ -690,7 +690,7 @@ static int image_read(struct hu_oci_image *img, const char *platform,
 	return rc;
 }
 
-int hu_oci_image_open(const char *layout, const char *ref,
+int hu_oci_image_open(int dirfd, const char *layout, const char *ref,
 		      const char *platform, struct hu_oci_image **out,
 		      struct hu_error *e)
 {
@@ -706,7 +706,7 @@ int hu_oci_image_open(const char *layout, const char *ref,
 		hu_oci_image_close(img);
 		return hu_error_set(e, ENOMEM, layout, "out of memory");
 	}
-	if (image_read(img, platform, e) < 0) {
+	if (image_read(img, dirfd, platform, e) < 0) {
 		hu_oci_image_close(img);
 		return -1;
 	}
@@ -729,11 +729,11 @@ void hu_oci_image_close(struct hu_oci_image *img)
 	free(img);
 }
 
-int hu_oci_layout_list(const char *layout, struct hu_oci_listed **out,
-		       size_t *n, struct hu_error *e)
+int hu_oci_layout_list(int dirfd, const char *layout,
+		       struct hu_oci_listed **out, size_t *n, struct hu_error *e)
 {
 	struct oci_index x;
-	int fd = open(layout, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc;
+	int fd = openat(dirfd, layout, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc;
 
 	*out = NULL;
 	*n = 0;
