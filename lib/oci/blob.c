@@ -88,13 +88,15 @@ int oci_blob_open(int layout_fd, const char *layout, const char *digest,
 	close(algo);
 	if (fd < 0)
 		return blob_fail(e, errno, layout, digest, "cannot open");
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+	if (fstat(fd, &st) < 0) {
 		int err = errno;
 
 		close(fd);
-		return S_ISREG(st.st_mode) ?
-		       blob_fail(e, err, layout, digest, "cannot stat") :
-		       hu_error_set(e, 0, layout, "blob %s: not a regular "
+		return blob_fail(e, err, layout, digest, "cannot stat");
+	}
+	if (!S_ISREG(st.st_mode)) {
+		close(fd);
+		return hu_error_set(e, 0, layout, "blob %s: not a regular "
 				    "file", digest);
 	}
 	/* regular file: O_NONBLOCK means nothing to its reads; cleared
@@ -220,7 +222,12 @@ int oci_file_read(int layout_fd, const char *layout, const char *name,
 				    err == ELOOP ? " (a symlink: refused)" :
 				    "");
 	}
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+	if (fstat(fd, &st) < 0) {
+		err = errno;
+		close(fd);
+		return hu_error_set(e, err, layout, "cannot stat %s", name);
+	}
+	if (!S_ISREG(st.st_mode)) {
 		close(fd);
 		return hu_error_set(e, 0, layout, "%s: not a regular file",
 				    name);
@@ -247,7 +254,14 @@ int hu_oci_blob_open(const struct hu_oci_image *img,
 
 	if (fd < 0)
 		return -1;
-	if (fstat(fd, &st) < 0 || (uint64_t)st.st_size != d->size) {
+	if (fstat(fd, &st) < 0) {
+		int err = errno;
+
+		close(fd);
+		return hu_error_set(e, err, img->layout, "blob %s: cannot stat",
+				    d->digest);
+	}
+	if ((uint64_t)st.st_size != d->size) {
 		close(fd);
 		return hu_error_set(e, 0, img->layout, "blob %s: %lld bytes, "
 				    "its descriptor says %llu", d->digest,

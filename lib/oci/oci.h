@@ -2,9 +2,9 @@
 /*
  * OCI image layouts, what the modules of lib/oci/ share: the media types
  * hunion knows (mediatype.c), blobs opened and JSON documents read and
- * verified under DIR/blobs/sha256/ (blob.c), and the parsers of the index,
- * manifest and config documents with the choice of an image by REF and
- * platform (layout.c).  The parsers take bytes, so the fuzz target
+ * verified under DIR/blobs/sha256/ (blob.c), the parsers of the index,
+ * manifest and config documents (parse.c), and the choice of an image by
+ * REF and platform (layout.c).  The parsers take bytes, so the fuzz target
  * (tests/fuzz/ocilayout_fuzz.c) and the unit tests call them directly.
  */
 #ifndef HUNION_OCI_H
@@ -66,7 +66,10 @@ int oci_file_read(int layout_fd, const char *layout, const char *name,
 /* The sha256 of @len bytes at @buf as "sha256:HEX" into @out. */
 void oci_sha256(const void *buf, size_t len, char out[72]);
 
-/* ---- documents (layout.c) ---- */
+/* @src into @dst of @size bytes, cut short when longer (parse.c). */
+void oci_copy_field(char *dst, size_t size, const char *src);
+
+/* ---- documents (parse.c; the choice of an image: layout.c) ---- */
 
 struct oci_platform {
 	char os[32];
@@ -100,7 +103,11 @@ int oci_manifest_parse(const char *buf, size_t len, const char *what,
 int oci_config_parse(const char *buf, size_t len, const char *what,
 		     struct hu_oci_image *img, struct hu_error *e);
 
-/* "os/arch[/variant]" into @p; -1 when malformed. */
+/* oci-layout's imageLayoutVersion: 1.x, or -1. */
+int oci_layout_version_check(const char *buf, size_t len,
+			     struct hu_error *e);
+
+/* "os/arch[/variant]" into @p; -1 when malformed (layout.c). */
 int oci_platform_parse(const char *s, struct oci_platform *p);
 /* The host's platform: uname's machine in Go's names (GOARCH). */
 void oci_platform_host(struct oci_platform *p);
