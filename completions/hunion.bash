@@ -16,30 +16,30 @@ _hunion_spec()
 		;;
 	'hunion merge')
 		subs=''
-		longs='--output= --link --into --keep-upper --force --format= --userxattr --dry-run --verbose --quiet --help'
+		longs='--output= --link --into --keep-upper --force --format= --platform= --userxattr --dry-run --verbose --quiet --help'
 		shorts='-o -n -v -q -h'
-		args='-o --output --format'
+		args='-o --output --format --platform'
 		operands='@layer'
 		;;
 	'hunion diff')
 		subs=''
-		longs='--recursive --json --exact --trees --oci --output= --compress= --level= --threads= --descriptor= --clamp-mtime= --opaque-markers --config= --history= --format= --userxattr --quiet --help'
+		longs='--recursive --json --exact --trees --oci --output= --compress= --level= --threads= --descriptor= --clamp-mtime= --opaque-markers --config= --history= --format= --platform= --userxattr --quiet --help'
 		shorts='-r -o -q -h'
-		args='-o --output --compress --level --threads --descriptor --clamp-mtime --config --history --format'
+		args='-o --output --compress --level --threads --descriptor --clamp-mtime --config --history --format --platform'
 		operands='@layer'
 		;;
 	'hunion flatten')
 		subs=''
-		longs='--output= --base= --compress= --level= --threads= --descriptor= --clamp-mtime= --opaque-markers --config= --history= --format= --userxattr --verbose --quiet --help'
+		longs='--output= --base= --compress= --level= --threads= --descriptor= --clamp-mtime= --opaque-markers --config= --history= --format= --platform= --userxattr --verbose --quiet --help'
 		shorts='-o -v -q -h'
-		args='-o --output --base --compress --level --threads --descriptor --clamp-mtime --config --history --format'
+		args='-o --output --base --compress --level --threads --descriptor --clamp-mtime --config --history --format --platform'
 		operands='@layer'
 		;;
 	'hunion fsck')
 		subs=''
-		longs='--no --preen --yes --dry-run --json --workdir= --all-layers --vacuum --severity= --repair-lowers --force --format= --userxattr --verbose --quiet --help'
+		longs='--no --preen --yes --dry-run --json --workdir= --all-layers --vacuum --severity= --repair-lowers --force --format= --platform= --userxattr --verbose --quiet --help'
 		shorts='-n -p -y -v -q -h'
-		args='--workdir --severity --format'
+		args='--workdir --severity --format --platform'
 		operands='@layer'
 		;;
 	'hunion mount')

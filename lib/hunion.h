@@ -256,17 +256,6 @@ void hu_oci_image_close(struct hu_oci_image *img);
 int hu_oci_blob_open(const struct hu_oci_image *img,
 		     const struct hu_oci_desc *d, struct hu_error *e);
 
-/* What index.json lists: each entry's tag (NULL: none), descriptor and
- * platform ("" when it says none). */
-struct hu_oci_listed {
-	char *tag;
-	struct hu_oci_desc desc;
-	char platform[96];
-};
-int hu_oci_layout_list(int dirfd, const char *layout,
-		       struct hu_oci_listed **out,
-		       size_t *n, struct hu_error *e);
-void hu_oci_listed_free(struct hu_oci_listed *v, size_t n);
 
 struct hu_stack {
 	size_t n;

@@ -32,6 +32,7 @@ static const struct oci_media_type types[] = {
 	{ OCI_LAYER_ND, OCI_KIND_LAYER, OCI_COMP_NONE },
 	{ OCI_LAYER_ND "+gzip", OCI_KIND_LAYER, OCI_COMP_GZIP },
 	{ OCI_LAYER_ND "+zstd", OCI_KIND_LAYER, OCI_COMP_ZSTD },
+	{ DOCKER "image.rootfs.diff.tar", OCI_KIND_LAYER, OCI_COMP_NONE },
 	{ DOCKER "image.rootfs.diff.tar.gzip", OCI_KIND_LAYER, OCI_COMP_GZIP },
 	{ DOCKER "image.rootfs.foreign.diff.tar.gzip", OCI_KIND_LAYER,
 	  OCI_COMP_GZIP },

@@ -221,20 +221,6 @@ Test(oci, ref_by_tag_digest_and_platform, .fini = tu_cleanup)
 	cr_expect_str_eq(got.digest, a.digest);
 	cr_expect_eq(open_ref("multi", "linux/s390x", &got), -1);
 	cr_expect_eq(open_ref("nosuch", NULL, &got), -1);
-	/* what index.json lists: tags and digests, in its order */
-	{
-		struct hu_oci_listed *v;
-		struct hu_error e = { 0 };
-		size_t n;
-
-		cr_assert_eq(hu_oci_layout_list(AT_FDCWD, tu_path("L"), &v, &n,
-						&e), 0, "%s", e.msg);
-		cr_assert_eq(n, 3);
-		cr_expect_str_eq(v[0].tag, "a");
-		cr_expect_str_eq(v[1].desc.digest, b.digest);
-		cr_expect_str_eq(v[2].desc.media_type, INDEX);
-		hu_oci_listed_free(v, n);
-	}
 	/* one tag on two images: ambiguous */
 	tix2 = entry(&b, "a", NULL);
 	snprintf(body, sizeof(body), "%s,%s", ta, tix2);
