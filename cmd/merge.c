@@ -103,6 +103,23 @@ static int merge_into(struct merge_args *a, struct hu_stack *s,
 	return rc < 0 ? EXIT_TROUBLE : EXIT_OK;
 }
 
+/* One tarball: read straight into OUT (mergetar.c). */
+static int merge_stream(struct merge_args *a, const char *layer,
+			const struct hu_merge_opts *mo)
+{
+	struct hu_merge_stats st;
+	struct hu_error e = { 0 };
+	int rc = hu_merge_tarball(layer, a->out, mo, &st, &e);
+
+	front_progress_done();
+	if (rc < 0)
+		print_error(&e);
+	else if (front.verbosity > 0)
+		print_stats(a, &st, 1);
+	hu_error_clear(&e);
+	return rc < 0 ? EXIT_TROUBLE : EXIT_OK;
+}
+
 int cmd_merge(const struct cmd *c, int argc, char **argv)
 {
 	struct merge_args a = { .c = c };
@@ -132,6 +149,12 @@ int cmd_merge(const struct cmd *c, int argc, char **argv)
 	if (a.into && refuse_images(c, argc, argv, first, "merge --into") < 0)
 		return EXIT_USAGE;
 	a.lo.stack.report = &report;
+	mo.data = a.link ? HU_DATA_LINK : HU_DATA_COPY;
+	mo.dry_run = a.lo.dry_run;
+	if (!a.into && hu_merge_can_stream((const char *const *)argv + first,
+					   (size_t)(argc - first), &a.lo.stack,
+					   &mo))
+		return merge_stream(&a, argv[first], &mo);
 	/* --into reads the layers beneath the target only where the upper
 	 * leads: their formats are detected there, not by a walk of each */
 	if (a.into && a.lo.stack.format == HU_FMT_AUTO)
@@ -149,8 +172,6 @@ int cmd_merge(const struct cmd *c, int argc, char **argv)
 		hu_stack_close(&s);
 		return rc;
 	}
-	mo.data = a.link ? HU_DATA_LINK : HU_DATA_COPY;
-	mo.dry_run = a.lo.dry_run;
 	rc = hu_merge_tree(&s, a.out, &mo, &st, &e);
 	front_progress_done();
 	if (rc < 0)

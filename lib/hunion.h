@@ -498,6 +498,20 @@ int hu_merge_tree(const struct hu_stack *s, const char *out,
 		  const struct hu_merge_opts *o, struct hu_merge_stats *st,
 		  struct hu_error *e);
 
+/* Can merge -o of the stack @layers (@n operands, as given) stream it: one
+ * operand, a regular file (a tarball, unless hu_merge_tarball says it is
+ * not one), read by detection, copied, not a dry run, and the environment
+ * does not say HUNION_TAR_STREAM=0? */
+bool hu_merge_can_stream(const char *const *layers, size_t n,
+			 const struct hu_stack_opts *so,
+			 const struct hu_merge_opts *o);
+/* hu_merge_tree() of the stack that is the tarball @layer alone, the
+ * tarball read once, straight into the tree (mergetar.c): the same tree,
+ * errors and warnings. */
+int hu_merge_tarball(const char *layer, const char *out,
+		     const struct hu_merge_opts *o,
+		     struct hu_merge_stats *stats, struct hu_error *e);
+
 /* ---- merge down: the top layer into the one beneath (mergedown.c) ----- */
 
 struct hu_mergedown_opts {

@@ -398,6 +398,34 @@ static int drop_if_idle(struct dwalk *w)
 	return 1;
 }
 
+/*
+ * An output (merge -o) shows what the view of the tarball alone shows:
+ * none of the markers (.wh.*) made in the top frame's directory, which
+ * were kept until now for the lookups above and for hard links to them.
+ * Each name made has a node, so the index lists them all.
+ */
+static int drop_markers(struct dwalk *w)
+{
+	struct frame *f = &w->f[w->n - 1];
+	const struct tar_index *x = &w->t->ix;
+
+	for (uint32_t id = x->nodes[f->node].child; id != TI_NONE;
+	     id = x->nodes[id].next) {
+		const char *name = x->nodes[id].name;
+
+		if (!hu_oci_is_marker(name) ||
+		    (x->nodes[id].flags & TI_GONE))
+			continue;
+		if (hu_wr_unlinkat(f->fd, name, 0) == 0 || errno == ENOENT)
+			continue;
+		/* (a .wh..wh.* directory, kept as it came) */
+		if (errno != EISDIR || hu_rmtree(f->fd, name) < 0)
+			return node_fail(w->t, id, errno,
+					 "cannot remove the marker");
+	}
+	return 0;
+}
+
 static int walk_dirs(struct dwalk *w)
 {
 	struct tl *t = w->t;
@@ -439,6 +467,8 @@ static int walk_dirs(struct dwalk *w)
 				continue;
 			}
 		}
+		if (t->to_output && drop_markers(w) < 0)
+			return -1;
 		if (hu_wr_fchmod(f->fd, d->mode) < 0 ||
 		    hu_wr_futimens(f->fd, d->times) < 0)
 			return node_fail(t, f->node, errno,

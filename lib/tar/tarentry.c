@@ -421,6 +421,28 @@ static int replace_earlier(struct tl *t, int dfd, const char *leaf,
 	return 0;
 }
 
+/* What an output (merge -o) got from the current entry, for its summary:
+ * entries as written, a duplicate counted each time it is written. */
+static void count_made(struct tl *t, bool marker, bool hardlink)
+{
+	struct hu_merge_stats *st = t->stats;
+	mode_t type = archive_entry_filetype(t->ae);
+
+	if (!st || marker)
+		return;
+	if (hardlink) {
+		st->hardlinks++;
+		return;
+	}
+	st->dirs += type == AE_IFDIR;
+	st->files += type == AE_IFREG;
+	st->bytes += type == AE_IFREG ? (uint64_t)archive_entry_size(t->ae) :
+		     0;
+	st->symlinks += type == AE_IFLNK;
+	st->specials += type == AE_IFCHR || type == AE_IFBLK ||
+			type == AE_IFIFO;
+}
+
 /* Make entry @leaf in @dfd by its type; 1 when it is left out. */
 static int make_entry(struct tl *t, int dfd, const char *leaf, bool marker,
 		      const char *target, const char *esc, bool keep_dir)
@@ -475,8 +497,10 @@ static int put_entry(struct tl *t, const char *dir, const char *leaf,
 	    replace_earlier(t, dfd, leaf, path, id, want_dir, &keep_dir) < 0)
 		goto out;
 	rc = make_entry(t, dfd, leaf, marker, target, esc, keep_dir);
-	if (rc == 0)
+	if (rc == 0) {
+		count_made(t, marker, target != NULL);
 		rc = note_made(t, parent, leaf, want_dir);
+	}
 out:
 	free(target);
 	return rc < 0 ? -1 : 0;

@@ -88,7 +88,8 @@ void tl_warn(struct tl *t, int err, const char *fmt, ...)
 
 int tl_write_fail(struct tl *t, int err, const char *what)
 {
-	bool space = err == ENOSPC || err == EDQUOT;
+	/* (an output, merge -o's, is where the user said) */
+	bool space = (err == ENOSPC || err == EDQUOT) && t->l->unpacked;
 
 	return tl_fail(t, err, "cannot %s%s%s%s", what,
 		     space ? " (unpacking into " : "",
@@ -349,13 +350,12 @@ static int read_entries(struct tl *t)
 	}
 }
 
-static int unpack(struct tl *t, int fd)
+/* Read the tarball @fd into t->root, entry by entry, then set the modes
+ * and times of its directories. */
+static int read_into_root(struct tl *t, int fd)
 {
-	struct stat st;
 	struct ti_dir *d;
 
-	if (make_tmp(t) < 0)
-		return -1;
 	/* The root, until an entry names it: a parent like any other. */
 	if (ti_init(&t->ix) < 0 || !(d = ti_dir(&t->ix, TI_ROOT)))
 		return tl_fail(t, ENOMEM, "out of memory");
@@ -367,7 +367,14 @@ static int unpack(struct tl *t, int fd)
 	if (tar_src_verify_end(t->src) < 0)
 		return tl_fail_at(t, NULL, 0, "%s", tar_src_error(t->src));
 	tl_drop_cache(t);
-	if (tl_finish_dirs(t) < 0)
+	return tl_finish_dirs(t);
+}
+
+static int unpack(struct tl *t, int fd)
+{
+	struct stat st;
+
+	if (make_tmp(t) < 0 || read_into_root(t, fd) < 0)
 		return -1;
 	if (fstat(t->root, &st) < 0)
 		return tl_fail(t, errno, "cannot stat the unpacked layer");
@@ -377,6 +384,17 @@ static int unpack(struct tl *t, int fd)
 	t->l->format = HU_FMT_OCI;
 	t->root = -1;
 	return 0;
+}
+
+/* What both ends leave: all but the layer's root. */
+static void release(struct tl *t)
+{
+	tl_drop_cache(t);
+	if (t->a)
+		archive_read_free(t->a);
+	tar_src_free(t->src);
+	ti_free(&t->ix);
+	free(t->last);
 }
 
 int hu_tarlayer_unpack(struct hu_layer *l, int fd, const struct hu_stack *below,
@@ -391,16 +409,30 @@ int hu_tarlayer_unpack(struct hu_layer *l, int fd, const struct hu_stack *below,
 	/* The private copy is made even in a dry run: it is input. */
 	hu_wr_set_dry_run(false);
 	rc = unpack(&t, fd);
-	tl_drop_cache(&t);
+	release(&t);
 	if (t.root >= 0)
 		close(t.root);
-	if (t.a)
-		archive_read_free(t.a);
-	tar_src_free(t.src);
-	ti_free(&t.ix);
-	free(t.last);
 	if (rc < 0)
 		hu_tarlayer_remove(l);
 	hu_wr_set_dry_run(was);
+	return rc;
+}
+
+int hu_tarlayer_extract(const char *path, int fd, int root,
+			struct hu_merge_stats *st, const struct hu_report *r,
+			struct hu_error *e)
+{
+	/* Alone: nothing beneath, so a directory the tarball only implies
+	 * and that holds markers alone goes, as in the unpack of a bottom
+	 * layer (tardirs.c). */
+	static const struct hu_stack nothing_below = { .n = 0 };
+	struct hu_layer l = { .path = (char *)path, .fd = -1,
+			      .unpacked_lock = -1 };
+	struct tl t = { .l = &l, .below = &nothing_below, .r = r, .e = e,
+			.root = root, .cfd = -1, .as_root = geteuid() == 0,
+			.to_output = true, .stats = st };
+	int rc = read_into_root(&t, fd);
+
+	release(&t);
 	return rc;
 }

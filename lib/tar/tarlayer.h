@@ -99,6 +99,11 @@ struct tl {
 	uint32_t cnode;		/* and node */
 	uint64_t done;
 	size_t blk;		/* the block size holes are made of */
+	/* The tree is merge -o's output (hu_tarlayer_extract), not a layer:
+	 * its markers go once its directories are done, as the view hides
+	 * them, and what is written is counted here. */
+	bool to_output;
+	struct hu_merge_stats *stats;
 };
 
 /* Fail naming the current entry ("LAYER: ENTRY: message"), or naming
