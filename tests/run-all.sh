@@ -25,6 +25,10 @@
 #           stack: fsck -n finds it, fsck -y repairs it without touching
 #           a healthy entry, the kernel mounts the result (20 seeds; 5 when
 #           HUNION_SANITIZED=1; HUNION_FSCK_DAMAGE_SEEDS=N overrides)
+#   tarstream tests/kernel/tarstream.sh, merge -o of one random tarball
+#           layer streamed against the general path (unpack, then the
+#           view) and against GNU tar's extraction (20 seeds; 5 when
+#           HUNION_SANITIZED=1; HUNION_TARSTREAM_SEEDS=N overrides)
 #   mergedown tests/kernel/mergedown.sh, merge --into of random stacks: the
 #           stack without its top layer shows the kernel's view of the
 #           whole stack, or the merge is refused (20 seeds; 5 when
@@ -148,6 +152,11 @@ seeds=20
 [ "${HUNION_SANITIZED:-0}" = 1 ] && seeds=5
 suite fsck-damage "$HERE/kernel/fsck-damage.sh" "$B/hunion" \
 	"${HUNION_FSCK_DAMAGE_SEEDS:-$seeds}"
+
+seeds=20
+[ "${HUNION_SANITIZED:-0}" = 1 ] && seeds=5
+suite tarstream "$HERE/kernel/tarstream.sh" "$B/hunion" \
+	"${HUNION_TARSTREAM_SEEDS:-$seeds}"
 
 seeds=20
 [ "${HUNION_SANITIZED:-0}" = 1 ] && seeds=5

@@ -19,7 +19,7 @@ entry of the tree: FIRST is the (escaped) first path of the group in sorted
 order, so labels depend neither on inode numbers nor on the lines before
 (a line index would shift every later label when one entry differs).  Groups of
 one (st_nlink > 1 but the other names outside the tree, or hidden by an
-overlay mount) get no label; st_nlink itself is never printed.
+overlay mount) get no label; st_nlink itself is printed with --nlink only.
 
 An entry that a directory listing returned but whose lstat fails with
 ENOENT is skipped: overlayfs lists whiteouts in some directories (those
@@ -33,6 +33,8 @@ Options:
   --no-mtime      leave out every mtime
   --no-xattrs     leave out extended attributes
   --no-owner      leave out UID:GID
+  --nlink         add nlink=N (st_nlink) to non-directories: two trees
+                  of one tarball must agree on link counts too
   --holes         add data=MAP (the data extents found by SEEK_DATA /
                   SEEK_HOLE, "a-b,c-d"; "none" when all hole) for regular
                   files: two trees on the same kind of filesystem should
@@ -160,6 +162,8 @@ class Walker:
             tok.append("%d:%d" % (st.st_uid, st.st_gid))
         if not o["no_mtime"] and not (t == "d" and o["no_dir_mtime"]):
             tok.append("mtime=%d" % st.st_mtime_ns)
+        if o.get("nlink") and t != "d":
+            tok.append("nlink=%d" % st.st_nlink)
         if t == "f":
             digest, dmap = file_digest(dirfd, name, o["holes"]) \
                 if not is_root else (None, None)
@@ -247,7 +251,7 @@ class Walker:
 
 def main(argv):
     opts = dict(no_dir_mtime=False, no_mtime=False, no_xattrs=False,
-                no_owner=False, holes=False)
+                no_owner=False, holes=False, nlink=False)
     args = []
     for a in argv[1:]:
         if a.startswith("--") and a[2:].replace("-", "_") in opts:
@@ -262,7 +266,8 @@ def main(argv):
             args.append(a)
     if len(args) != 1:
         print("usage: manifest.py [--no-dir-mtime] [--no-mtime] "
-              "[--no-xattrs] [--no-owner] [--holes] DIR", file=sys.stderr)
+              "[--no-xattrs] [--no-owner] [--holes] [--nlink] DIR",
+              file=sys.stderr)
         return 2
     w = Walker(opts)
     try:
