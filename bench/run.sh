@@ -12,6 +12,8 @@
 #   mount -t overlay + cp -a MNT OUT
 #   hunion flatten -o OUT.tar.zst --level 3 L0 L1 L2
 #   tar -C MERGED -cf - . | zstd -T0 -3 -o OUT.tar.zst
+#   hunion merge -o OUT MERGED.tar.zst  (the merged tree as one tarball layer)
+#   tar --zstd -xpf MERGED.tar.zst -C OUT
 # first on a ~200k-entry / 2 GB stack, then (hunion merge -o, cp -a and the
 # two flatten contenders only) on a 1M-entry stack of tiny files, for memory.
 # On the 1M stack it then writes ten changes into a fourth layer L3 and times
@@ -41,7 +43,8 @@ BYTES=${BENCH_BYTES:-2G}
 BIG_ENTRIES=${BENCH_BIG_ENTRIES:-1000000}
 BIG_ROUNDS=${BENCH_BIG_ROUNDS:-1}
 # set but empty: no contender (the fsck rows alone, say)
-read -ra CONTENDERS <<< "${BENCH_CONTENDERS-merge link cp ovl flat tarz}"
+read -ra CONTENDERS <<< \
+	"${BENCH_CONTENDERS-merge link cp ovl flat tarz tarx untar}"
 read -ra BIG_CONTENDERS <<< "${BENCH_BIG_CONTENDERS:-merge cp flat tarz}"
 SKIP_MERGE=${BENCH_SKIP_MERGE:-0}
 DIFF_ROUNDS=${BENCH_DIFF_ROUNDS:-5}
@@ -55,6 +58,18 @@ TMPBASE=${BENCH_TMPDIR:-/var/tmp}
 RESULTS=${BENCH_RESULTS:-}
 STRICT=${BENCH_STRICT:-0}
 CC=${CC:-cc}
+# BENCH_ONLY=tarx: the tarball rows alone (merge -o of one tar.zst against
+# tar --zstd -x), 5 rounds unless BENCH_ROUNDS says otherwise
+ONLY=${BENCH_ONLY:-}
+case $ONLY in
+'') ;;
+tarx)	CONTENDERS=(tarx untar)
+	ROUNDS=${BENCH_ROUNDS:-5}
+	BIG_ENTRIES=0
+	IMAGE_ROUNDS=0
+	FSCK_ROUNDS=0 ;;
+*)	echo "bench: BENCH_ONLY must be tarx" >&2; exit 2 ;;
+esac
 HERE=$(cd "$(dirname "$0")" && pwd)
 
 die() { echo "bench: $*" >&2; exit 1; }
@@ -72,8 +87,9 @@ case $ROUNDS$BIG_ROUNDS$DIFF_ROUNDS$RSYNC_ROUNDS$FSCK_ROUNDS$IMAGE_ROUNDS in
 *[!0-9]*) die "rounds must be numbers" ;; esac
 [ "$ROUNDS" -ge 1 ] || die "BENCH_ROUNDS must be at least 1"
 for k in "${CONTENDERS[@]}" "${BIG_CONTENDERS[@]}"; do
-	case $k in merge|link|cp|ovl|flat|tarz) ;;
-	*) die "unknown contender '$k' (merge, link, cp, ovl, flat, tarz)" ;;
+	case $k in merge|link|cp|ovl|flat|tarz|tarx|untar) ;;
+	*) die "unknown contender '$k' (merge, link, cp, ovl, flat, tarz," \
+		"tarx, untar)" ;;
 	esac
 done
 # BENCH_SKIP_MERGE=1: only the flatten contenders (and diff)
@@ -163,6 +179,8 @@ declare -A LABEL=(
 	[ovl]="overlay mount + cp -a"
 	[flat]="hunion flatten .tar.zst"
 	[tarz]="tar | zstd -T0 -3"
+	[tarx]="hunion merge -o one tar.zst"
+	[untar]="tar --zstd -x"
 	[diff]="hunion diff --format=overlay"
 	[diffauto]="hunion diff (detect)"
 	[rsync]="rsync -n of 2 overlays"
@@ -186,7 +204,7 @@ run() {
 	local phase=$1 key=$2 round=$3 rc=0 t0 t1 t2 rss status=ok load
 	local S=$FS/stack OUT=$FS/out
 	rm -rf "$OUT"
-	case $key in flat|tarz) mkdir "$OUT" ;; esac
+	case $key in flat|tarz|untar) mkdir "$OUT" ;; esac
 	settle
 	: > "$W/rss"
 	load=$(load1)
@@ -209,6 +227,9 @@ run() {
 		timed bash -c 'set -o pipefail
 			tar -C "$1" -cf - . | zstd -T0 -3 -q -o "$2"' \
 			tarz "$FS/merged" "$OUT/tar.tar.zst" || rc=$? ;;
+	tarx)	timed "$HUNION" merge -o "$OUT" "$FS/merged.tar.zst" || rc=$? ;;
+	untar)	timed tar --zstd -xpf "$FS/merged.tar.zst" --xattrs \
+			--xattrs-include='*' -C "$OUT" || rc=$? ;;
 	# fsck -n exits 4 when it finds problems (the damage put there), 0
 	# when clean: both are success here
 	fsck)	timed "$HUNION" fsck -n "$S/L0" "$S/L1" "$S/L2" || rc=$? ;;
@@ -232,7 +253,8 @@ run() {
 		FAILED=1
 		echo "bench: ${LABEL[$key]} failed (exit $rc):" >&2
 		tail -n 5 "$W/run.err" >&2 || true
-	elif [ "$key" = merge ] || [ "$key" = link ] || [ "$key" = img ]; then
+	elif [ "$key" = merge ] || [ "$key" = link ] || [ "$key" = img ] ||
+	     [ "$key" = tarx ]; then
 		verify "$OUT" || { status=WRONG; FAILED=1; }
 	elif [ "$key" = flat ]; then
 		verify_names "$OUT/flat.tar.zst" || { status=WRONG; FAILED=1; }
@@ -336,9 +358,24 @@ phase() {
 		FAILED=1
 	fi
 	listing "$FS/merged" > "$W/merged.txt"
+	# the tarball rows: the pre-merged tree as one tarball layer, as GNU
+	# tar writes it
+	case " ${order[*]} " in *" tarx "*|*" untar "*)
+		t0=$(now)
+		tar --xattrs --xattrs-include='*' -C "$FS/merged" -cf - . |
+			zstd -T0 -3 -q -o "$FS/merged.tar.zst"
+		sync -f "$FS"
+		t1=$(now)
+		awk -v a="$t0" -v b="$t1" -v s="$(du -m "$FS/merged.tar.zst" |
+			cut -f1)" 'BEGIN { printf "  merged.tar.zst: %d MiB in %.1f s\n", s, b - a }'
+		;;
+	esac
 
 	if [ "$CACHE" = warm ]; then
 		tar -cf - -C "$FS" stack merged | cat > /dev/null
+		if [ -e "$FS/merged.tar.zst" ]; then
+			cat "$FS/merged.tar.zst" > /dev/null
+		fi
 	fi
 	for ((r = 1; r <= rounds; r++)); do
 		# rotate the order so that no contender always runs first
@@ -661,6 +698,8 @@ summarize() {
 		label["ovl"] = "overlay mount + cp -a"
 		label["flat"] = "hunion flatten .tar.zst"
 		label["tarz"] = "tar | zstd -T0 -3"
+		label["tarx"] = "hunion merge -o one tar.zst"
+		label["untar"] = "tar --zstd -x"
 		label["diff"] = "hunion diff --format=ovl"
 		label["diffauto"] = "hunion diff (detect)"
 		label["rsync"] = "rsync -n of 2 overlays"
@@ -673,6 +712,7 @@ summarize() {
 		basekey["merge"] = basekey["link"] = basekey["cp"] = "cp"
 		basekey["ovl"] = "cp"
 		basekey["flat"] = basekey["tarz"] = "tarz"
+		basekey["tarx"] = basekey["untar"] = "untar"
 		basekey["diff"] = basekey["diffauto"] = basekey["rsync"] = "rsync"
 		basekey["fsck"] = basekey["fsckall"] = basekey["walkx"] = "walkx"
 		basekey["img"] = basekey["umoci"] = "umoci"
@@ -713,6 +753,8 @@ summarize() {
 			"stack" SUBSEP "merge", 0.90, "x")
 		miss += target("merge --link wall <= 0.40x cp -a pre-merged (stack)", \
 			"stack" SUBSEP "link", 0.40, "x")
+		miss += target("merge -o one tar.zst wall <= 1.00x tar --zstd -x (stack)", \
+			"stack" SUBSEP "tarx", 1.00, "x")
 		miss += target("merge -o peak RSS <= 32 MiB (1M stack)", \
 			"1M" SUBSEP "merge", 32, "MiB")
 		miss += target("flatten .tar.zst wall <= 0.80x tar|zstd -T0 -3 (stack)", \
