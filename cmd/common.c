@@ -214,6 +214,19 @@ static void report_progress(void *ctx, uint64_t done)
 	progress_shown = true;
 }
 
+static void report_progress_read(void *ctx, const char *what, uint64_t done,
+				 uint64_t read, uint64_t size)
+{
+	if (!front.progress || front.verbosity < 0)
+		return;
+	fprintf(stderr, "\r%s: ", front.cmdname);
+	print_path_escaped(stderr, what);
+	fprintf(stderr, ": %llu entries, %llu of %llu MiB read",
+		(unsigned long long)done, (unsigned long long)(read >> 20),
+		(unsigned long long)(size >> 20));
+	progress_shown = true;
+}
+
 void front_progress_done(void)
 {
 	if (progress_shown)
@@ -223,7 +236,9 @@ void front_progress_done(void)
 
 struct hu_report front_report(void)
 {
-	return (struct hu_report){ report_warn, report_progress, NULL };
+	return (struct hu_report){ .warn = report_warn,
+				   .progress = report_progress,
+				   .progress_read = report_progress_read };
 }
 
 int refuse_images(const struct cmd *c, int argc, char **argv, int first,

@@ -49,6 +49,11 @@ void hu_error_prefix(struct hu_error *e, const char *dir);
 struct hu_report {
 	void (*warn)(void *ctx, const struct hu_error *w);
 	void (*progress)(void *ctx, uint64_t entries_done);
+	/* Optional, instead of progress while a tarball @what is read:
+	 * its entries so far, and its bytes read of @size (the file's). */
+	void (*progress_read)(void *ctx, const char *what,
+			      uint64_t entries_done, uint64_t read,
+			      uint64_t size);
 	void *ctx;
 };
 void hu_report_warn(const struct hu_report *r, int err, const char *dir,

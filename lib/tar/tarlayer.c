@@ -292,7 +292,9 @@ static int open_archive(struct tl *t, int fd)
 	/* an image's layer: checked against its manifest and config */
 	const struct hu_oci_image *img = t->l->image;
 	size_t k = t->l->image_layer;
+	struct stat st;
 
+	t->size = fstat(fd, &st) == 0 ? (uint64_t)st.st_size : 0;
 	t->src = tar_src_open(fd);
 	t->a = archive_read_new();
 	if (!t->src || !t->a)
@@ -321,6 +323,17 @@ static int entry_end(struct tl *t)
 	return 0;
 }
 
+static void progress(struct tl *t)
+{
+	if (!t->r)
+		return;
+	if (t->r->progress_read)
+		t->r->progress_read(t->r->ctx, t->l->path, t->done,
+				    tar_src_bytes_read(t->src), t->size);
+	else if (t->r->progress)
+		t->r->progress(t->r->ctx, t->done);
+}
+
 static int read_entries(struct tl *t)
 {
 	for (;;) {
@@ -345,8 +358,8 @@ static int read_entries(struct tl *t)
 		free(t->last);
 		t->last = t->raw ? strdup(t->raw) : NULL;
 		t->raw = NULL;
-		if (++t->done % 4096 == 0 && t->r && t->r->progress)
-			t->r->progress(t->r->ctx, t->done);
+		if (++t->done % 4096 == 0)
+			progress(t);
 	}
 }
 

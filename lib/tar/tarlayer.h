@@ -98,6 +98,7 @@ struct tl {
 	int cfd;		/* fd */
 	uint32_t cnode;		/* and node */
 	uint64_t done;
+	uint64_t size;		/* the tarball file's, for progress */
 	size_t blk;		/* the block size holes are made of */
 	/* The tree is merge -o's output (hu_tarlayer_extract), not a layer:
 	 * its markers go once its directories are done, as the view hides
@@ -177,6 +178,8 @@ int tar_src_verify_end(struct tar_src *s);
  * have not, or never for an unverified stream).  An entry whose data
  * ends past it was cut short. */
 uint64_t tar_src_real_end(const struct tar_src *s);
+/* The bytes read from the file so far (compressed), for progress. */
+uint64_t tar_src_bytes_read(const struct tar_src *s);
 /* Open @a (archive_read_new) to read the tar format from @s: libarchive's
  * status, its message in @a. */
 int tar_src_archive_open(struct tar_src *s, struct archive *a);

@@ -37,6 +37,7 @@ struct tar_src {
 	bool z_init;
 	ZSTD_DStream *zs;
 	uint64_t pos;		/* decompressed bytes handed out */
+	uint64_t in_read;	/* bytes read from the file */
 	uint64_t chunk;		/* where the last ones (in out) began */
 	uint64_t end_at;	/* where the end-of-archive block must be */
 	size_t end_ok;		/* its bytes seen so far, all zero */
@@ -118,6 +119,11 @@ enum tar_comp tar_src_comp(const struct tar_src *s)
 	return s->comp;
 }
 
+uint64_t tar_src_bytes_read(const struct tar_src *s)
+{
+	return s->in_read;
+}
+
 const char *tar_src_error(const struct tar_src *s)
 {
 	return s->err;
@@ -151,6 +157,7 @@ static int refill(struct tar_src *s)
 	s->in_pos = 0;
 	s->in_len = (size_t)n;
 	s->in_eof = n == 0;
+	s->in_read += (uint64_t)n;
 	return 0;
 }
 
@@ -181,6 +188,7 @@ static int peek(struct tar_src *s, size_t n)
 		raw_took(s, s->in + s->in_len, (size_t)r);
 		s->in_len += (size_t)r;
 		s->in_eof = r == 0;
+		s->in_read += (uint64_t)r;
 	}
 	return 0;
 }
@@ -313,8 +321,10 @@ static ssize_t read_plain(struct tar_src *s)
 	if (n < 0)
 		snprintf(s->err, sizeof(s->err), "cannot read: %s",
 			 strerror(errno));
-	else
+	if (n > 0) {
 		raw_took(s, s->out, (size_t)n);
+		s->in_read += (uint64_t)n;
+	}
 	s->done = n == 0;
 	return n;
 }
