@@ -1085,3 +1085,76 @@ Test(tarlayer, stale_unpack_dirs_go_live_ones_stay)
 	cr_expect_eq(tmp_left(), 4);
 	close(live);
 }
+
+/* ---- read straight into a directory (merge -o of one tarball) ---------- */
+
+static bool at_has(int dfd, const char *rel)
+{
+	struct stat st;
+
+	return fstatat(dfd, rel, &st, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+/* What the view of the layer alone shows, and nothing under TMPDIR:
+ * markers of every kind go (a .wh..wh.* directory with what it holds),
+ * a hard link to a whiteout stays (with one link), a parent of markers
+ * alone goes, a named directory of markers alone stays, empty. */
+Test(tarlayer, extract_writes_what_the_view_shows)
+{
+	static const struct tent v[] = {
+		F("keep", "k"), F(".wh.keep", ""), D("named"),
+		F("named/.wh..wh..opq", ""), F("implied/.wh.x", ""),
+		F("d/.wh..wh.plnk/123", "p"), F("d/f", "f"),
+		H("second-name", "d/f"), F("d/.wh.y", ""),
+		H("w2", "d/.wh.y"), END };
+	struct hu_merge_stats st = { 0 };
+	struct hu_error e = { 0 };
+	struct stat sb;
+	int fd, root;
+
+	mktar("x.tar.zst", "zstd", v);
+	tu_mkdir("out");
+	root = open(tu_path("out"), O_RDONLY | O_DIRECTORY);
+	fd = open(tu_path("x.tar.zst"), O_RDONLY);
+	cr_assert(root >= 0 && fd >= 0);
+	cr_assert_eq(hu_tarlayer_extract("x.tar.zst", fd, root, &st, NULL,
+					 &e), 0, "%s", e.msg);
+	cr_expect(at_has(root, "keep"));
+	cr_expect(!at_has(root, ".wh.keep"));
+	cr_expect(at_has(root, "named"));
+	cr_expect(!at_has(root, "named/.wh..wh..opq"));
+	cr_expect(!at_has(root, "implied"));
+	cr_expect(!at_has(root, "d/.wh..wh.plnk"));
+	cr_expect(!at_has(root, "d/.wh.y"));
+	cr_expect(at_has(root, "d/f") && at_has(root, "second-name"));
+	cr_assert_eq(fstatat(root, "w2", &sb, AT_SYMLINK_NOFOLLOW), 0);
+	cr_expect_eq(sb.st_nlink, 1, "the whiteout's other name went");
+	cr_expect_eq(st.hardlinks, 2);
+	cr_expect_eq(tmp_left(), 0, "unpacked under TMPDIR");
+	close(fd);
+	close(root);
+}
+
+/* A corrupt tarball: the error names it, as the unpack's does; what was
+ * written is the caller's to remove. */
+Test(tarlayer, extract_of_a_corrupt_tarball_fails_naming_it)
+{
+	static const struct tent v[] = { F("a", "aaaa"), F("b", "b"), END };
+	struct hu_error e = { 0 };
+	struct hu_merge_stats st = { 0 };
+	int fd, root;
+
+	mktar("c.tar", "none", v);
+	cr_assert_eq(truncate(tu_path("c.tar"), 700), 0);
+	tu_mkdir("out");
+	root = open(tu_path("out"), O_RDONLY | O_DIRECTORY);
+	fd = open(tu_path("c.tar"), O_RDONLY);
+	cr_assert_eq(hu_tarlayer_extract("c.tar", fd, root, &st, NULL, &e),
+		     -1);
+	cr_expect_str_eq(e.path, "c.tar: a");
+	cr_expect(strstr(e.msg, "corrupt or truncated tarball") != NULL,
+		  "%s", e.msg);
+	hu_error_clear(&e);
+	close(fd);
+	close(root);
+}
