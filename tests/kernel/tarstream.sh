@@ -61,7 +61,8 @@ no_leftover() {	# DIR LABEL
 }
 
 run_seed() {
-	local seed=$1 dir=$FS/s$seed ok=1 layer rs ro
+	local seed=$1 dir ok=1 layer rs ro
+	dir=$FS/s$seed
 	mkdir -p "$dir"
 	if ! layer=$(/usr/bin/python3 "$TOOLS/mkrandtar.py" --seed "$seed" \
 		--out "$dir" 2>"$dir/gen.err"); then
