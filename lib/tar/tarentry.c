@@ -55,7 +55,10 @@ static int set_owner_xattrs(struct tl *t, int fd, int dfd, const char *leaf)
 		 * A name too long to decode here is too long to set. */
 		if (name && hu_pax_xattr_name(name, dec, sizeof(dec)) == 0)
 			name = dec;
-		if (!name || !*name || hu_xattr_is_private(name))
+		/* An output keeps what a copy keeps: the view's reader
+		 * (treeout.c) leaves out what /etc/xattr.conf skips too. */
+		if (!name || !*name || (t->to_output ? !hu_xattr_copied(name) :
+					hu_xattr_is_private(name)))
 			continue;
 		if (hu_wr_setxattr_at(fd >= 0 ? fd : dfd, fd >= 0 ? NULL : leaf,
 				      name, value, size, 0) == 0)
