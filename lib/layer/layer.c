@@ -219,18 +219,16 @@ int hu_stack_read_names(struct hu_layer *v, size_t n,
 	return rc;
 }
 
-/* Layer @l->image_layer of image @l->image: its blob unpacked as a
- * tarball layer, checked as it is read (tarlayer.c). */
-static int open_image_layer(struct hu_layer *l, const struct hu_stack *below,
-			    struct pending *p, const struct hu_stack_opts *o,
-			    struct hu_error *e)
+/* The tarball open at @fd (closed here) unpacked as layer @l, once the
+ * layers beneath have settled their formats; the file's identity kept,
+ * so that no output may replace it (outfile.c). */
+static int unpack_tarball(struct hu_layer *l, int fd,
+			  const struct hu_stack *below, struct pending *p,
+			  const struct hu_stack_opts *o, struct hu_error *e)
 {
-	const struct hu_oci_image *img = l->image;
-	int fd = hu_oci_blob_open(img, &img->layers[l->image_layer], e), rc;
 	struct stat st;
+	int rc;
 
-	if (fd < 0)
-		return -1;
 	if (fstat(fd, &st) < 0) {
 		rc = errno;
 		close(fd);
@@ -247,37 +245,35 @@ static int open_image_layer(struct hu_layer *l, const struct hu_stack *below,
 	return rc;
 }
 
+/* Layer @l->image_layer of image @l->image: its blob unpacked as a
+ * tarball layer, checked as it is read (tarlayer.c). */
+static int open_image_layer(struct hu_layer *l, const struct hu_stack *below,
+			    struct pending *p, const struct hu_stack_opts *o,
+			    struct hu_error *e)
+{
+	const struct hu_oci_image *img = l->image;
+	int fd = hu_oci_blob_open(img, &img->layers[l->image_layer], e);
+
+	if (fd < 0)
+		return -1;
+	return unpack_tarball(l, fd, below, p, o, e);
+}
+
 /* @path is a regular file: unpack it if it holds a tarball. */
 static int open_tarball(struct hu_layer *l, const char *path,
 			const struct hu_stack *below, struct pending *p,
 			const struct hu_stack_opts *o, struct hu_error *e)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC), rc;
-	struct stat st;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
 
 	if (fd < 0)
 		return hu_error_set(e, errno, path, "cannot open layer");
-	/* The file itself, symlinks resolved: no output may replace it
-	 * (outfile.c). */
-	if (fstat(fd, &st) < 0) {
-		rc = errno;
-		close(fd);
-		return hu_error_set(e, rc, path, "cannot stat layer");
-	}
 	if (!hu_tar_sniff(fd)) {
 		close(fd);
 		return hu_error_set(e, 0, path,
 				    "not a directory, nor a tarball");
 	}
-	if (p && detect_pending(p, e) < 0) {
-		close(fd);
-		return -1;
-	}
-	rc = hu_tarlayer_unpack(l, fd, below, o->report, e);
-	close(fd);
-	l->file_dev = st.st_dev;
-	l->file_ino = st.st_ino;
-	return rc;
+	return unpack_tarball(l, fd, below, p, o, e);
 }
 
 /*

@@ -31,16 +31,18 @@ bool oci_digest_valid(const char *d)
 	return true;
 }
 
-void oci_sha256(const void *buf, size_t len, char out[72])
+int oci_sha256(const void *buf, size_t len, char out[72],
+	       struct hu_error *e)
 {
 	unsigned char md[EVP_MAX_MD_SIZE];
 	unsigned int n = 0;
 
-	if (!EVP_Digest(buf, len, md, &n, EVP_sha256(), NULL))
-		n = 0;
+	if (!EVP_Digest(buf, len, md, &n, EVP_sha256(), NULL) || n != 32)
+		return hu_error_set(e, EIO, NULL, "sha256 failed");
 	memcpy(out, SHA256_PREFIX, sizeof(SHA256_PREFIX));
-	for (unsigned int i = 0; i < n && i < 32; i++)
+	for (unsigned int i = 0; i < n; i++)
 		snprintf(out + 7 + 2 * i, 3, "%02x", md[i]);
+	return 0;
 }
 
 /* One step down from @dirfd, never through a symlink. */
@@ -194,7 +196,8 @@ int oci_doc_read(int layout_fd, const char *layout,
 			     (unsigned long long)d->size);
 		goto fail;
 	}
-	oci_sha256(*buf, *len, got);
+	if (oci_sha256(*buf, *len, got, e) < 0)
+		goto fail;
 	if (strcmp(got, d->digest) != 0) {
 		hu_error_set(e, 0, layout, "blob %s: its content has digest "
 			     "%s", d->digest, got);

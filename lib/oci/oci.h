@@ -64,7 +64,8 @@ int oci_doc_read(int layout_fd, const char *layout,
 int oci_file_read(int layout_fd, const char *layout, const char *name,
 		  char **buf, size_t *len, struct hu_error *e);
 /* The sha256 of @len bytes at @buf as "sha256:HEX" into @out. */
-void oci_sha256(const void *buf, size_t len, char out[72]);
+int oci_sha256(const void *buf, size_t len, char out[72],
+	       struct hu_error *e);
 
 /* @src into @dst of @size bytes, cut short when longer (parse.c). */
 void oci_copy_field(char *dst, size_t size, const char *src);

@@ -59,7 +59,7 @@ static int mark(struct gc *g, const char *digest, struct hu_error *e)
 	bool found;
 	size_t at;
 
-	if (!digest || !hu_ociw_digest_valid(digest))
+	if (!digest || !oci_digest_valid(digest))
 		return hu_error_set(e, 0, g->l.path, "a descriptor with the "
 				    "invalid digest '%s': refusing to collect",
 				    digest ? digest : "(none)");

@@ -173,7 +173,7 @@ int hu_ociout_reuse_layer(struct hu_ociout *w, const struct hu_layer *l,
 				    "image of %zu", l->image_layer,
 				    im->nlayers);
 	d = &im->layers[l->image_layer];
-	if (!hu_ociw_digest_valid(d->digest))
+	if (!oci_digest_valid(d->digest))
 		return hu_error_set(e, 0, im->layout, "invalid digest '%s'",
 				    d->digest);
 	if (copy_blob(w, im, d, e) < 0)

@@ -24,30 +24,6 @@
 
 #define OCI_LAYOUT_TEXT "{\"imageLayoutVersion\":\"1.0.0\"}"
 
-bool hu_ociw_digest_valid(const char *s)
-{
-	if (strncmp(s, "sha256:", 7) != 0 || strlen(s) != 7 + 64)
-		return false;
-	for (s += 7; *s; s++)
-		if (!((*s >= '0' && *s <= '9') || (*s >= 'a' && *s <= 'f')))
-			return false;
-	return true;
-}
-
-int hu_ociw_sha256(const void *data, size_t len, char out[72],
-		   struct hu_error *e)
-{
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned n = 0;
-
-	if (!EVP_Digest(data, len, md, &n, EVP_sha256(), NULL) || n != 32)
-		return hu_error_set(e, EIO, NULL, "sha256 failed");
-	memcpy(out, "sha256:", 7);
-	for (unsigned i = 0; i < n; i++)
-		snprintf(out + 7 + 2 * i, 3, "%02x", md[i]);
-	return 0;
-}
-
 /* A new temporary name, unique among the running writers (pid) and
  * retried past a killed one's leftover. */
 static void tmp_name(char *buf, size_t len)
@@ -144,8 +120,8 @@ int hu_ociw_read_file(int dirfd, const char *name, size_t max, char **out,
 		return hu_error_setat(e, 0, path, name, "%s",
 				      !S_ISREG(st.st_mode) ?
 				      "not a regular file" :
-				      "larger than the 16 MiB a JSON "
-				      "document may hold");
+				      "over hunion's cap of 4 MiB for a "
+				      "JSON document: refused");
 	}
 	buf = malloc((size_t)st.st_size + 1);
 	if (!buf) {
@@ -198,7 +174,7 @@ int hu_ociw_read_json(int dirfd, const char *name, const char *path,
 	size_t len;
 	int rc;
 
-	if (hu_ociw_read_file(dirfd, name, HU_OCIW_JSON_MAX, &text, &len,
+	if (hu_ociw_read_file(dirfd, name, OCI_JSON_MAX, &text, &len,
 			      path, e) < 0)
 		return -1;
 	rc = parse_json(text, len, path, name, out, e);
@@ -215,13 +191,13 @@ int hu_ociw_blob_json(const struct hu_ociw_layout *l, const char *digest,
 	int rc;
 
 	snprintf(dir, sizeof(dir), "%s/blobs/sha256", l->path);
-	if (!hu_ociw_digest_valid(digest))
+	if (!oci_digest_valid(digest))
 		return hu_error_set(e, 0, l->path, "invalid digest '%s'",
 				    digest);
-	if (hu_ociw_read_file(l->sha_fd, digest + 7, HU_OCIW_JSON_MAX, &text,
+	if (hu_ociw_read_file(l->sha_fd, digest + 7, OCI_JSON_MAX, &text,
 			      &len, dir, e) < 0)
 		return -1;
-	rc = hu_ociw_sha256(text, len, got, e);
+	rc = oci_sha256(text, len, got, e);
 	if (rc == 0 && strcmp(got, digest) != 0)
 		rc = hu_error_setat(e, 0, dir, digest + 7, "its sha256 is %s",
 				    got);
@@ -256,7 +232,7 @@ int hu_ociw_blob_commit(struct hu_ociw_layout *l, struct hu_ociw_blob *b,
 	const char *hex = digest + 7;
 	struct stat st;
 
-	if (!hu_ociw_digest_valid(digest)) {
+	if (!oci_digest_valid(digest)) {
 		hu_ociw_blob_abort(l, b);
 		return hu_error_set(e, 0, l->path, "invalid digest '%s'",
 				    digest);
@@ -292,7 +268,7 @@ int hu_ociw_blob_put(struct hu_ociw_layout *l, const void *data, size_t len,
 {
 	struct hu_ociw_blob b;
 
-	if (hu_ociw_sha256(data, len, digest, e) < 0 ||
+	if (oci_sha256(data, len, digest, e) < 0 ||
 	    hu_ociw_blob_begin(l, &b, e) < 0)
 		return -1;
 	if (write_all(b.fd, data, len) < 0) {

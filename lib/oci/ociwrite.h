@@ -22,13 +22,11 @@
 #include <stdint.h>
 
 #include "hunion.h"
+#include "oci/oci.h"
 
 /* The prefix of a writer's temporary files, in DIR and DIR/blobs/sha256:
  * what gc removes as a killed writer's leftover. */
 #define HU_OCIW_TMP ".hunion-tmp-"
-/* The most a JSON document of a layout may hold (index.json, a manifest,
- * a config, oci-layout, --config). */
-#define HU_OCIW_JSON_MAX (16u << 20)
 
 #define HU_OCI_MT_MANIFEST "application/vnd.oci.image.manifest.v1+json"
 #define HU_OCI_MT_INDEX "application/vnd.oci.image.index.v1+json"
@@ -79,14 +77,9 @@ void hu_ociw_blob_abort(struct hu_ociw_layout *l, struct hu_ociw_blob *b);
 int hu_ociw_blob_put(struct hu_ociw_layout *l, const void *data, size_t len,
 		     char digest[72], struct hu_error *e);
 /* The blob @digest, its size and sha256 checked, as JSON (at most
- * HU_OCIW_JSON_MAX bytes). */
+ * OCI_JSON_MAX bytes). */
 int hu_ociw_blob_json(const struct hu_ociw_layout *l, const char *digest,
 		      json_t **out, struct hu_error *e);
-/* "sha256:<hex>" of @len bytes. */
-int hu_ociw_sha256(const void *data, size_t len, char out[72],
-		   struct hu_error *e);
-/* Is @s "sha256:" and 64 lowercase hex digits? */
-bool hu_ociw_digest_valid(const char *s);
 
 /* Read the regular file @name of @dirfd (never through a symlink), at
  * most @max bytes, NUL-terminated; @path names it in errors. */

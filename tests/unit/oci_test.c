@@ -122,9 +122,10 @@ Test(oci, index_parse_refuses_bad_descriptors)
 static void put_blob(const char *body, struct hu_oci_desc *d,
 		     const char *media_type)
 {
+	struct hu_error e = { 0 };
 	char rel[128];
 
-	oci_sha256(body, strlen(body), d->digest);
+	cr_assert_eq(oci_sha256(body, strlen(body), d->digest, &e), 0);
 	d->size = strlen(body);
 	snprintf(d->media_type, sizeof(d->media_type), "%s", media_type);
 	snprintf(rel, sizeof(rel), "L/blobs/sha256/%s", d->digest + 7);
