@@ -189,6 +189,8 @@ declare -A LABEL=(
 	[walkx]="walkx: lstat+listxattr all"
 	[img]="hunion merge -o oci:IMG"
 	[umoci]="umoci unpack"
+	[imgflat]="hunion flatten oci:IMG"
+	[imgpeer]="gzip -d blobs + tar|zstd"
 )
 FAILED=0
 
@@ -204,7 +206,7 @@ run() {
 	local phase=$1 key=$2 round=$3 rc=0 t0 t1 t2 rss status=ok load
 	local S=$FS/stack OUT=$FS/out
 	rm -rf "$OUT"
-	case $key in flat|tarz|untar) mkdir "$OUT" ;; esac
+	case $key in flat|tarz|untar|imgflat|imgpeer) mkdir "$OUT" ;; esac
 	settle
 	: > "$W/rss"
 	load=$(load1)
@@ -241,6 +243,16 @@ run() {
 	img)	TMPDIR=$FS/tmp timed "$HUNION" merge -o "$OUT" "oci:$FS/img:t" ||
 			rc=$? ;;
 	umoci)	timed umoci unpack --image "$FS/img:t" "$OUT" || rc=$? ;;
+	# flatten of the image against its floor: every layer blob
+	# decompressed once, and the result (the pre-merged tree) put
+	# through tar | zstd -T0 -3, as flatten's output is made
+	imgflat) TMPDIR=$FS/tmp timed "$HUNION" flatten -o "$OUT/flat.tar.zst" \
+			--level 3 "oci:$FS/img:t" || rc=$? ;;
+	imgpeer) # shellcheck disable=SC2016  # expanded by the inner bash
+		timed bash -c 'set -o pipefail
+			for b in "${@:3}"; do gzip -dc "$b" >/dev/null || exit; done
+			tar -C "$1" -cf - . | zstd -T0 -3 -q -o "$2"' imgpeer \
+			"$FS/merged" "$OUT/tar.tar.zst" "${IMG_BLOBS[@]}" || rc=$? ;;
 	esac
 	case $key:$rc in fsck*:4) rc=0 ;; esac
 	t1=$(now)
@@ -256,7 +268,7 @@ run() {
 	elif [ "$key" = merge ] || [ "$key" = link ] || [ "$key" = img ] ||
 	     [ "$key" = tarx ]; then
 		verify "$OUT" || { status=WRONG; FAILED=1; }
-	elif [ "$key" = flat ]; then
+	elif [ "$key" = flat ] || [ "$key" = imgflat ]; then
 		verify_names "$OUT/flat.tar.zst" || { status=WRONG; FAILED=1; }
 	fi
 	case $key in flat|tarz) [ "$status" != ok ] ||
@@ -601,7 +613,8 @@ fsck_bench() {
 # --oci writes them over the layers beneath), gzip, in a layout (untimed);
 # then hunion merge -o of the image against umoci unpack of it.
 image_bench() {
-	local S=$FS/stack T=$FS/imgtmp r i k order=(img umoci) t0 t1
+	local S=$FS/stack T=$FS/imgtmp r i k t0 t1
+	local order=(img umoci imgflat imgpeer)
 	echo "== image: the stack as an OCI image of 3 gzip layers"
 	mkdir -p "$T" "$FS/tmp"
 	t0=$(now)
@@ -618,6 +631,11 @@ image_bench() {
 	done
 	python3 "$HERE/../tests/tools/oci_layout.py" "$FS/img" t \
 		"$T/l0.tar.gz" "$T/l1.tar.gz" "$T/l2.tar.gz"
+	IMG_BLOBS=()
+	for i in 0 1 2; do
+		IMG_BLOBS+=("$FS/img/blobs/sha256/$(sha256sum "$T/l$i.tar.gz" |
+			cut -c1-64)")
+	done
 	rm -rf "$T"
 	sync -f "$FS"
 	t1=$(now)
@@ -708,6 +726,8 @@ summarize() {
 		label["walkx"] = "walkx: lstat+listxattr all"
 		label["img"] = "hunion merge -o oci:IMG"
 		label["umoci"] = "umoci unpack"
+		label["imgflat"] = "hunion flatten oci:IMG"
+		label["imgpeer"] = "gzip -d blobs + tar|zstd"
 		# each row is compared with the baseline of its kind
 		basekey["merge"] = basekey["link"] = basekey["cp"] = "cp"
 		basekey["ovl"] = "cp"
@@ -716,6 +736,7 @@ summarize() {
 		basekey["diff"] = basekey["diffauto"] = basekey["rsync"] = "rsync"
 		basekey["fsck"] = basekey["fsckall"] = basekey["walkx"] = "walkx"
 		basekey["img"] = basekey["umoci"] = "umoci"
+		basekey["imgflat"] = basekey["imgpeer"] = "imgpeer"
 		# and the diff rows are in milliseconds
 		basems["diff"] = basems["diffauto"] = basems["rsync"] = 1
 		printf "\n%-6s %-27s %9s %15s %7s %9s %9s %s\n", "stack", \
@@ -767,6 +788,8 @@ summarize() {
 			"1M" SUBSEP "diff", 10, "ms")
 		miss += target("image -> tree wall <= 0.33x umoci unpack (gzip)", \
 			"stack" SUBSEP "img", 0.33, "x")
+		miss += target("flatten oci:IMG wall <= 1.20x gzip -d + tar|zstd", \
+			"stack" SUBSEP "imgflat", 1.20, "x")
 		miss += target("fsck -n wall <= 0.30x walkx of all layers (stack)", \
 			"stack" SUBSEP "fsck", 0.30, "x")
 		miss += target("fsck -n peak RSS <= 32 MiB (stack)", \
@@ -810,7 +833,7 @@ if [ -n "$RESULTS" ]; then
 	echo "raw results: $RESULTS"
 fi
 awk -v a="$T_START" -v b="$(now)" -v c="$CACHE" 'BEGIN {
-	printf "\nwall = command + syncfs of the output, %s cache at the start of each run; ratio = median wall / median wall of the baseline of the same kind on the same stack (cp -a pre-merged; tar | zstd for flatten; umoci unpack for the image; rsync -n for diff, whose rows are in ms and have no syncfs); total bench time %.0f s\n", c, b - a }'
+	printf "\nwall = command + syncfs of the output, %s cache at the start of each run; ratio = median wall / median wall of the baseline of the same kind on the same stack (cp -a pre-merged; tar | zstd for flatten; umoci unpack for the image, gzip -d of its blobs + tar | zstd for its flatten; rsync -n for diff, whose rows are in ms and have no syncfs); total bench time %.0f s\n", c, b - a }'
 if [ "$FAILED" = 1 ]; then
 	echo "bench: some runs failed or produced a wrong tree (see above)" >&2
 	exit 1
