@@ -59,7 +59,8 @@ RESULTS=${BENCH_RESULTS:-}
 STRICT=${BENCH_STRICT:-0}
 CC=${CC:-cc}
 # BENCH_ONLY=tarx: the tarball rows alone (merge -o of one tar.zst against
-# tar --zstd -x), 5 rounds unless BENCH_ROUNDS says otherwise
+# tar --zstd -x), 5 rounds unless BENCH_ROUNDS says otherwise;
+# BENCH_ONLY=image: the image rows alone (image_bench)
 ONLY=${BENCH_ONLY:-}
 case $ONLY in
 '') ;;
@@ -68,7 +69,10 @@ tarx)	CONTENDERS=(tarx untar)
 	BIG_ENTRIES=0
 	IMAGE_ROUNDS=0
 	FSCK_ROUNDS=0 ;;
-*)	echo "bench: BENCH_ONLY must be tarx" >&2; exit 2 ;;
+image)	CONTENDERS=()
+	BIG_ENTRIES=0
+	FSCK_ROUNDS=0 ;;
+*)	echo "bench: BENCH_ONLY must be tarx or image" >&2; exit 2 ;;
 esac
 HERE=$(cd "$(dirname "$0")" && pwd)
 
@@ -347,7 +351,7 @@ phase() {
 	awk -v a="$t0" -v b="$t1" \
 		'BEGIN { printf "  generated in %.1f s\n", b - a }'
 	# no contender (BENCH_CONTENDERS=""): no pre-merged tree to compare with
-	[ "${#order[@]}" -gt 0 ] || return 0
+	[ "${#order[@]}" -gt 0 ] || [ "$ONLY" = image ] || return 0
 
 	# the pre-merged tree, made by the kernel's own merge
 	settle
@@ -664,7 +668,8 @@ echo "bench: $HUNION; $CACHE cache before every timed run;" \
 
 phase stack "$ROUNDS" "${CONTENDERS[*]}" -n "$ENTRIES" -b "$BYTES"
 # before fsck_bench, which damages L2
-if [ "$IMAGE_ROUNDS" -gt 0 ] && [ "${#CONTENDERS[@]}" -gt 0 ]; then
+if [ "$IMAGE_ROUNDS" -gt 0 ] &&
+	{ [ "${#CONTENDERS[@]}" -gt 0 ] || [ "$ONLY" = image ]; }; then
 	image_bench
 fi
 if [ "$FSCK_ROUNDS" -gt 0 ]; then fsck_bench; fi

@@ -103,19 +103,20 @@ static int merge_into(struct merge_args *a, struct hu_stack *s,
 	return rc < 0 ? EXIT_TROUBLE : EXIT_OK;
 }
 
-/* One tarball: read straight into OUT (mergetar.c). */
-static int merge_stream(struct merge_args *a, const char *layer,
+/* Tarballs alone: read straight into OUT (mergetar.c). */
+static int merge_stream(struct merge_args *a, char *const layers[], size_t n,
 			const struct hu_merge_opts *mo)
 {
 	struct hu_merge_stats st;
 	struct hu_error e = { 0 };
-	int rc = hu_merge_tarball(layer, a->out, mo, &st, &e);
+	int rc = hu_merge_stream(layers, n, a->out, &a->lo.stack, mo, &st,
+				 &e);
 
 	front_progress_done();
 	if (rc < 0)
 		print_error(&e);
 	else if (front.verbosity > 0)
-		print_stats(a, &st, 1);
+		print_stats(a, &st, n);
 	hu_error_clear(&e);
 	return rc < 0 ? EXIT_TROUBLE : EXIT_OK;
 }
@@ -154,7 +155,8 @@ int cmd_merge(const struct cmd *c, int argc, char **argv)
 	if (!a.into && hu_merge_can_stream((const char *const *)argv + first,
 					   (size_t)(argc - first), &a.lo.stack,
 					   &mo))
-		return merge_stream(&a, argv[first], &mo);
+		return merge_stream(&a, argv + first, (size_t)(argc - first),
+				    &mo);
 	/* --into reads the layers beneath the target only where the upper
 	 * leads: their formats are detected there, not by a walk of each */
 	if (a.into && a.lo.stack.format == HU_FMT_AUTO)

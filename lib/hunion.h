@@ -155,6 +155,9 @@ struct hu_layer {
 	 * for the caller to settle it once they have stopped.  NULL: not
 	 * held. */
 	bool *hold;
+	bool streamed;		/* a tarball layer opened with
+				 * hu_stack_opts.tar_sources: @fd is the
+				 * tarball (or blob) itself, not unpacked */
 	char *unpacked;		/* a tarball layer: the private directory it
 				 * was unpacked into (removed by
 				 * hu_layer_close); NULL for a directory */
@@ -307,6 +310,10 @@ struct hu_stack_opts {
 	/* The platform ("os/arch[/variant]") an image index is resolved
 	 * to, for operands oci:DIR[:REF]; NULL: the host's. */
 	const char *platform;
+	/* Tarball layers (and an image's) are opened, not unpacked: each
+	 * hu_layer.fd is the file, hu_layer.streamed, for a reader that
+	 * streams them (mergetar.c); a directory layer is refused. */
+	bool tar_sources;
 };
 
 /* Open and check @n layers, bottom first.  Refuses missing or non-directory
@@ -503,19 +510,24 @@ int hu_merge_tree(const struct hu_stack *s, const char *out,
 		  const struct hu_merge_opts *o, struct hu_merge_stats *st,
 		  struct hu_error *e);
 
-/* Can merge -o of the stack @layers (@n operands, as given) stream it: one
- * operand, a regular file (a tarball, unless hu_merge_tarball says it is
- * not one), read by detection, copied, not a dry run, and the environment
+/* Can merge -o of the stack @layers (@n operands, as given) stream it:
+ * every operand a regular file (a tarball, unless hu_merge_stream says it
+ * is not one) or an image (oci:DIR[:REF]), two layers or more only as
+ * root, read by detection, copied, not a dry run, and the environment
  * does not say HUNION_TAR_STREAM=0? */
 bool hu_merge_can_stream(const char *const *layers, size_t n,
 			 const struct hu_stack_opts *so,
 			 const struct hu_merge_opts *o);
-/* hu_merge_tree() of the stack that is the tarball @layer alone, the
- * tarball read once, straight into the tree (mergetar.c): the same tree,
- * errors and warnings. */
-int hu_merge_tarball(const char *layer, const char *out,
-		     const struct hu_merge_opts *o,
-		     struct hu_merge_stats *stats, struct hu_error *e);
+/* hu_merge_tree() of the stack of tarball layers @layers (@n operands),
+ * each read once, bottom first, straight into the tree (mergetar.c): the
+ * same tree, errors and warnings.  @st counts the entries as written (a
+ * name written again, by a duplicate or a layer above, counts again).
+ * Where a tarball asks for what the stream cannot do, the stack is read
+ * by the general path instead. */
+int hu_merge_stream(char *const layers[], size_t n, const char *out,
+		    const struct hu_stack_opts *so,
+		    const struct hu_merge_opts *o, struct hu_merge_stats *st,
+		    struct hu_error *e);
 
 /* ---- merge down: the top layer into the one beneath (mergedown.c) ----- */
 

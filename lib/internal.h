@@ -498,15 +498,20 @@ bool hu_tar_sniff(int fd);
  * "@l->path: ENTRY: message"; nothing is left behind. */
 int hu_tarlayer_unpack(struct hu_layer *l, int fd, const struct hu_stack *below,
 		       const struct hu_report *r, struct hu_error *e);
-/* Read the tarball @fd (named @path in errors, which read as the
- * unpack's) into the empty directory @root as merge -o writes the view of
- * that layer alone: as tar -x would, with the layer's rules (duplicates,
- * parents no entry names), and without its markers, which hide nothing
- * beneath a bottom layer.  @st counts what is written.  On failure @root
- * holds a part: the caller removes it. */
-int hu_tarlayer_extract(const char *path, int fd, int root,
+/* Read tarball layer @l (opened with hu_stack_opts.tar_sources: @l->fd
+ * is the file; errors read as the unpack's) into directory @root as merge
+ * -o writes the view: as tar -x would, with the layer's rules
+ * (duplicates, parents no entry names), and without its markers.  Alone
+ * (@root empty), they hide nothing; @over, @root holds the view of the
+ * layers beneath already, and the tarball goes over it as the view puts
+ * a layer over them: same names replaced but directories merged, what
+ * its whiteouts and opaque directories hide removed.  @st counts what is
+ * written.  *@fallback: the tarball did what only the general path can
+ * read (tl.fallback).  On failure @root holds a part: the caller removes
+ * it. */
+int hu_tarlayer_extract(struct hu_layer *l, int root, bool over,
 			struct hu_merge_stats *st, const struct hu_report *r,
-			struct hu_error *e);
+			bool *fallback, struct hu_error *e);
 /* Remove @l->unpacked and everything in it. */
 void hu_tarlayer_remove(struct hu_layer *l);
 /* An entry name as a path of the layer: "./a//b/" is "a/b"; "", "." and

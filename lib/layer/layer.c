@@ -234,14 +234,21 @@ static int unpack_tarball(struct hu_layer *l, int fd,
 		close(fd);
 		return hu_error_set(e, rc, l->path, "cannot stat layer");
 	}
+	l->file_dev = st.st_dev;
+	l->file_ino = st.st_ino;
+	if (o->tar_sources) {
+		/* read later, straight into an output (mergetar.c) */
+		l->fd = fd;
+		l->streamed = true;
+		l->format = HU_FMT_OCI;
+		return 0;
+	}
 	if (p && detect_pending(p, e) < 0) {
 		close(fd);
 		return -1;
 	}
 	rc = hu_tarlayer_unpack(l, fd, below, o->report, e);
 	close(fd);
-	l->file_dev = st.st_dev;
-	l->file_ino = st.st_ino;
 	return rc;
 }
 
@@ -356,8 +363,12 @@ static int layer_open(struct hu_layer *l, const struct layer_src *src,
 	if (open_root(l, path, below, p, o, e) < 0)
 		goto fail;
 	l->userxattr = o->userxattr;
-	if (l->unpacked)
+	if (l->unpacked || l->streamed)
 		return 0;	/* a tarball: always OCI, no trusted.* */
+	if (o->tar_sources) {
+		hu_error_set(e, 0, path, "not a tarball: cannot be streamed");
+		goto fail;
+	}
 	rc = hu_conv_record_read(l, e);
 	if (rc < 0)
 		goto fail;
@@ -530,7 +541,7 @@ int hu_stack_open(struct hu_stack *s, char *const paths[], size_t nops,
 		if (layer_open(&s->layers[i], &src[i], &below, &p, o, e) < 0)
 			goto fail;
 		s->n = i + 1;
-		for (size_t j = 0; j < i; j++) {
+		for (size_t j = 0; j < i && !s->layers[i].streamed; j++) {
 			if (s->layers[j].dev == s->layers[i].dev &&
 			    s->layers[j].ino == s->layers[i].ino) {
 				hu_error_set(e, 0, src[i].path,
@@ -549,7 +560,7 @@ int hu_stack_open(struct hu_stack *s, char *const paths[], size_t nops,
 		s->layers[i].peers = s->layers;
 		s->layers[i].npeers = n;
 	}
-	if (hu_stack_read_names(s->layers, n, NULL, e) < 0)
+	if (!o->tar_sources && hu_stack_read_names(s->layers, n, NULL, e) < 0)
 		goto fail;
 	free(p.wait);
 	expand_free(src, n);

@@ -11,10 +11,12 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -54,13 +56,21 @@ static int make_parent(struct tl *t, int fd, const char *name,
 	uint32_t id;
 	struct ti_dir *d;
 
+	id = ti_child(&t->ix, parent, name, strlen(name), true);
+	if (id != TI_NONE && (t->ix.nodes[id].flags & TI_BELOW_GONE))
+		return tl_fall_back(t);
 	if (hu_wr_mkdirat(fd, name, 0700) < 0)
 		return tl_write_fail(t, errno, "create a parent directory");
-	id = ti_child(&t->ix, parent, name, strlen(name), true);
+	/* (over the layers beneath, a setgid directory of theirs would give
+	 * it its group) */
+	if (t->over && t->as_root &&
+	    hu_wr_fchownat(fd, name, geteuid(), getegid(),
+			   AT_SYMLINK_NOFOLLOW) < 0)
+		return tl_write_fail(t, errno, "set owner");
 	d = id != TI_NONE ? ti_dir(&t->ix, id) : NULL;
 	if (!d)
 		return tl_fail(t, ENOMEM, "out of memory");
-	t->ix.nodes[id].flags = TI_DIR;
+	t->ix.nodes[id].flags = TI_DIR | (t->ix.nodes[id].flags & TI_STASHED);
 	*d = (struct ti_dir){ .node = id, .mode = 0755,
 			      .times = { t->times[0], t->times[1] } };
 	return 0;
@@ -83,6 +93,116 @@ static int through_fail(struct tl *t, int fd, const char *name,
 	if (what)
 		return tl_fail(t, 0, "path passes through %s: %s", what, esc);
 	return tl_fail(t, err, "cannot open directory %s", esc);
+}
+
+bool tl_live(const struct tar_index *x, uint32_t id)
+{
+	return id != TI_NONE && !(x->nodes[id].flags & TI_GONE);
+}
+
+int tl_fall_back(struct tl *t)
+{
+	t->fallback = true;
+	return tl_fail(t, 0, "a directory beneath replaced, then made again: "
+		       "not streamed");
+}
+
+/*
+ * Directory @name (open at @fd) of node @parent was there before this
+ * tarball: the layers beneath's.  It is this tarball's too from now on,
+ * as a parent no entry names, which keeps the mode and times it had
+ * unless the tarball hides it (over_push).
+ */
+static int pass_below(struct tl *t, int fd, const char *name,
+		      uint32_t parent)
+{
+	uint32_t id = ti_child(&t->ix, parent, name, strlen(name), true);
+	struct ti_dir *d = id != TI_NONE ? ti_dir(&t->ix, id) : NULL;
+	struct stat st;
+
+	if (!d)
+		return tl_fail(t, ENOMEM, "out of memory");
+	if (fstat(fd, &st) < 0)
+		return tl_fail(t, errno, "cannot stat the directory beneath");
+	t->ix.nodes[id].flags = TI_DIR | TI_BELOW |
+				(t->ix.nodes[id].flags & TI_BELOW_GONE);
+	*d = (struct ti_dir){ .node = id, .mode = 0755,
+			      .times = { t->times[0], t->times[1] },
+			      .below_mode = st.st_mode & 07777,
+			      .below_times = { st.st_atim, st.st_mtim } };
+	return 0;
+}
+
+int tl_clear_xattrs(struct tl *t, int dfd, const char *leaf)
+{
+	char *list;
+	ssize_t len;
+
+	if (hu_llistxattr_at(dfd, leaf, &list, &len) < 0)
+		return tl_write_fail(t, errno, "list xattrs");
+	for (ssize_t i = 0; i < len; i += (ssize_t)strlen(list + i) + 1) {
+		if (hu_wr_removexattr_at(dfd, leaf, list + i) < 0 &&
+		    errno != ENODATA) {
+			free(list);
+			return tl_write_fail(t, errno, "remove xattr");
+		}
+	}
+	free(list);
+	return 0;
+}
+
+/*
+ * The non-directory @name of @fd (node @parent) is the layers beneath's,
+ * and a parent this tarball names nowhere goes in its place.  Should the
+ * parent go at the end (it holds markers only: tardirs.c, drop_if_idle),
+ * the view shows what was there: it waits in the stash till then.
+ */
+static int stash_below(struct tl *t, int fd, const char *name,
+		       uint32_t parent)
+{
+	uint32_t id = ti_child(&t->ix, parent, name, strlen(name), true);
+	char num[16];
+
+	if (id == TI_NONE)
+		return tl_fail(t, ENOMEM, "out of memory");
+	while (t->stash < 0) {
+		unsigned char rnd[8];
+
+		if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd))
+			return tl_fail(t, errno, "cannot name a directory");
+		snprintf(t->stash_name, sizeof(t->stash_name),
+			 ".wh..wh.hunion-%02x%02x%02x%02x%02x%02x%02x%02x",
+			 rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5],
+			 rnd[6], rnd[7]);
+		if (hu_wr_mkdirat(t->root, t->stash_name, 0700) < 0) {
+			if (errno == EEXIST)
+				continue;
+			return tl_write_fail(t, errno, "create a directory");
+		}
+		t->stash = openat(t->root, t->stash_name, O_RDONLY |
+				  O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (t->stash < 0)
+			return tl_fail(t, errno, "cannot open a directory");
+	}
+	snprintf(num, sizeof(num), "%" PRIu32, id);
+	if (hu_wr_renameat2(fd, name, t->stash, num, 0) < 0)
+		return tl_write_fail(t, errno, "move what lies beneath");
+	t->ix.nodes[id].flags |= TI_STASHED;
+	return 0;
+}
+
+int tl_over_start(struct tl *t)
+{
+	struct ti_dir *d = &t->ix.dirs[t->ix.nodes[TI_ROOT].dir];
+	struct stat st;
+
+	if (fstat(t->root, &st) < 0)
+		return tl_fail(t, errno, "cannot stat the output");
+	t->ix.nodes[TI_ROOT].flags |= TI_BELOW;
+	d->below_mode = st.st_mode & 07777;
+	d->below_times[0] = st.st_atim;
+	d->below_times[1] = st.st_mtim;
+	return 0;
 }
 
 /*
@@ -115,6 +235,19 @@ static int walk_dir(struct tl *t, const char *dir, size_t skip, int from,
 		comp[len] = '\0';
 		next = openat(fd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
 			      O_CLOEXEC);
+		if (make && t->over &&
+		    !tl_live(&t->ix, ti_child(&t->ix, node, comp, len, false))) {
+			/* not this tarball's: the layers beneath's */
+			if (next >= 0 && pass_below(t, next, comp, node) < 0) {
+				close(next);
+				goto fail;
+			}
+			if (next < 0 && (errno == ENOTDIR || errno == ELOOP)) {
+				if (stash_below(t, fd, comp, node) < 0)
+					goto fail;
+				errno = ENOENT;
+			}
+		}
 		if (next < 0 && errno == ENOENT && make) {
 			if (make_parent(t, fd, comp, node) < 0)
 				goto fail;
@@ -196,6 +329,11 @@ struct frame {
 	int fd;
 	int vstate;
 	struct hu_vdir *vd;	/* V_OPEN: the same directory beneath */
+	/* Over the layers beneath (tl.over): this tarball hides the
+	 * directory beneath (a whiteout of its name, or a parent's entries
+	 * beneath hidden), and hides the entries beneath (so, or it holds
+	 * the opaque marker). */
+	bool hidden, cut;
 };
 
 struct dwalk {
@@ -315,6 +453,89 @@ static int imply_from_below(struct dwalk *w, size_t k, struct ti_dir *d)
 	return 0;
 }
 
+/* Is @name in directory node @dir there, made by this tarball? */
+static bool made_here(const struct tar_index *x, uint32_t dir,
+		      const char *name)
+{
+	return tl_live(x, ti_child((struct tar_index *)x, dir, name,
+				   strlen(name), false));
+}
+
+/* Remove from frame @f what this tarball hides of the layers beneath:
+ * each entry it did not make, when they are all hidden; else the names
+ * its whiteouts hide. */
+static int remove_hidden(struct dwalk *w, struct frame *f)
+{
+	struct tl *t = w->t;
+	const struct tar_index *x = &t->ix;
+	struct hu_names names;
+	int rc = 0;
+
+	if (!f->cut) {
+		for (uint32_t id = x->nodes[f->node].child; id != TI_NONE;
+		     id = x->nodes[id].next) {
+			const char *hid = hu_oci_hidden(x->nodes[id].name);
+
+			if (!hid || !tl_live(x, id) || made_here(x, f->node, hid))
+				continue;
+			if (*hid && strcmp(hid, ".") && strcmp(hid, "..") &&
+			    hu_rmtree(f->fd, hid) < 0)
+				return node_fail(t, f->node, errno, "cannot "
+						 "remove what a whiteout hides");
+		}
+		return 0;
+	}
+	if (hu_names_read(f->fd, &names, NULL, NULL) < 0)
+		return node_fail(t, f->node, errno, "cannot list directory");
+	for (size_t i = 0; i < names.n && rc == 0; i++)
+		if (!made_here(x, f->node, names.v[i].name) &&
+		    !(f->node == TI_ROOT && t->stash >= 0 &&
+		      !strcmp(names.v[i].name, t->stash_name)) &&
+		    hu_rmtree(f->fd, names.v[i].name) < 0)
+			rc = node_fail(t, f->node, errno, "cannot remove what "
+				       "the opaque directory hides");
+	hu_names_free(&names);
+	return rc;
+}
+
+/*
+ * The top frame, over the layers beneath (tl.over): what the tarball
+ * hides of the directory beneath goes, and a directory no entry named
+ * keeps the mode and times of the one beneath, as the view would show
+ * it, or, when it hides that one, is a parent made for its entries.
+ */
+static int over_push(struct dwalk *w)
+{
+	struct tl *t = w->t;
+	size_t k = w->n - 1;
+	struct frame *f = &w->f[k];
+	const struct ti_node *nd = &t->ix.nodes[f->node];
+	struct ti_dir *d = &t->ix.dirs[nd->dir];
+	char wh[NAME_MAX + 1];
+
+	if (k > 0)
+		f->hidden = w->f[k - 1].cut ||
+			    (hu_oci_whiteout_name(wh, sizeof(wh), nd->name) &&
+			     made_here(&t->ix, w->f[k - 1].node, wh));
+	f->cut = f->hidden || made_here(&t->ix, f->node, HU_OCI_OPAQUE);
+	if (!(nd->flags & TI_BELOW))
+		return 0;
+	if (remove_hidden(w, f) < 0)
+		return -1;
+	if (d->explicit_)
+		return 0;
+	if (!f->hidden) {
+		d->mode = d->below_mode;
+		d->times[0] = d->below_times[0];
+		d->times[1] = d->below_times[1];
+		return 0;
+	}
+	if (t->as_root && hu_wr_fchownat(f->fd, "", geteuid(), getegid(),
+					 AT_EMPTY_PATH) < 0)
+		return node_fail(t, f->node, errno, "cannot set owner");
+	return tl_clear_xattrs(t, f->fd, NULL);
+}
+
 static int push(struct dwalk *w, uint32_t node, int fd)
 {
 	struct ti_dir *d = &w->t->ix.dirs[w->t->ix.nodes[node].dir];
@@ -332,6 +553,8 @@ static int push(struct dwalk *w, uint32_t node, int fd)
 	}
 	w->f[w->n++] = (struct frame){ .node = node, .fd = fd,
 		.next = w->t->ix.nodes[node].child };
+	if (w->t->over)
+		return over_push(w);
 	if (d->explicit_ || !w->t->below || !w->t->below->n)
 		return 0;
 	return imply_from_below(w, w->n - 1, d);
@@ -364,6 +587,30 @@ static uint32_t next_dir(struct dwalk *w)
 	return TI_NONE;
 }
 
+/* What the layers beneath had at node @id back in its parent @pfd. */
+static int unstash(struct tl *t, uint32_t id, int pfd)
+{
+	char num[16];
+
+	snprintf(num, sizeof(num), "%" PRIu32, id);
+	if (hu_wr_renameat2(t->stash, num, pfd, t->ix.nodes[id].name, 0) < 0)
+		return node_fail(t, id, errno, "cannot move back what lies "
+				 "beneath");
+	return 0;
+}
+
+/* The stash goes, with what the parents made in their places hide. */
+static int drop_stash(struct tl *t)
+{
+	if (t->stash < 0)
+		return 0;
+	close(t->stash);
+	t->stash = -1;
+	if (hu_rmtree(t->root, t->stash_name) < 0)
+		return tl_fail(t, errno, "cannot remove %s", t->stash_name);
+	return 0;
+}
+
 /* The top frame is a directory no entry named.  Holding nothing (its
  * subdirectories gone), it goes (1); holding markers only, it goes unless
  * it stands for a directory beneath: a whiteout or an opaque marker
@@ -387,12 +634,18 @@ static int drop_if_idle(struct dwalk *w)
 	hu_names_free(&names);
 	if (entries)
 		return 0;
-	if (markers && t->below->n && below_vdir(w, k, &vd) < 0)
+	/* (over the layers beneath: the directory beneath is here) */
+	if (t->over && (nd->flags & TI_BELOW) && !f->hidden)
+		return 0;
+	if (!t->over && markers && t->below->n && below_vdir(w, k, &vd) < 0)
 		return -1;
 	if (vd)
 		return 0;
 	if (hu_rmtree(w->f[k - 1].fd, nd->name) < 0)
 		return node_fail(t, f->node, errno, "cannot remove directory");
+	if ((nd->flags & TI_STASHED) && !f->hidden &&
+	    unstash(t, f->node, w->f[k - 1].fd) < 0)
+		return -1;
 	nd->flags |= TI_GONE;
 	t->ix.dirs[nd->dir].gone = true;
 	return 1;
@@ -468,6 +721,8 @@ static int walk_dirs(struct dwalk *w)
 			}
 		}
 		if (t->to_output && drop_markers(w) < 0)
+			return -1;
+		if (w->n == 1 && drop_stash(t) < 0)
 			return -1;
 		if (hu_wr_fchmod(f->fd, d->mode) < 0 ||
 		    hu_wr_futimens(f->fd, d->times) < 0)

@@ -424,6 +424,50 @@ static int replace_earlier(struct tl *t, int dfd, const char *leaf,
 	return 0;
 }
 
+/* Was node @id (TI_NONE: none) named by an entry before? */
+static bool was_named(const struct tl *t, uint32_t id)
+{
+	return id != TI_NONE && (t->ix.nodes[id].flags & TI_EXPLICIT);
+}
+
+/* What node @id, replaced by the current entry (a directory kept when
+ * @keep_dir), keeps of the layers beneath (tl.over): TI_BELOW while the
+ * directory beneath stays, TI_BELOW_GONE once it went. */
+static uint8_t below_kept(const struct tl *t, uint32_t id, bool keep_dir)
+{
+	uint8_t f = t->ix.nodes[id].flags;
+
+	if (!(f & TI_BELOW))
+		return f & TI_BELOW_GONE;
+	return keep_dir ? (f & (TI_BELOW | TI_BELOW_GONE)) : TI_BELOW_GONE;
+}
+
+/* Over the layers beneath (tl.over), what they have at @leaf goes, as the
+ * view puts this layer's entry over it: but a directory meets a directory
+ * (*@keep_dir), whose entries merge with the tarball's (*@below:
+ * TI_BELOW; TI_BELOW_GONE when a directory went). */
+static int replace_below(struct tl *t, int dfd, const char *leaf,
+			 bool want_dir, bool *keep_dir, uint8_t *below)
+{
+	struct stat st;
+
+	*keep_dir = false;
+	*below = 0;
+	if (fstatat(dfd, leaf, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return errno == ENOENT ? 0 : tl_fail(t, errno, "cannot stat");
+	if (want_dir && S_ISDIR(st.st_mode)) {
+		*keep_dir = true;
+		*below = TI_BELOW;
+		return 0;
+	}
+	if (S_ISDIR(st.st_mode))
+		*below = TI_BELOW_GONE;
+	if ((S_ISDIR(st.st_mode) ? hu_rmtree(dfd, leaf) :
+	     hu_wr_unlinkat(dfd, leaf, 0)) < 0)
+		return tl_write_fail(t, errno, "remove what lies beneath");
+	return 0;
+}
+
 /* What an output (merge -o) got from the current entry, for its summary:
  * entries as written, a duplicate counted each time it is written. */
 static void count_made(struct tl *t, bool marker, bool hardlink)
@@ -482,6 +526,7 @@ static int put_entry(struct tl *t, const char *dir, const char *leaf,
 			archive_entry_filetype(t->ae) == AE_IFDIR;
 	char esc[256], *target = NULL;
 	uint32_t parent, id;
+	uint8_t below = 0;
 	int dfd, rc;
 
 	if (hl && !marker) {
@@ -496,14 +541,34 @@ static int put_entry(struct tl *t, const char *dir, const char *leaf,
 	if (dfd < 0)
 		goto out;
 	id = ti_child(&t->ix, parent, leaf, strlen(leaf), false);
-	if (id != TI_NONE && !(t->ix.nodes[id].flags & TI_GONE) &&
-	    replace_earlier(t, dfd, leaf, path, id, want_dir, &keep_dir) < 0)
+	if (tl_live(&t->ix, id)) {
+		if (replace_earlier(t, dfd, leaf, path, id, want_dir,
+				    &keep_dir) < 0)
+			goto out;
+		below = below_kept(t, id, keep_dir);
+	} else if (t->over) {
+		if (replace_below(t, dfd, leaf, want_dir, &keep_dir, &below) < 0)
+			goto out;
+		if (id != TI_NONE)
+			below |= t->ix.nodes[id].flags & TI_BELOW_GONE;
+	}
+	/* The directory beneath is gone, yet the view would merge it with
+	 * this one: only the general path can say what it holds. */
+	if (want_dir && (below & TI_BELOW_GONE)) {
+		rc = tl_fall_back(t);
+		goto out;
+	}
+	if (keep_dir && (below & TI_BELOW) && !was_named(t, id) &&
+	    tl_clear_xattrs(t, dfd, leaf) < 0)
 		goto out;
 	rc = make_entry(t, dfd, leaf, marker, target, esc, keep_dir);
 	if (rc == 0) {
 		count_made(t, marker, target != NULL);
 		rc = note_made(t, parent, leaf, want_dir);
 	}
+	if (rc == 0 && below)
+		t->ix.nodes[ti_child(&t->ix, parent, leaf, strlen(leaf),
+				     false)].flags |= below;
 out:
 	free(target);
 	return rc < 0 ? -1 : 0;
@@ -521,9 +586,13 @@ static int root_entry(struct tl *t)
 	    stated_again(t, "", "duplicate entry: the later one wins",
 			 true) < 0)
 		return -1;
+	/* (over the layers beneath: the root is theirs until named) */
+	if (t->over && !(root->flags & TI_EXPLICIT) &&
+	    tl_clear_xattrs(t, t->root, NULL) < 0)
+		return -1;
 	if (set_owner_xattrs(t, t->root, -1, NULL) < 0)
 		return -1;
-	root->flags = TI_DIR | TI_EXPLICIT;
+	root->flags = TI_DIR | TI_EXPLICIT | (root->flags & TI_BELOW);
 	t->ix.dirs[root->dir] = (struct ti_dir){ .node = TI_ROOT,
 		.explicit_ = true, .mode = archive_entry_perm(t->ae) & 07777,
 		.times = { t->times[0], t->times[1] } };

@@ -375,6 +375,8 @@ static int read_into_root(struct tl *t, int fd)
 	t->ix.nodes[TI_ROOT].flags = TI_DIR;
 	*d = (struct ti_dir){ .node = TI_ROOT, .mode = 0755,
 		.times = { { 0, UTIME_OMIT }, { 0, UTIME_OMIT } } };
+	if (t->over && tl_over_start(t) < 0)
+		return -1;
 	if (open_archive(t, fd) < 0 || read_entries(t) < 0)
 		return -1;
 	if (tar_src_verify_end(t->src) < 0)
@@ -403,6 +405,8 @@ static int unpack(struct tl *t, int fd)
 static void release(struct tl *t)
 {
 	tl_drop_cache(t);
+	if (t->stash >= 0)
+		close(t->stash);
 	if (t->a)
 		archive_read_free(t->a);
 	tar_src_free(t->src);
@@ -414,7 +418,7 @@ int hu_tarlayer_unpack(struct hu_layer *l, int fd, const struct hu_stack *below,
 		       const struct hu_report *r, struct hu_error *e)
 {
 	struct tl t = { .l = l, .below = below, .r = r, .e = e, .root = -1,
-			.cfd = -1, .as_root = geteuid() == 0 };
+			.cfd = -1, .stash = -1, .as_root = geteuid() == 0 };
 	bool was = hu_wr_dry_run();
 	int rc;
 
@@ -431,21 +435,21 @@ int hu_tarlayer_unpack(struct hu_layer *l, int fd, const struct hu_stack *below,
 	return rc;
 }
 
-int hu_tarlayer_extract(const char *path, int fd, int root,
+int hu_tarlayer_extract(struct hu_layer *l, int root, bool over,
 			struct hu_merge_stats *st, const struct hu_report *r,
-			struct hu_error *e)
+			bool *fallback, struct hu_error *e)
 {
-	/* Alone: nothing beneath, so a directory the tarball only implies
-	 * and that holds markers alone goes, as in the unpack of a bottom
-	 * layer (tardirs.c). */
+	/* Nothing beneath but what @root holds already (@over), so a
+	 * directory the tarball only implies and that holds markers alone
+	 * goes, as in the unpack of a bottom layer (tardirs.c). */
 	static const struct hu_stack nothing_below = { .n = 0 };
-	struct hu_layer l = { .path = (char *)path, .fd = -1,
-			      .unpacked_lock = -1 };
-	struct tl t = { .l = &l, .below = &nothing_below, .r = r, .e = e,
+	struct tl t = { .l = l, .below = &nothing_below, .r = r, .e = e,
 			.root = root, .cfd = -1, .as_root = geteuid() == 0,
-			.to_output = true, .stats = st };
-	int rc = read_into_root(&t, fd);
+			.to_output = true, .stats = st, .over = over,
+			.stash = -1 };
+	int rc = read_into_root(&t, l->fd);
 
 	release(&t);
+	*fallback = t.fallback;
 	return rc;
 }

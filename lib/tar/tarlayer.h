@@ -21,6 +21,15 @@ enum {
 	TI_EXPLICIT = 1 << 1,	/* named by an entry (else a parent made for
 				 * one) */
 	TI_GONE = 1 << 2,	/* replaced by a later entry */
+	/* Streamed over the layers beneath (tl.over): */
+	TI_BELOW = 1 << 3,	/* a directory that was there already, the
+				 * layers beneath's, merged with this one */
+	TI_BELOW_GONE = 1 << 4,	/* the layers beneath's directory here was
+				 * removed by an entry of this tarball */
+	TI_STASHED = 1 << 5,	/* a parent no entry names, made where the
+				 * layers beneath have a non-directory, which
+				 * waits in tl.stash: back if the parent
+				 * goes */
 };
 
 #define TI_NONE UINT32_MAX
@@ -44,6 +53,10 @@ struct ti_dir {
 	struct timespec times[2];	/* atime, mtime */
 	bool explicit_;		/* from an entry; else made as a parent */
 	bool gone;		/* replaced by a non-directory */
+	/* TI_BELOW and not named: the directory's mode and times beneath,
+	 * which it keeps unless this tarball hides what lies beneath */
+	mode_t below_mode;
+	struct timespec below_times[2];
 };
 
 struct ti_chunk;
@@ -105,6 +118,19 @@ struct tl {
 	 * them, and what is written is counted here. */
 	bool to_output;
 	struct hu_merge_stats *stats;
+	/* An output that holds the layers beneath already (merge -o of a
+	 * stack of tarballs, the second one on): each entry goes over what
+	 * is there as the view would put this layer over them, and at the
+	 * end what this tarball hides is removed (tardirs.c).  @fallback:
+	 * the tarball asked for what the stream cannot do (a directory of
+	 * the layers beneath replaced by an entry, then made again): the
+	 * caller takes the general path. */
+	bool over;
+	bool fallback;
+	int stash;		/* -1, or the directory (in the root, named
+				 * stash_name) of what the parents this
+				 * tarball makes replaced, by node number */
+	char stash_name[40];
 };
 
 /* Fail naming the current entry ("LAYER: ENTRY: message"), or naming
@@ -138,6 +164,15 @@ int tl_open_dir(struct tl *t, const char *dir);
 /* Modes and times of every directory, deepest first; directories no entry
  * named take their metadata from the layers beneath. */
 int tl_finish_dirs(struct tl *t);
+/* Over the layers beneath (tl.over): the output's root is theirs. */
+int tl_over_start(struct tl *t);
+/* Is node @id there: made by this tarball, not replaced since? */
+bool tl_live(const struct tar_index *x, uint32_t id);
+/* Every xattr of @leaf in @dfd (NULL: @dfd itself) removed: the layers
+ * beneath's, where this tarball's entry or parent stands. */
+int tl_clear_xattrs(struct tl *t, int dfd, const char *leaf);
+/* Stop: the caller takes the general path (tl.fallback). */
+int tl_fall_back(struct tl *t);
 
 /* ---- the decompressed bytes of a tarball (tarsrc.c) ---- */
 

@@ -3,8 +3,8 @@
 #
 # tests/kernel/tarstream.sh HUNION [SEEDS]
 #
-# merge -o of a stack that is one tarball streams the tarball straight
-# into OUT (lib/output/mergetar.c); HUNION_TAR_STREAM=0 takes the general
+# merge -o of a stack of tarballs streams them straight into OUT, one
+# over the other (lib/output/mergetar.c); HUNION_TAR_STREAM=0 takes the general
 # path instead (unpacked under TMPDIR, then read through the view).  The
 # two must write the same tree.  For seeds 1..SEEDS (default 20)
 # tests/tools/mkrandtar.py writes a random tree and two tarballs of it
@@ -20,6 +20,12 @@
 #            devices, xattrs, hard-link groups and link counts); so must
 #            the exit status and the messages; and nothing but OUT may be
 #            left beside it.
+#   stack    the layer with HUNION_TARSTREAM_STACK - 1 (default 2) layers
+#            over it (mkrandtar.py --stack: each over the names of those
+#            beneath: their directories again or implied, their entries
+#            replaced by other types, whiteouts and opaque markers over
+#            them), streamed one over the other into OUT: the same as the
+#            general path's, as for the layer.
 #   full     GNU tar's archive of the tree, every path named: the streamed
 #            tree must also be what GNU tar extracts from it
 #            (tar -xpf --xattrs --xattrs-include='*'), and the tree itself.
@@ -33,6 +39,7 @@ SUITE="tarstream"
 . "$(dirname "$0")/lib.sh"
 kt_args "HUNION [SEEDS]" "$@"
 SEEDS=${2:-20}
+STACK=${HUNION_TARSTREAM_STACK:-3}
 
 kt_setup "$SEEDS"
 for t in /usr/bin/python3 zstd tar; do
@@ -42,13 +49,40 @@ tar --version 2>/dev/null | grep -q 'GNU tar' || skip_all "tar is not GNU tar"
 
 # merge -o OUT TARBALL, streamed or not ($1: the HUNION_TAR_STREAM value);
 # the messages, with OUT's name taken out, into OUT.err; the exit status.
-merge_o() {	# STREAM DIR OUT TARBALL
-	local rc
-	(cd "$2" && HUNION_TAR_STREAM=$1 "$HUNION" merge -o "$3" "$4" \
-		2>"$3.err")
+merge_o() {	# STREAM DIR OUT TARBALL...
+	local rc stream=$1 dir=$2 out=$3
+	shift 3
+	(cd "$dir" && HUNION_TAR_STREAM=$stream "$HUNION" merge -o "$out" \
+		"$@" 2>"$out.err")
 	rc=$?
-	sed -i "s|$3|OUT|g" "$2/$3.err"
+	sed -i "s|$out|OUT|g" "$dir/$out.err"
 	return $rc
+}
+
+# The layers in DIR, streamed and through the general path: the same exit
+# status, messages and tree.
+same_both_ways() {	# DIR LABEL LAYER...
+	local dir=$1 label=$2 rs ro ok=1
+	shift 2
+	merge_o 1 "$dir" stream "$@"
+	rs=$?
+	merge_o 0 "$dir" unpacked "$@"
+	ro=$?
+	if [ $rs != $ro ]; then
+		echo "  $label: exit $rs streamed, $ro unpacked"
+		ok=0
+	fi
+	same "$label: messages" "$dir/unpacked.err" "$dir/stream.err" || ok=0
+	no_leftover "$dir" "$label" || ok=0
+	if [ $rs = 0 ] && [ $ro = 0 ]; then
+		manifest --nlink "$dir/unpacked" >"$dir/unpacked.txt" &&
+			manifest --nlink "$dir/stream" >"$dir/stream.txt" ||
+			ok=0
+		same "$label: trees" "$dir/unpacked.txt" "$dir/stream.txt" ||
+			ok=0
+	fi
+	rm -rf "$dir/stream" "$dir/unpacked"
+	[ $ok = 1 ]
 }
 
 # Nothing beside OUT but OUT (and what the test put there).
@@ -61,7 +95,7 @@ no_leftover() {	# DIR LABEL
 }
 
 run_seed() {
-	local seed=$1 dir ok=1 layer rs ro
+	local seed=$1 dir ok=1 layer stack
 	dir=$FS/s$seed
 	mkdir -p "$dir"
 	if ! layer=$(/usr/bin/python3 "$TOOLS/mkrandtar.py" --seed "$seed" \
@@ -74,21 +108,20 @@ run_seed() {
 	layer=${layer#"$dir"/}
 
 	# the layer: streamed against the general path
-	merge_o 1 "$dir" stream "$layer"
-	rs=$?
-	merge_o 0 "$dir" unpacked "$layer"
-	ro=$?
-	if [ $rs != $ro ]; then
-		echo "  exit $rs streamed, $ro unpacked"
+	same_both_ways "$dir" "$layer" "$layer" || ok=0
+
+	# a stack: the layer and STACK - 1 layers over it, each over the
+	# names of those beneath (whiteouts, opaque directories, types
+	# replaced, directories merged or implied)
+	if ! stack=$(/usr/bin/python3 "$TOOLS/mkrandtar.py" --seed "$seed" \
+		--out "$dir/stack" --stack "$STACK" 2>"$dir/gen.err"); then
+		echo "  mkrandtar.py --stack failed"
+		tail -n 5 "$dir/gen.err" | sed 's/^/  /'
 		ok=0
-	fi
-	same "messages" "$dir/unpacked.err" "$dir/stream.err" || ok=0
-	no_leftover "$dir" "$layer" || ok=0
-	if [ $rs = 0 ] && [ $ro = 0 ]; then
-		manifest --nlink "$dir/unpacked" >"$dir/unpacked.txt" &&
-			manifest --nlink "$dir/stream" >"$dir/stream.txt" ||
-			ok=0
-		same "$layer: trees" "$dir/unpacked.txt" "$dir/stream.txt" ||
+	else
+		local layers
+		mapfile -t layers <<< "${stack//"$dir/stack/"/}"
+		same_both_ways "$dir/stack" "stack of $STACK" "${layers[@]}" ||
 			ok=0
 	fi
 

@@ -29,7 +29,15 @@ Writes, the same for the same seed:
                   with "./" and "//", pax xattrs (one that /etc/xattr.conf
                   says a copy skips).
 
-Prints the layer tarball's path.
+  DIR/upK.tar[.gz|.zst]
+                  with --stack N, N - 1 layers more (K = 1..N-1), each over
+                  the names of the ones beneath: some of their directories
+                  again or left for their entries to imply, some of their
+                  entries replaced by another type, new names, then the
+                  entries of the layer rules over those names (whiteouts,
+                  opaque markers, a file where a directory was...).
+
+Prints the layer tarballs' paths, one a line, bottom first.
 """
 import gzip
 import io
@@ -70,6 +78,17 @@ class Gen:
             if not os.path.lexists(os.path.join(self.top, p)):
                 return p
         return None
+
+    def through_dirs(self, p):
+        """Is each directory above @p one, or not there yet?"""
+        d = os.path.dirname(p)
+        while d:
+            a = self.abs(d)
+            if os.path.lexists(a) and (os.path.islink(a) or
+                                       not os.path.isdir(a)):
+                return False
+            d = os.path.dirname(d)
+        return True
 
     def abs(self, p):
         return os.path.join(self.top, p)
@@ -260,6 +279,69 @@ def append_layer_rules(g, path):
             t.addfile(ti, data)
 
 
+def upper_gen(low, seed, top):
+    """A layer over @low's tree: some of its directories again (new
+    metadata, or left for their entries to imply), some of its entries
+    replaced (a file, a directory, a symlink, whatever was there), new
+    names in its directories."""
+    os.makedirs(top)
+    g = Gen(seed, top)
+    r = g.r
+
+    def parents(p):
+        d = os.path.dirname(p)
+        if d and not os.path.lexists(g.abs(d)):
+            parents(d)
+            os.mkdir(g.abs(d))
+            g.dirs.append(d)
+            g.meta(d, is_dir=True)
+            g.paths.append(d)
+
+    lower_dirs = [d for d in low.dirs if d]
+    for d in r.sample(lower_dirs, min(len(lower_dirs), r.randint(0, 8))):
+        parents(d + "/x")
+    for p in r.sample(low.paths, min(len(low.paths), r.randint(2, 12))):
+        if os.path.lexists(g.abs(p)) or not g.through_dirs(p):
+            continue
+        parents(p)
+        k = r.random()
+        if k < 0.4:
+            g.data(p)
+            g.files.append(p)
+        elif k < 0.75:
+            os.mkdir(g.abs(p))
+            g.dirs.append(p)
+        else:
+            os.symlink("replaced", g.abs(p))
+            g.meta(p, is_link=True)
+            g.paths.append(p)
+            continue
+        g.meta(p, is_dir=os.path.isdir(g.abs(p)))
+        g.paths.append(p)
+    for _ in range(r.randint(5, 30)):
+        g.one()
+    os.chmod(top, r.choice(DIR_MODES))
+    g.times()
+    return g
+
+
+def compress(g, layer):
+    """@layer as it is, gzip'd or zstd'd: its path."""
+    comp = g.r.choice(["", ".gz", ".zst"])
+    if comp:
+        raw = open(layer, "rb").read()
+        os.unlink(layer)
+        layer += comp
+        if comp == ".gz":
+            raw = gzip.compress(raw, mtime=0)
+        else:
+            raw = subprocess.run(["zstd", "-q", "-c"], input=raw,
+                                 stdout=subprocess.PIPE, check=True).stdout
+        with open(layer, "wb") as f:
+            f.write(raw)
+    return layer
+
+
 def main(argv):
     args = dict(zip(argv[1::2], argv[2::2]))
     if "--seed" not in args or "--out" not in args:
@@ -276,19 +358,31 @@ def main(argv):
     layer = os.path.join(out, "layer.tar")
     gnutar(top, g.order(True), layer)
     append_layer_rules(g, layer)
-    comp = g.r.choice(["", ".gz", ".zst"])
-    if comp:
-        raw = open(layer, "rb").read()
-        os.unlink(layer)
-        layer += comp
-        if comp == ".gz":
-            raw = gzip.compress(raw, mtime=0)
-        else:
-            raw = subprocess.run(["zstd", "-q", "-c"], input=raw,
-                                 stdout=subprocess.PIPE, check=True).stdout
-        with open(layer, "wb") as f:
-            f.write(raw)
-    print(layer)
+    print(compress(g, layer))
+    # --stack N: N - 1 layers more, each over the one beneath
+    low = g
+    for i in range(1, int(args.get("--stack", "1"))):
+        up = upper_gen(low, seed * 1000 + i, os.path.join(out, "up%d" % i))
+        layer = os.path.join(out, "up%d.tar" % i)
+        names = up.order(True)
+        if up.r.random() < 0.5:
+            names.remove(".")   # the root too left for the view to imply
+        gnutar(up.top, names, layer)
+        # the layer rules, over the names beneath too
+        rules = Gen(0, up.top)
+        rules.r = up.r
+        rules.dirs = up.dirs + [d for d in low.dirs
+                                if d and up.through_dirs(d + "/x")]
+        rules.files = up.files
+        rules.paths = up.paths + low.paths
+        append_layer_rules(rules, layer)
+        print(compress(up, layer))
+        # the next one goes over the names of both
+        both = Gen(0, up.top)
+        both.dirs = sorted(set(low.dirs) | set(up.dirs))
+        both.files = up.files
+        both.paths = sorted(set(low.paths) | set(up.paths))
+        low = both
 
 
 if __name__ == "__main__":

@@ -1095,6 +1095,20 @@ static bool at_has(int dfd, const char *rel)
 	return fstatat(dfd, rel, &st, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
+/* hu_tarlayer_extract() of the tarball @path open at @fd, as a layer
+ * opened with hu_stack_opts.tar_sources holds it. */
+static int extract(const char *path, int fd, int root, bool over,
+		   struct hu_merge_stats *st, bool *fallback,
+		   struct hu_error *e)
+{
+	struct hu_layer l = { .path = (char *)path, .fd = fd,
+			      .unpacked_lock = -1, .streamed = true };
+	bool fb;
+
+	return hu_tarlayer_extract(&l, root, over, st, NULL,
+				   fallback ? fallback : &fb, e);
+}
+
 /* What the view of the layer alone shows, and nothing under TMPDIR:
  * markers of every kind go (a .wh..wh.* directory with what it holds),
  * a hard link to a whiteout stays (with one link), a parent of markers
@@ -1117,8 +1131,8 @@ Test(tarlayer, extract_writes_what_the_view_shows)
 	root = open(tu_path("out"), O_RDONLY | O_DIRECTORY);
 	fd = open(tu_path("x.tar.zst"), O_RDONLY);
 	cr_assert(root >= 0 && fd >= 0);
-	cr_assert_eq(hu_tarlayer_extract("x.tar.zst", fd, root, &st, NULL,
-					 &e), 0, "%s", e.msg);
+	cr_assert_eq(extract("x.tar.zst", fd, root, false, &st, NULL, &e), 0,
+		     "%s", e.msg);
 	cr_expect(at_has(root, "keep"));
 	cr_expect(!at_has(root, ".wh.keep"));
 	cr_expect(at_has(root, "named"));
@@ -1132,6 +1146,85 @@ Test(tarlayer, extract_writes_what_the_view_shows)
 	cr_expect_eq(st.hardlinks, 2);
 	cr_expect_eq(tmp_left(), 0, "unpacked under TMPDIR");
 	close(fd);
+	close(root);
+}
+
+/* Over the layers beneath (a stack streamed into merge -o's tree): a
+ * whiteout and an opaque directory remove what they hide, a directory
+ * merges with the one beneath and keeps its mode where no entry names
+ * it, a file replaces a directory beneath, a parent of markers alone
+ * made over a symlink beneath goes and the symlink is back. */
+Test(tarlayer, extract_over_the_layers_beneath)
+{
+	static const struct tent low[] = {
+		D("d"), F("d/old", "o"), F("gone", "g"), D("o"),
+		F("o/hidden", "h"), L("s", "target"), D("dir"),
+		F("dir/in", "i"), END };
+	static const struct tent up[] = {
+		F("d/new", "n"), F(".wh.gone", ""), F("o/.wh..wh..opq", ""),
+		F("o/mine", "m"), F("s/.wh..wh.plnk/1", "p"),
+		F("dir", "a file"), END };
+	struct hu_merge_stats st = { 0 };
+	struct hu_error e = { 0 };
+	struct stat sb;
+	bool fallback = true;
+	int fd, fd2, root;
+
+	mktar("low.tar", "none", low);
+	mktar("up.tar.gz", "gzip", up);
+	tu_mkdir("out");
+	root = open(tu_path("out"), O_RDONLY | O_DIRECTORY);
+	fd = open(tu_path("low.tar"), O_RDONLY);
+	fd2 = open(tu_path("up.tar.gz"), O_RDONLY);
+	cr_assert(root >= 0 && fd >= 0 && fd2 >= 0);
+	cr_assert_eq(extract("low.tar", fd, root, false, &st, NULL, &e), 0,
+		     "%s", e.msg);
+	cr_assert_eq(fchmodat(root, "d", 0700, 0), 0);
+	cr_assert_eq(extract("up.tar.gz", fd2, root, true, &st, &fallback,
+			     &e), 0, "%s", e.msg);
+	cr_expect(!fallback);
+	cr_expect(at_has(root, "d/old") && at_has(root, "d/new"));
+	cr_assert_eq(fstatat(root, "d", &sb, 0), 0);
+	cr_expect_eq(sb.st_mode & 07777, 0700, "the mode beneath kept");
+	cr_expect(!at_has(root, "gone") && !at_has(root, ".wh.gone"));
+	cr_expect(!at_has(root, "o/hidden") && at_has(root, "o/mine"));
+	cr_expect(!at_has(root, "o/.wh..wh..opq"));
+	cr_assert_eq(fstatat(root, "s", &sb, AT_SYMLINK_NOFOLLOW), 0);
+	cr_expect(S_ISLNK(sb.st_mode), "the symlink beneath is back");
+	cr_assert_eq(fstatat(root, "dir", &sb, AT_SYMLINK_NOFOLLOW), 0);
+	cr_expect(S_ISREG(sb.st_mode));
+	cr_expect_eq(tmp_left(), 0, "unpacked under TMPDIR");
+	close(fd);
+	close(fd2);
+	close(root);
+}
+
+/* A directory beneath replaced by a file, then made again: the general
+ * path must read the stack (*fallback). */
+Test(tarlayer, extract_over_falls_back_for_a_directory_made_again)
+{
+	static const struct tent low[] = { D("x"), F("x/keep", "k"), END };
+	static const struct tent up[] = { F("x", "f"), D("x"), END };
+	struct hu_merge_stats st = { 0 };
+	struct hu_error e = { 0 };
+	bool fallback = false;
+	int fd, fd2, root;
+
+	mktar("low.tar", "none", low);
+	mktar("up.tar", "none", up);
+	tu_mkdir("out");
+	root = open(tu_path("out"), O_RDONLY | O_DIRECTORY);
+	fd = open(tu_path("low.tar"), O_RDONLY);
+	fd2 = open(tu_path("up.tar"), O_RDONLY);
+	cr_assert(root >= 0 && fd >= 0 && fd2 >= 0);
+	cr_assert_eq(extract("low.tar", fd, root, false, &st, NULL, &e), 0,
+		     "%s", e.msg);
+	cr_expect_eq(extract("up.tar", fd2, root, true, &st, &fallback, &e),
+		     -1);
+	cr_expect(fallback);
+	hu_error_clear(&e);
+	close(fd);
+	close(fd2);
 	close(root);
 }
 
@@ -1149,8 +1242,7 @@ Test(tarlayer, extract_of_a_corrupt_tarball_fails_naming_it)
 	tu_mkdir("out");
 	root = open(tu_path("out"), O_RDONLY | O_DIRECTORY);
 	fd = open(tu_path("c.tar"), O_RDONLY);
-	cr_assert_eq(hu_tarlayer_extract("c.tar", fd, root, &st, NULL, &e),
-		     -1);
+	cr_assert_eq(extract("c.tar", fd, root, false, &st, NULL, &e), -1);
 	cr_expect_str_eq(e.path, "c.tar: a");
 	cr_expect(strstr(e.msg, "corrupt or truncated tarball") != NULL,
 		  "%s", e.msg);
