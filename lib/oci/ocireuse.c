@@ -134,30 +134,6 @@ fail:
 	return -1;
 }
 
-/* The created_by of layer @k in @im's config history (its entries that
- * are no empty_layer, in order), malloc'd; NULL when it has none. */
-static char *source_created_by(const struct hu_oci_image *im, size_t k)
-{
-	json_t *c = im->config_json ? json_loads(im->config_json, 0, NULL) :
-		    NULL, *h;
-	const char *by = NULL;
-	char *out;
-	size_t i;
-
-	json_array_foreach(json_object_get(c, "history"), i, h) {
-		if (json_is_true(json_object_get(h, "empty_layer")))
-			continue;
-		if (k-- == 0) {
-			by = json_string_value(json_object_get(h,
-							       "created_by"));
-			break;
-		}
-	}
-	out = by ? strdup(by) : NULL;
-	json_decref(c);
-	return out;
-}
-
 int hu_ociout_reuse_layer(struct hu_ociout *w, const struct hu_layer *l,
 			  const char *created_by, struct hu_error *e)
 {
@@ -179,7 +155,9 @@ int hu_ociout_reuse_layer(struct hu_ociout *w, const struct hu_layer *l,
 	if (copy_blob(w, im, d, e) < 0)
 		return -1;
 	/* its history entry says what made it, as the image said */
-	by = source_created_by(im, l->image_layer);
+	by = im->config_json ? oci_config_created_by(im->config_json,
+						     strlen(im->config_json),
+						     l->image_layer) : NULL;
 	rc = hu_ociw_add_layer(w, oci_layer_type(d->media_type), d->digest,
 		       im->diff_ids[l->image_layer], d->size,
 		       by ? by : created_by, e);
