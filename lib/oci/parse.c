@@ -166,16 +166,30 @@ int oci_index_entries(json_t *j, const char *what, unsigned flags,
 	return 0;
 }
 
+/* @buf loaded (oci_json_load) and read by @fn into @out. */
+static int parse_doc(const char *buf, size_t len, const char *what,
+		     int (*fn)(json_t *j, const char *what, void *out,
+			       struct hu_error *e),
+		     void *out, struct hu_error *e)
+{
+	json_t *j = oci_json_load(buf, len, what, e);
+	int rc = j ? fn(j, what, out, e) : -1;
+
+	json_decref(j);
+	return rc;
+}
+
+static int index_entries(json_t *j, const char *what, void *out,
+			 struct hu_error *e)
+{
+	return oci_index_entries(j, what, 0, out, e);
+}
+
 int oci_index_parse(const char *buf, size_t len, const char *what,
 		    struct oci_index *out, struct hu_error *e)
 {
-	json_t *j = oci_json_load(buf, len, what, e);
-	int rc;
-
 	memset(out, 0, sizeof(*out));
-	rc = j ? oci_index_entries(j, what, 0, out, e) : -1;
-	json_decref(j);
-	return rc;
+	return parse_doc(buf, len, what, index_entries, out, e);
 }
 
 /* A layer descriptor hunion can read: a known layer type, unencrypted. */
@@ -203,9 +217,10 @@ void oci_manifest_free(struct oci_manifest *m)
 }
 
 /* A manifest's descriptors: its config and its layers. */
-static int manifest_descs(json_t *j, const char *what,
-			  struct oci_manifest *m, struct hu_error *e)
+static int manifest_descs(json_t *j, const char *what, void *out,
+			  struct hu_error *e)
 {
+	struct oci_manifest *m = out;
 	json_t *layers;
 
 	memset(m, 0, sizeof(*m));
@@ -237,13 +252,8 @@ static int manifest_descs(json_t *j, const char *what,
 int oci_manifest_descs(const char *buf, size_t len, const char *what,
 		       struct oci_manifest *m, struct hu_error *e)
 {
-	json_t *j = oci_json_load(buf, len, what, e);
-	int rc;
-
 	memset(m, 0, sizeof(*m));
-	rc = j ? manifest_descs(j, what, m, e) : -1;
-	json_decref(j);
-	return rc;
+	return parse_doc(buf, len, what, manifest_descs, m, e);
 }
 
 /* An image hunion reads: a manifest's own type and its config's, each
