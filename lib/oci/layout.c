@@ -203,7 +203,7 @@ static int choose_top(const struct oci_index *x, const char *layout,
 		      struct hu_error *e)
 {
 	const struct oci_entry *found = NULL;
-	char why[120];
+	char why[200];	/* a tag is at most 128 bytes */
 
 	for (size_t i = 0; i < x->n; i++) {
 		const struct oci_entry *en = &x->v[i];

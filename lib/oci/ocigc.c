@@ -14,6 +14,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
@@ -158,18 +159,22 @@ struct sweep {
 	struct hu_oci_gc_stats *st;
 };
 
-/* Remove @name of @dirfd (@rel names it in the layout). */
+/* Remove @name of @dirfd, the directory @prefix of the layout (@dir). */
 static int sweep_one(struct sweep *sw, int dirfd, const char *dir,
-		     const char *name, const char *rel, struct hu_error *e)
+		     const char *prefix, const char *name, struct hu_error *e)
 {
 	struct stat st;
 	uint64_t size = 0;
+	char *rel;
 
 	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
 	    S_ISREG(st.st_mode))
 		size = (uint64_t)st.st_size;
+	if (asprintf(&rel, "%s%s%s", prefix, *prefix ? "/" : "", name) < 0)
+		return hu_error_set(e, ENOMEM, dir, "out of memory");
 	if (sw->o->removed)
 		sw->o->removed(sw->o->ctx, rel, size);
+	free(rel);
 	if (!sw->o->dry_run && hu_wr_unlinkat(dirfd, name, 0) < 0 &&
 	    errno != ENOENT)
 		return hu_error_setat(e, errno, dir, name, "cannot remove");
@@ -181,34 +186,37 @@ static int sweep_one(struct sweep *sw, int dirfd, const char *dir,
 static int sweep_dir(struct sweep *sw, int dirfd, const char *prefix,
 		     bool blobs, struct hu_error *e)
 {
-	char dir[4096], rel[256];
 	struct hu_names names;
+	char *dir;
 	int rc = 0;
 
-	snprintf(dir, sizeof(dir), "%s%s%s", sw->g->l.path, *prefix ? "/" :
-		 "", prefix);
-	if (hu_names_read(dirfd, &names, dir, e) < 0)
+	if (asprintf(&dir, "%s%s%s", sw->g->l.path, *prefix ? "/" : "",
+		     prefix) < 0)
+		return hu_error_set(e, ENOMEM, sw->g->l.path, "out of memory");
+	if (hu_names_read(dirfd, &names, dir, e) < 0) {
+		free(dir);
 		return -1;
+	}
 	for (size_t i = 0; i < names.n && rc == 0; i++) {
 		const char *name = names.v[i].name;
 		bool found = false;
 
-		snprintf(rel, sizeof(rel), "%s%s%s", prefix, *prefix ? "/" :
-			 "", name);
 		if (!strncmp(name, HU_OCIW_TMP, strlen(HU_OCIW_TMP)))
-			rc = sweep_one(sw, dirfd, dir, name, rel, e);
+			rc = sweep_one(sw, dirfd, dir, prefix, name, e);
 		else if (blobs && is_hex64(name)) {
 			mark_pos(sw->g, name, &found);
 			if (found)
 				sw->st->kept++;
 			else
-				rc = sweep_one(sw, dirfd, dir, name, rel, e);
+				rc = sweep_one(sw, dirfd, dir, prefix, name,
+					       e);
 		}
 	}
 	hu_names_free(&names);
 	if (rc == 0 && !sw->o->dry_run && sw->st->removed &&
 	    hu_wr_fsync(dirfd) < 0)
 		rc = hu_error_set(e, errno, dir, "cannot sync");
+	free(dir);
 	return rc;
 }
 

@@ -473,3 +473,33 @@ Test(ociwrite, gc_refuses_a_manifest_that_is_not_its_digest)
 	hu_error_clear(&e);
 	cr_expect_eq(st.removed, 0);
 }
+
+static void longest_removed(void *ctx, const char *name, uint64_t size)
+{
+	size_t *n = ctx;
+
+	if (strlen(name) > *n)
+		*n = strlen(name);
+}
+
+Test(ociwrite, gc_names_a_long_leftover_whole)
+{
+	struct hu_oci_gc_stats st;
+	struct hu_ociw_layout l;
+	struct hu_error e = { 0 };
+	char name[300] = "lay/blobs/sha256/" HU_OCIW_TMP;
+	size_t longest = 0;
+
+	cr_assert_eq(hu_ociw_layout_open(&l, tu_path("lay"), true, LOCK_SH,
+					 NULL, NULL, &e), 0);
+	hu_ociw_layout_close(&l);
+	/* a name of 255 bytes, the most a directory entry holds */
+	memset(name + strlen(name), 'x', 255 - strlen(HU_OCIW_TMP));
+	tu_file(name, "");
+	struct hu_oci_gc_opts o = { .dry_run = true,
+				    .removed = longest_removed,
+				    .ctx = &longest };
+
+	cr_assert_eq(hu_oci_gc(tu_path("lay"), &o, &st, &e), 0, "%s", e.msg);
+	cr_expect_eq(longest, strlen("blobs/sha256/") + 255);
+}
