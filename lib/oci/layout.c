@@ -441,6 +441,20 @@ int hu_oci_image_open(int dirfd, const char *layout, const char *ref,
 	return 0;
 }
 
+char *hu_oci_layer_name(const struct hu_oci_image *img, size_t k)
+{
+	char *name;
+
+	/* the operand again: REF after a ':' (a tag, or @sha256:...); the
+	 * digest cut, then U+2026 in UTF-8 */
+	if (asprintf(&name, "oci:%s%s%s layer %zu/%zu %.19s\xe2\x80\xa6",
+		     img->layout, img->ref ? ":" : "",
+		     img->ref ? img->ref : "", k + 1, img->nlayers,
+		     img->layers[k].digest) < 0)
+		return NULL;
+	return name;
+}
+
 void hu_oci_image_close(struct hu_oci_image *img)
 {
 	if (!img)
