@@ -1221,6 +1221,8 @@ void hu_ociout_close(struct hu_ociout *w);
 /* One image (an entry of index.json) as `oci ls` shows it. */
 struct hu_oci_entry {
 	const char *tag;	/* NULL: untagged */
+	/* NULL: an entry that is no descriptor hunion reads (another
+	 * tool's; its tag is still given) */
 	const char *digest, *media_type;
 	uint64_t size;
 	const char *os, *arch, *variant;	/* NULL: unknown */
