@@ -30,23 +30,6 @@ static const char *oci_layer_type(const char *mt)
 	return mt;
 }
 
-static int open_src_blob(int layout_fd, const char *hex)
-{
-	int b = openat(layout_fd, "blobs", O_RDONLY | O_DIRECTORY |
-		       O_NOFOLLOW | O_CLOEXEC), s, fd = -1;
-
-	if (b < 0)
-		return -1;
-	s = openat(b, "sha256", O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
-		   O_CLOEXEC);
-	if (s >= 0) {
-		fd = openat(s, hex, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-		close(s);
-	}
-	close(b);
-	return fd;
-}
-
 /* Copy @fd's bytes into @b, hashing them: @got their digest. */
 static int copy_hashed(int fd, struct hu_ociw_blob *b, char got[72],
 		       uint64_t *size)
@@ -104,10 +87,10 @@ static int copy_blob(struct hu_ociout *w, const struct hu_oci_image *im,
 	if (fstatat(w->l.sha_fd, d->digest + 7, &st, AT_SYMLINK_NOFOLLOW) ==
 	    0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size == d->size)
 		return 0;	/* there already: content-addressed */
-	fd = open_src_blob(im->layout_fd, d->digest + 7);
+	/* opened as the image reader opens it */
+	fd = oci_blob_open(im->layout_fd, im->layout, d->digest, e);
 	if (fd < 0)
-		return hu_error_setat(e, errno, im->layout, "blobs/sha256",
-				      "cannot open blob %s", d->digest);
+		return -1;
 	if (hu_ociw_blob_begin(&w->l, &b, e) < 0) {
 		close(fd);
 		return -1;
