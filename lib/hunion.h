@@ -259,6 +259,10 @@ int hu_oci_image_open(int dirfd, const char *layout, const char *ref,
 		      const char *platform, struct hu_oci_image **out,
 		      struct hu_error *e);
 void hu_oci_image_close(struct hu_oci_image *img);
+/* Layer @k of @img as its progress line names it, short:
+ * "oci:DIR[:REF] layer K/N sha256:0123456789ab" and an ellipsis (K from
+ * 1, twelve hex digits of its digest), malloc'd; NULL when out of memory. */
+char *hu_oci_layer_name(const struct hu_oci_image *img, size_t k);
 /* Open the blob @d of @img (a regular file, no symlink on the way, of
  * @d's size): its fd, or -1. */
 int hu_oci_blob_open(const struct hu_oci_image *img,
@@ -1229,6 +1233,8 @@ void hu_ociout_close(struct hu_ociout *w);
 /* One image (an entry of index.json) as `oci ls` shows it. */
 struct hu_oci_entry {
 	const char *tag;	/* NULL: untagged */
+	/* NULL: an entry that is no descriptor hunion reads (another
+	 * tool's; its tag is still given) */
 	const char *digest, *media_type;
 	uint64_t size;
 	const char *os, *arch, *variant;	/* NULL: unknown */

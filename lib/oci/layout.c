@@ -159,14 +159,6 @@ static void platform_text(const struct oci_platform *p, char *out,
 
 /* ---- the image an operand names ---- */
 
-/* e's message, with the layout's path (and the document it names). */
-static int in_layout(struct hu_error *e, const char *layout)
-{
-	if (!e->path)
-		e->path = strdup(layout);
-	return -1;
-}
-
 /* "tag=sha256:0123456789ab (linux/amd64), ..." into @out, cut with "..."
  * when it does not fit. */
 static void list_text(const struct oci_index *x, char *out, size_t size)
@@ -211,7 +203,7 @@ static int choose_top(const struct oci_index *x, const char *layout,
 		      struct hu_error *e)
 {
 	const struct oci_entry *found = NULL;
-	char why[120];
+	char why[200];	/* a tag is at most 128 bytes */
 
 	for (size_t i = 0; i < x->n; i++) {
 		const struct oci_entry *en = &x->v[i];
@@ -302,7 +294,7 @@ static int resolve_index(struct resolve *r, const struct hu_oci_desc *d,
 	rc = oci_index_parse(buf, len, what, &x, e);
 	free(buf);
 	if (rc < 0)
-		return in_layout(e, r->img->layout);
+		return oci_error_in(e, r->img->layout);
 	rc = choose_platform(r, &x, d, depth, e);
 	oci_index_free(&x);
 	return rc;
@@ -323,14 +315,14 @@ static int resolve_manifest(struct resolve *r, const struct hu_oci_desc *d,
 	rc = oci_manifest_parse(buf, len, what, img, e);
 	free(buf);
 	if (rc < 0)
-		return in_layout(e, img->layout);
+		return oci_error_in(e, img->layout);
 	if (oci_doc_read(img->layout_fd, img->layout, &img->config,
 			 &img->config_json, &img->config_len, e) < 0)
 		return -1;
 	snprintf(what, sizeof(what), "config %s", img->config.digest);
 	if (oci_config_parse(img->config_json, img->config_len, what, img,
 			     e) < 0)
-		return in_layout(e, img->layout);
+		return oci_error_in(e, img->layout);
 	return 0;
 }
 
@@ -378,7 +370,7 @@ static int check_layout_file(int fd, const char *layout, struct hu_error *e)
 		return -1;
 	rc = oci_layout_version_check(buf, len, e);
 	free(buf);
-	return rc < 0 ? in_layout(e, layout) : 0;
+	return rc < 0 ? oci_error_in(e, layout) : 0;
 }
 
 static int read_top(int fd, const char *layout, struct oci_index *x,
@@ -393,7 +385,7 @@ static int read_top(int fd, const char *layout, struct oci_index *x,
 		return -1;
 	rc = oci_index_parse(buf, len, "index.json", x, e);
 	free(buf);
-	return rc < 0 ? in_layout(e, layout) : 0;
+	return rc < 0 ? oci_error_in(e, layout) : 0;
 }
 
 static int image_read(struct hu_oci_image *img, int dirfd,
@@ -447,6 +439,20 @@ int hu_oci_image_open(int dirfd, const char *layout, const char *ref,
 	}
 	*out = img;
 	return 0;
+}
+
+char *hu_oci_layer_name(const struct hu_oci_image *img, size_t k)
+{
+	char *name;
+
+	/* the operand again: REF after a ':' (a tag, or @sha256:...); the
+	 * digest cut, then U+2026 in UTF-8 */
+	if (asprintf(&name, "oci:%s%s%s layer %zu/%zu %.19s\xe2\x80\xa6",
+		     img->layout, img->ref ? ":" : "",
+		     img->ref ? img->ref : "", k + 1, img->nlayers,
+		     img->layers[k].digest) < 0)
+		return NULL;
+	return name;
 }
 
 void hu_oci_image_close(struct hu_oci_image *img)

@@ -6,12 +6,16 @@
  * manifest and config documents (parse.c), and the choice of an image by
  * REF and platform (layout.c).  The parsers take bytes, so the fuzz target
  * (tests/fuzz/ocilayout_fuzz.c) and the unit tests call them directly.
+ * The writer (ociwrite.h: ociindex.c, ocigc.c, ociimage.c, ocireuse.c)
+ * reads the same documents through these parsers: one reader of each.
  */
 #ifndef HUNION_OCI_H
 #define HUNION_OCI_H
 
 #include <stdbool.h>
 #include <stddef.h>
+
+#include <jansson.h>
 
 #include "hunion.h"
 
@@ -69,6 +73,9 @@ int oci_sha256(const void *buf, size_t len, char out[72],
 
 /* @src into @dst of @size bytes, cut short when longer (parse.c). */
 void oci_copy_field(char *dst, size_t size, const char *src);
+/* @e's path, when it has none, the layout @layout (the parsers name only
+ * the document): -1. */
+int oci_error_in(struct hu_error *e, const char *layout);
 
 /* ---- documents (parse.c; the choice of an image: layout.c) ---- */
 
@@ -78,12 +85,20 @@ struct oci_platform {
 	char variant[16];	/* "" when none */
 };
 
-/* One descriptor of an index. */
+/* @len bytes of JSON at @buf: an object (duplicate keys refused), or
+ * NULL with @e set (@what, when not NULL, names the document). */
+json_t *oci_json_load(const char *buf, size_t len, const char *what,
+		      struct hu_error *e);
+
+/* One descriptor of an index, in the index's order. */
 struct oci_entry {
 	struct hu_oci_desc desc;
 	char *tag;		/* its org.opencontainers.image.ref.name */
-	bool has_platform;
+	bool has_platform;	/* a platform with os and architecture */
 	struct oci_platform platform;
+	/* OCI_INDEX_KEEP_UNREADABLE: an entry that is no descriptor hunion
+	 * reads (desc zeroed, tag still read) */
+	bool unreadable;
 };
 
 struct oci_index {
@@ -95,14 +110,43 @@ struct oci_index {
  * every descriptor checked (digest, size).  @what names it in errors. */
 int oci_index_parse(const char *buf, size_t len, const char *what,
 		    struct oci_index *out, struct hu_error *e);
+/* The same of an index loaded (oci_json_load), for the writer, which
+ * keeps the object to rewrite it.  With OCI_INDEX_KEEP_UNREADABLE an
+ * entry that is no readable descriptor (another tool's) is kept, marked,
+ * instead of refusing the index. */
+#define OCI_INDEX_KEEP_UNREADABLE 1u
+int oci_index_entries(json_t *j, const char *what, unsigned flags,
+		      struct oci_index *out, struct hu_error *e);
 void oci_index_free(struct oci_index *x);
-/* Parse a manifest into @img (config, layers); each layer's media type
- * known, not encrypted. */
+
+/* A manifest's descriptors: what it references. */
+struct oci_manifest {
+	struct hu_oci_desc config;
+	size_t nlayers;
+	struct hu_oci_desc *layers;
+	bool *layer_urls;	/* per layer: given with urls */
+};
+/* Parse a manifest's descriptors (config, layers; each digest and size
+ * checked), whatever their media types: what gc and `oci ls` read. */
+int oci_manifest_descs(const char *buf, size_t len, const char *what,
+		       struct oci_manifest *m, struct hu_error *e);
+void oci_manifest_free(struct oci_manifest *m);
+/* Parse a manifest of an image hunion reads into @img (config, layers):
+ * its descriptors (oci_manifest_descs), its own media type a manifest's,
+ * its config's a config's, each layer's known and not encrypted. */
 int oci_manifest_parse(const char *buf, size_t len, const char *what,
 		       struct hu_oci_image *img, struct hu_error *e);
 /* Parse a config: rootfs.diff_ids into @img (as many as its layers). */
 int oci_config_parse(const char *buf, size_t len, const char *what,
 		     struct hu_oci_image *img, struct hu_error *e);
+/* A config's platform (os, architecture, variant) into @p; @has: it has
+ * an os and an architecture. */
+int oci_config_platform(const char *buf, size_t len, const char *what,
+			struct oci_platform *p, bool *has,
+			struct hu_error *e);
+/* The created_by of layer @k in a config's history (its entries that are
+ * no empty_layer, in order), malloc'd; NULL when none (or no JSON). */
+char *oci_config_created_by(const char *buf, size_t len, size_t k);
 
 /* oci-layout's imageLayoutVersion: 1.x, or -1. */
 int oci_layout_version_check(const char *buf, size_t len,

@@ -7,12 +7,14 @@
  * running hunion writers and none starts before it is done: no blob a
  * writer has written but not yet referenced in index.json is taken, and
  * the temporaries in the layout are killed writers' leftovers, removed
- * too.  A manifest or index that cannot be read (missing, corrupt, a
- * cycle deeper than any real image) stops gc before it removes anything:
- * what it references is not known.
+ * too.  Each document is read and parsed as the image reader reads it
+ * (blob.c, parse.c).  A manifest, index or entry that cannot be read
+ * (missing, corrupt, a cycle deeper than any real image) stops gc before
+ * it removes anything: what it references is not known.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
@@ -53,17 +55,13 @@ static size_t mark_pos(const struct gc *g, const char *hex, bool *found)
 	return lo;
 }
 
-/* Mark @digest: 1 when it was new, 0 when marked already. */
+/* Mark @digest (a valid one: parse.c checked it): 1 when it was new, 0
+ * when marked already. */
 static int mark(struct gc *g, const char *digest, struct hu_error *e)
 {
 	bool found;
-	size_t at;
+	size_t at = mark_pos(g, digest + 7, &found);
 
-	if (!digest || !oci_digest_valid(digest))
-		return hu_error_set(e, 0, g->l.path, "a descriptor with the "
-				    "invalid digest '%s': refusing to collect",
-				    digest ? digest : "(none)");
-	at = mark_pos(g, digest + 7, &found);
 	if (found)
 		return 0;
 	if (g->n == g->cap) {
@@ -83,65 +81,65 @@ static int mark(struct gc *g, const char *digest, struct hu_error *e)
 	return 1;
 }
 
-static int walk_desc(struct gc *g, json_t *desc, int depth,
+static int walk_desc(struct gc *g, const struct hu_oci_desc *d, int depth,
 		     struct hu_error *e);
 
-static int walk_array(struct gc *g, json_t *arr, int depth,
+static int walk_index(struct gc *g, const struct oci_index *x, int depth,
 		      struct hu_error *e)
 {
-	json_t *d;
-	size_t i;
-
-	json_array_foreach(arr, i, d)
-		if (walk_desc(g, d, depth, e) < 0)
+	for (size_t i = 0; i < x->n; i++)
+		if (walk_desc(g, &x->v[i].desc, depth, e) < 0)
 			return -1;
 	return 0;
 }
 
-/* What the blob @digest of type @mt references. */
-static int walk_blob(struct gc *g, const char *digest, const char *mt,
-		     int depth, struct hu_error *e)
+/* What the document @d references: an index's entries, a manifest's
+ * config and layers, read as the image reader reads them. */
+static int walk_doc(struct gc *g, const struct hu_oci_desc *d, bool index,
+		    int depth, struct hu_error *e)
 {
-	bool man = !strcmp(mt, HU_OCI_MT_MANIFEST) ||
-		   !strcmp(mt, HU_DOCKER_MT_MANIFEST);
-	bool idx = !strcmp(mt, HU_OCI_MT_INDEX) ||
-		   !strcmp(mt, HU_DOCKER_MT_LIST);
-	json_t *j;
-	int rc = 0;
+	struct oci_manifest m;
+	struct oci_index x;
+	char *buf, what[96];
+	size_t len;
+	int rc;
 
-	if (!man && !idx)
-		return 0;
 	if (depth > GC_MAX_DEPTH)
 		return hu_error_set(e, 0, g->l.path, "%s: indexes nested "
 				    "deeper than %d: refusing to collect",
-				    digest, GC_MAX_DEPTH);
-	if (hu_ociw_blob_json(&g->l, digest, &j, e) < 0)
+				    d->digest, GC_MAX_DEPTH);
+	if (oci_doc_read(g->l.dirfd, g->l.path, d, &buf, &len, e) < 0)
 		return -1;
-	if (man) {
-		rc = walk_desc(g, json_object_get(j, "config"), depth + 1, e);
-		if (rc == 0)
-			rc = walk_array(g, json_object_get(j, "layers"),
-					depth + 1, e);
-	} else {
-		rc = walk_array(g, json_object_get(j, "manifests"), depth + 1,
-				e);
+	snprintf(what, sizeof(what), "%s %s", index ? "index" : "manifest",
+		 d->digest);
+	rc = index ? oci_index_parse(buf, len, what, &x, e) :
+		     oci_manifest_descs(buf, len, what, &m, e);
+	free(buf);
+	if (rc < 0)
+		return oci_error_in(e, g->l.path);
+	if (index) {
+		rc = walk_index(g, &x, depth + 1, e);
+		oci_index_free(&x);
+		return rc;
 	}
-	json_decref(j);
+	rc = walk_desc(g, &m.config, depth + 1, e);
+	for (size_t i = 0; i < m.nlayers && rc == 0; i++)
+		rc = walk_desc(g, &m.layers[i], depth + 1, e);
+	oci_manifest_free(&m);
 	return rc;
 }
 
-static int walk_desc(struct gc *g, json_t *desc, int depth,
+static int walk_desc(struct gc *g, const struct hu_oci_desc *d, int depth,
 		     struct hu_error *e)
 {
-	const char *digest = json_string_value(json_object_get(desc,
-								"digest"));
-	const char *mt = json_string_value(json_object_get(desc,
-							    "mediaType"));
-	int rc = mark(g, digest, e);
+	const struct oci_media_type *mt = oci_media_type(d->media_type);
+	int rc = mark(g, d->digest, e);
 
-	if (rc <= 0)
+	if (rc <= 0 || !mt)
 		return rc;
-	return mt ? walk_blob(g, digest, mt, depth, e) : 0;
+	if (mt->kind == OCI_KIND_INDEX || mt->kind == OCI_KIND_MANIFEST)
+		return walk_doc(g, d, mt->kind == OCI_KIND_INDEX, depth, e);
+	return 0;
 }
 
 static bool is_hex64(const char *s)
@@ -161,18 +159,22 @@ struct sweep {
 	struct hu_oci_gc_stats *st;
 };
 
-/* Remove @name of @dirfd (@rel names it in the layout). */
+/* Remove @name of @dirfd, the directory @prefix of the layout (@dir). */
 static int sweep_one(struct sweep *sw, int dirfd, const char *dir,
-		     const char *name, const char *rel, struct hu_error *e)
+		     const char *prefix, const char *name, struct hu_error *e)
 {
 	struct stat st;
 	uint64_t size = 0;
+	char *rel;
 
 	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
 	    S_ISREG(st.st_mode))
 		size = (uint64_t)st.st_size;
+	if (asprintf(&rel, "%s%s%s", prefix, *prefix ? "/" : "", name) < 0)
+		return hu_error_set(e, ENOMEM, dir, "out of memory");
 	if (sw->o->removed)
 		sw->o->removed(sw->o->ctx, rel, size);
+	free(rel);
 	if (!sw->o->dry_run && hu_wr_unlinkat(dirfd, name, 0) < 0 &&
 	    errno != ENOENT)
 		return hu_error_setat(e, errno, dir, name, "cannot remove");
@@ -184,34 +186,37 @@ static int sweep_one(struct sweep *sw, int dirfd, const char *dir,
 static int sweep_dir(struct sweep *sw, int dirfd, const char *prefix,
 		     bool blobs, struct hu_error *e)
 {
-	char dir[4096], rel[256];
 	struct hu_names names;
+	char *dir;
 	int rc = 0;
 
-	snprintf(dir, sizeof(dir), "%s%s%s", sw->g->l.path, *prefix ? "/" :
-		 "", prefix);
-	if (hu_names_read(dirfd, &names, dir, e) < 0)
+	if (asprintf(&dir, "%s%s%s", sw->g->l.path, *prefix ? "/" : "",
+		     prefix) < 0)
+		return hu_error_set(e, ENOMEM, sw->g->l.path, "out of memory");
+	if (hu_names_read(dirfd, &names, dir, e) < 0) {
+		free(dir);
 		return -1;
+	}
 	for (size_t i = 0; i < names.n && rc == 0; i++) {
 		const char *name = names.v[i].name;
 		bool found = false;
 
-		snprintf(rel, sizeof(rel), "%s%s%s", prefix, *prefix ? "/" :
-			 "", name);
 		if (!strncmp(name, HU_OCIW_TMP, strlen(HU_OCIW_TMP)))
-			rc = sweep_one(sw, dirfd, dir, name, rel, e);
+			rc = sweep_one(sw, dirfd, dir, prefix, name, e);
 		else if (blobs && is_hex64(name)) {
 			mark_pos(sw->g, name, &found);
 			if (found)
 				sw->st->kept++;
 			else
-				rc = sweep_one(sw, dirfd, dir, name, rel, e);
+				rc = sweep_one(sw, dirfd, dir, prefix, name,
+					       e);
 		}
 	}
 	hu_names_free(&names);
 	if (rc == 0 && !sw->o->dry_run && sw->st->removed &&
 	    hu_wr_fsync(dirfd) < 0)
 		rc = hu_error_set(e, errno, dir, "cannot sync");
+	free(dir);
 	return rc;
 }
 
@@ -220,7 +225,7 @@ int hu_oci_gc(const char *dir, const struct hu_oci_gc_opts *o,
 {
 	struct gc g = { .n = 0 };
 	struct sweep sw = { .g = &g, .o = o, .st = st };
-	json_t *index = NULL;
+	struct hu_ociw_index ix = { .j = NULL };
 	int rc = -1;
 
 	*st = (struct hu_oci_gc_stats){ .kept = 0 };
@@ -232,14 +237,15 @@ int hu_oci_gc(const char *dir, const struct hu_oci_gc_opts *o,
 	 * us. */
 	if (hu_ociw_index_lock(&g.l, e) < 0)
 		goto out;
-	if (hu_ociw_index_read(&g.l, &index, e) == 0 &&
-	    walk_array(&g, json_object_get(index, "manifests"), 0, e) == 0 &&
+	/* every entry read, or nothing collected */
+	if (hu_ociw_index_read(&g.l, 0, &ix, e) == 0 &&
+	    walk_index(&g, &ix.x, 0, e) == 0 &&
 	    sweep_dir(&sw, g.l.sha_fd, "blobs/sha256", true, e) == 0 &&
 	    sweep_dir(&sw, g.l.dirfd, "", false, e) == 0)
 		rc = 0;
 	hu_ociw_index_unlock(&g.l);
 out:
-	json_decref(index);
+	hu_ociw_index_free(&ix);
 	free(g.marked);
 	hu_ociw_layout_close(&g.l);
 	return rc;

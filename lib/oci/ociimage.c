@@ -145,22 +145,13 @@ static int base_history(json_t *c, json_t **out, struct hu_error *e,
 static int config_parse(const char *base, const char *name, json_t **out,
 			struct hu_error *e)
 {
-	json_error_t je;
-
 	if (!base) {
 		*out = minimal_config();
 		return *out ? 0 : hu_error_set(e, ENOMEM, name,
 					       "out of memory");
 	}
-	*out = json_loads(base, JSON_REJECT_DUPLICATES, &je);
-	if (!*out)
-		return hu_error_set(e, 0, name, "invalid JSON: %s (line %d)",
-				    je.text, je.line);
-	if (!json_is_object(*out)) {
-		json_decref(*out);
-		return hu_error_set(e, 0, name, "not a JSON object");
-	}
-	return 0;
+	*out = oci_json_load(base, strlen(base), NULL, e);
+	return *out ? 0 : oci_error_in(e, name);
 }
 
 /* Fill what an image config must have and @c may lack. */
@@ -365,7 +356,10 @@ int hu_ociout_commit(struct hu_ociout *w, const char *tag,
 		     struct hu_oci_desc *manifest, struct hu_error *e)
 {
 	char *config = NULL, *man = NULL, cdigest[72], mdigest[72];
-	json_t *index = NULL, *desc = NULL, *cj;
+	struct hu_ociw_index ix = { .j = NULL };
+	struct oci_platform p;
+	json_t *desc = NULL;
+	bool has;
 	int64_t created = w->o.created_set ? w->o.created : time(NULL);
 	int rc = -1;
 
@@ -379,15 +373,16 @@ int hu_ociout_commit(struct hu_ociout *w, const char *tag,
 				  &man, e) < 0 ||
 	    hu_ociw_blob_put(&w->l, man, strlen(man), mdigest, e) < 0)
 		goto out;
-	cj = json_loads(config, 0, NULL);
+	/* the index entry's platform: the config's, read as a reader
+	 * reads it */
+	if (oci_config_platform(config, strlen(config), "config", &p, &has,
+				e) < 0)
+		goto out;
 	desc = json_pack("{s:s, s:s, s:I, s:{s:s*, s:s*, s:s*}}", "mediaType",
 			 HU_OCI_MT_MANIFEST, "digest", mdigest, "size",
 			 (json_int_t)strlen(man), "platform", "architecture",
-			 json_string_value(json_object_get(cj, "architecture")),
-			 "os", json_string_value(json_object_get(cj, "os")),
-			 "variant",
-			 json_string_value(json_object_get(cj, "variant")));
-	json_decref(cj);
+			 *p.arch ? p.arch : NULL, "os", *p.os ? p.os : NULL,
+			 "variant", *p.variant ? p.variant : NULL);
 	if (!desc) {
 		hu_error_set(e, ENOMEM, w->l.path, "out of memory");
 		goto out;
@@ -395,11 +390,12 @@ int hu_ociout_commit(struct hu_ociout *w, const char *tag,
 	if (hu_interrupt_check(e) < 0 || hu_ociw_index_lock(&w->l, e) < 0)
 		goto out;
 	/* Read afresh under the lock: another writer's tag is kept. */
-	if (hu_ociw_index_read(&w->l, &index, e) == 0) {
-		rc = hu_ociw_index_set_tag(index, tag, desc, e);
+	if (hu_ociw_index_read(&w->l, OCI_INDEX_KEEP_UNREADABLE, &ix,
+			       e) == 0) {
+		rc = hu_ociw_index_set_tag(&ix, tag, desc, e);
 		desc = NULL;
 		if (rc == 0)
-			rc = hu_ociw_index_write(&w->l, index, e);
+			rc = hu_ociw_index_write(&w->l, &ix, e);
 	}
 	hu_ociw_index_unlock(&w->l);
 	if (rc == 0) {
@@ -411,7 +407,7 @@ int hu_ociout_commit(struct hu_ociout *w, const char *tag,
 	}
 out:
 	json_decref(desc);
-	json_decref(index);
+	hu_ociw_index_free(&ix);
 	free(config);
 	free(man);
 	return rc;

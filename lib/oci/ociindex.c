@@ -19,10 +19,14 @@
 
 int hu_ociw_index_lock(struct hu_ociw_layout *l, struct hu_error *e)
 {
-	char path[4096];
+	char *path;
+	int rc;
 
-	snprintf(path, sizeof(path), "%s/blobs", l->path);
-	return hu_ociw_lock_wait(l->blobs_fd, LOCK_EX, path, NULL, NULL, e);
+	if (asprintf(&path, "%s/blobs", l->path) < 0)
+		return hu_error_set(e, ENOMEM, l->path, "out of memory");
+	rc = hu_ociw_lock_wait(l->blobs_fd, LOCK_EX, path, NULL, NULL, e);
+	free(path);
+	return rc;
 }
 
 void hu_ociw_index_unlock(struct hu_ociw_layout *l)
@@ -30,37 +34,54 @@ void hu_ociw_index_unlock(struct hu_ociw_layout *l)
 	(void)flock(l->blobs_fd, LOCK_UN);
 }
 
-int hu_ociw_index_read(const struct hu_ociw_layout *l, json_t **out,
-		       struct hu_error *e)
+void hu_ociw_index_free(struct hu_ociw_index *ix)
 {
-	json_t *j, *m;
+	oci_index_free(&ix->x);
+	json_decref(ix->j);
+	ix->j = NULL;
+}
 
-	if (hu_ociw_read_json(l->dirfd, "index.json", l->path, &j, e) < 0)
-		return -1;
-	m = json_object_get(j, "manifests");
+int hu_ociw_index_parse(const char *buf, size_t len, const char *path,
+			unsigned flags, struct hu_ociw_index *ix,
+			struct hu_error *e)
+{
+	json_t *m;
+
+	memset(ix, 0, sizeof(*ix));
+	ix->j = oci_json_load(buf, len, "index.json", e);
+	if (!ix->j)
+		return oci_error_in(e, path);
+	m = json_object_get(ix->j, "manifests");
 	/* `umoci init` writes an index with none: no images */
 	if ((!m || json_is_null(m)) &&
-	    json_object_set_new(j, "manifests", json_array()) < 0) {
-		json_decref(j);
-		return hu_error_set(e, ENOMEM, l->path, "out of memory");
+	    json_object_set_new(ix->j, "manifests", json_array()) < 0) {
+		hu_ociw_index_free(ix);
+		return hu_error_set(e, ENOMEM, path, "out of memory");
 	}
-	if (!json_is_array(json_object_get(j, "manifests"))) {
-		json_decref(j);
-		return hu_error_setat(e, 0, l->path, "index.json", "no "
-				      "\"manifests\" array");
+	if (oci_index_entries(ix->j, "index.json", flags, &ix->x, e) < 0) {
+		hu_ociw_index_free(ix);
+		return oci_error_in(e, path);
 	}
-	*out = j;
 	return 0;
 }
 
-static const char *entry_tag(json_t *ent)
+int hu_ociw_index_read(const struct hu_ociw_layout *l, unsigned flags,
+		       struct hu_ociw_index *ix, struct hu_error *e)
 {
-	json_t *ann = json_object_get(ent, "annotations");
+	char *buf;
+	size_t len;
+	int rc;
 
-	return json_string_value(json_object_get(ann, HU_OCI_REF_NAME));
+	memset(ix, 0, sizeof(*ix));
+	if (oci_file_read(l->dirfd, l->path, "index.json", &buf, &len, e) < 0)
+		return -1;
+	rc = hu_ociw_index_parse(buf, len, l->path, flags, ix, e);
+	free(buf);
+	return rc;
 }
 
-/* Take @tag from @ent, and its annotations when that was the last. */
+/* Take the tag from the entry @ent, and its annotations when that was
+ * the last. */
 static void drop_tag(json_t *ent)
 {
 	json_t *ann = json_object_get(ent, "annotations");
@@ -70,26 +91,30 @@ static void drop_tag(json_t *ent)
 		json_object_del(ent, "annotations");
 }
 
-int hu_ociw_index_set_tag(json_t *index, const char *tag, json_t *desc,
-			  struct hu_error *e)
+int hu_ociw_index_set_tag(struct hu_ociw_index *ix, const char *tag,
+			  json_t *desc, struct hu_error *e)
 {
-	json_t *m = json_object_get(index, "manifests"), *ann;
+	json_t *m = json_object_get(ix->j, "manifests"), *ann;
 	const char *digest = json_string_value(json_object_get(desc,
 							       "digest"));
+	struct oci_index x;
 
-	if (!json_is_array(m) || !digest) {
+	if (!digest) {
 		json_decref(desc);
-		return hu_error_set(e, EINVAL, "index.json", "no \"manifests\" "
-				    "array, or a descriptor without digest");
+		return hu_error_set(e, EINVAL, "index.json", "a descriptor "
+				    "without digest");
 	}
-	for (size_t i = json_array_size(m); i-- > 0;) {
-		json_t *ent = json_array_get(m, i);
-		const char *t = entry_tag(ent), *d;
+	/* the parsed entries stand at the indexes of the array's */
+	for (size_t i = ix->x.n; i-- > 0;) {
+		const struct oci_entry *en = &ix->x.v[i];
+		bool tagged = en->tag != NULL;
 
-		if (t && strcmp(t, tag) == 0)
-			drop_tag(ent);
-		d = json_string_value(json_object_get(ent, "digest"));
-		if (!entry_tag(ent) && d && strcmp(d, digest) == 0)
+		if (tagged && strcmp(en->tag, tag) == 0) {
+			drop_tag(json_array_get(m, i));
+			tagged = false;
+		}
+		if (!tagged && !en->unreadable &&
+		    strcmp(en->desc.digest, digest) == 0)
 			json_array_remove(m, i);
 	}
 	ann = json_object_get(desc, "annotations");
@@ -102,13 +127,19 @@ int hu_ociw_index_set_tag(json_t *index, const char *tag, json_t *desc,
 		json_decref(desc);
 		return hu_error_set(e, ENOMEM, "index.json", "out of memory");
 	}
+	/* the entries again, ours with them */
+	if (oci_index_entries(ix->j, "index.json", OCI_INDEX_KEEP_UNREADABLE,
+			      &x, e) < 0)
+		return -1;
+	oci_index_free(&ix->x);
+	ix->x = x;
 	return 0;
 }
 
-int hu_ociw_index_write(struct hu_ociw_layout *l, json_t *index,
-			struct hu_error *e)
+int hu_ociw_index_write(struct hu_ociw_layout *l,
+			const struct hu_ociw_index *ix, struct hu_error *e)
 {
-	char *text = json_dumps(index, JSON_COMPACT);
+	char *text = json_dumps(ix->j, JSON_COMPACT);
 	int rc;
 
 	if (!text)
@@ -121,37 +152,44 @@ int hu_ociw_index_write(struct hu_ociw_layout *l, json_t *index,
 
 /* ---- oci ls -------------------------------------------------------------- */
 
-static bool is_manifest(const char *mt)
+/* The platform of @en: its descriptor's, or its config's for a
+ * manifest. */
+static int entry_platform(const struct hu_ociw_layout *l,
+			  const struct oci_entry *en, struct oci_platform *p,
+			  bool *has, struct hu_error *e)
 {
-	return mt && (!strcmp(mt, HU_OCI_MT_MANIFEST) ||
-		      !strcmp(mt, HU_DOCKER_MT_MANIFEST));
-}
-
-/* The platform of @ent: its descriptor's, or its config's for a manifest.
- * @held keeps the config read alive for the caller. */
-static int entry_platform(const struct hu_ociw_layout *l, json_t *ent,
-			  struct hu_oci_entry *en, json_t **held,
-			  struct hu_error *e)
-{
-	json_t *p = json_object_get(ent, "platform"), *man, *cfg;
-	const char *cd;
+	const struct oci_media_type *mt = oci_media_type(en->desc.media_type);
+	struct oci_manifest m;
+	char *buf, what[96];
+	size_t len;
 	int rc;
 
-	if (!p && is_manifest(en->media_type) && en->digest) {
-		if (hu_ociw_blob_json(l, en->digest, &man, e) < 0)
-			return -1;
-		cd = json_string_value(json_object_get(
-			json_object_get(man, "config"), "digest"));
-		rc = cd ? hu_ociw_blob_json(l, cd, &cfg, e) : 0;
-		json_decref(man);
-		if (rc < 0 || !cd)
-			return rc;
-		*held = p = cfg;
+	*p = en->platform;
+	*has = en->has_platform;
+	if (*has || en->unreadable || !mt || mt->kind != OCI_KIND_MANIFEST)
+		return 0;
+	if (oci_doc_read(l->dirfd, l->path, &en->desc, &buf, &len, e) < 0)
+		return -1;
+	snprintf(what, sizeof(what), "manifest %s", en->desc.digest);
+	rc = oci_manifest_descs(buf, len, what, &m, e);
+	free(buf);
+	if (rc < 0)
+		return oci_error_in(e, l->path);
+	rc = oci_doc_read(l->dirfd, l->path, &m.config, &buf, &len, e);
+	if (rc == 0) {
+		snprintf(what, sizeof(what), "config %s", m.config.digest);
+		rc = oci_config_platform(buf, len, what, p, has, e);
+		free(buf);
+		if (rc < 0)
+			oci_error_in(e, l->path);
 	}
-	en->os = json_string_value(json_object_get(p, "os"));
-	en->arch = json_string_value(json_object_get(p, "architecture"));
-	en->variant = json_string_value(json_object_get(p, "variant"));
-	return 0;
+	oci_manifest_free(&m);
+	return rc;
+}
+
+static const char *or_null(const char *s)
+{
+	return *s ? s : NULL;
 }
 
 int hu_oci_list(const char *dir,
@@ -160,36 +198,37 @@ int hu_oci_list(const char *dir,
 		void *ctx, struct hu_error *e)
 {
 	struct hu_ociw_layout l;
-	json_t *index, *ent;
-	size_t i;
+	struct hu_ociw_index ix;
 	int rc = 0;
 
 	if (hu_ociw_layout_open(&l, dir, false, 0, NULL, NULL, e) < 0)
 		return -1;
-	if (hu_ociw_index_read(&l, &index, e) < 0) {
+	if (hu_ociw_index_read(&l, OCI_INDEX_KEEP_UNREADABLE, &ix, e) < 0) {
 		hu_ociw_layout_close(&l);
 		return -1;
 	}
-	json_array_foreach(json_object_get(index, "manifests"), i, ent) {
-		json_t *held = NULL;
+	for (size_t i = 0; i < ix.x.n && rc == 0; i++) {
+		const struct oci_entry *x = &ix.x.v[i];
+		struct oci_platform p;
+		bool has;
 		struct hu_oci_entry en = {
-			.tag = entry_tag(ent),
-			.digest = json_string_value(json_object_get(ent,
-								    "digest")),
-			.media_type = json_string_value(
-				json_object_get(ent, "mediaType")),
-			.size = (uint64_t)json_integer_value(
-				json_object_get(ent, "size")),
+			.tag = x->tag,
+			.digest = x->unreadable ? NULL : x->desc.digest,
+			.media_type = x->unreadable ? NULL :
+				      x->desc.media_type,
+			.size = x->desc.size,
 		};
 
-		rc = entry_platform(&l, ent, &en, &held, e);
+		rc = entry_platform(&l, x, &p, &has, e);
+		if (rc == 0 && has) {
+			en.os = p.os;
+			en.arch = p.arch;
+			en.variant = or_null(p.variant);
+		}
 		if (rc == 0)
 			rc = fn(ctx, &en, e);
-		json_decref(held);
-		if (rc < 0)
-			break;
 	}
-	json_decref(index);
+	hu_ociw_index_free(&ix);
 	hu_ociw_layout_close(&l);
 	return rc;
 }

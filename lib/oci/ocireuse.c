@@ -30,23 +30,6 @@ static const char *oci_layer_type(const char *mt)
 	return mt;
 }
 
-static int open_src_blob(int layout_fd, const char *hex)
-{
-	int b = openat(layout_fd, "blobs", O_RDONLY | O_DIRECTORY |
-		       O_NOFOLLOW | O_CLOEXEC), s, fd = -1;
-
-	if (b < 0)
-		return -1;
-	s = openat(b, "sha256", O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
-		   O_CLOEXEC);
-	if (s >= 0) {
-		fd = openat(s, hex, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-		close(s);
-	}
-	close(b);
-	return fd;
-}
-
 /* Copy @fd's bytes into @b, hashing them: @got their digest. */
 static int copy_hashed(int fd, struct hu_ociw_blob *b, char got[72],
 		       uint64_t *size)
@@ -104,10 +87,10 @@ static int copy_blob(struct hu_ociout *w, const struct hu_oci_image *im,
 	if (fstatat(w->l.sha_fd, d->digest + 7, &st, AT_SYMLINK_NOFOLLOW) ==
 	    0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size == d->size)
 		return 0;	/* there already: content-addressed */
-	fd = open_src_blob(im->layout_fd, d->digest + 7);
+	/* opened as the image reader opens it */
+	fd = oci_blob_open(im->layout_fd, im->layout, d->digest, e);
 	if (fd < 0)
-		return hu_error_setat(e, errno, im->layout, "blobs/sha256",
-				      "cannot open blob %s", d->digest);
+		return -1;
 	if (hu_ociw_blob_begin(&w->l, &b, e) < 0) {
 		close(fd);
 		return -1;
@@ -134,30 +117,6 @@ fail:
 	return -1;
 }
 
-/* The created_by of layer @k in @im's config history (its entries that
- * are no empty_layer, in order), malloc'd; NULL when it has none. */
-static char *source_created_by(const struct hu_oci_image *im, size_t k)
-{
-	json_t *c = im->config_json ? json_loads(im->config_json, 0, NULL) :
-		    NULL, *h;
-	const char *by = NULL;
-	char *out;
-	size_t i;
-
-	json_array_foreach(json_object_get(c, "history"), i, h) {
-		if (json_is_true(json_object_get(h, "empty_layer")))
-			continue;
-		if (k-- == 0) {
-			by = json_string_value(json_object_get(h,
-							       "created_by"));
-			break;
-		}
-	}
-	out = by ? strdup(by) : NULL;
-	json_decref(c);
-	return out;
-}
-
 int hu_ociout_reuse_layer(struct hu_ociout *w, const struct hu_layer *l,
 			  const char *created_by, struct hu_error *e)
 {
@@ -179,7 +138,9 @@ int hu_ociout_reuse_layer(struct hu_ociout *w, const struct hu_layer *l,
 	if (copy_blob(w, im, d, e) < 0)
 		return -1;
 	/* its history entry says what made it, as the image said */
-	by = source_created_by(im, l->image_layer);
+	by = im->config_json ? oci_config_created_by(im->config_json,
+						     strlen(im->config_json),
+						     l->image_layer) : NULL;
 	rc = hu_ociw_add_layer(w, oci_layer_type(d->media_type), d->digest,
 		       im->diff_ids[l->image_layer], d->size,
 		       by ? by : created_by, e);

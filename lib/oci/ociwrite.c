@@ -100,113 +100,6 @@ fail:
 	return -1;
 }
 
-int hu_ociw_read_file(int dirfd, const char *name, size_t max, char **out,
-		      size_t *len, const char *path, struct hu_error *e)
-{
-	int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	struct stat st;
-	size_t got = 0;
-	char *buf;
-
-	if (fd < 0)
-		return hu_error_setat(e, errno, path, name, "cannot open");
-	if (fstat(fd, &st) < 0) {
-		hu_error_setat(e, errno, path, name, "cannot stat");
-		close(fd);
-		return -1;
-	}
-	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size > max) {
-		close(fd);
-		return hu_error_setat(e, 0, path, name, "%s",
-				      !S_ISREG(st.st_mode) ?
-				      "not a regular file" :
-				      "over hunion's cap of 4 MiB for a "
-				      "JSON document: refused");
-	}
-	buf = malloc((size_t)st.st_size + 1);
-	if (!buf) {
-		close(fd);
-		return hu_error_set(e, ENOMEM, path, "out of memory");
-	}
-	while (got < (size_t)st.st_size) {
-		ssize_t n = read(fd, buf + got, (size_t)st.st_size - got);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			hu_error_setat(e, n < 0 ? errno : 0, path, name,
-				       "cannot read%s", n ? "" :
-				       ": shorter than its size");
-			free(buf);
-			close(fd);
-			return -1;
-		}
-		got += (size_t)n;
-	}
-	close(fd);
-	buf[got] = '\0';
-	*out = buf;
-	*len = got;
-	return 0;
-}
-
-static int parse_json(const char *text, size_t len, const char *dir,
-		      const char *name, json_t **out, struct hu_error *e)
-{
-	json_error_t je;
-	json_t *j = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
-
-	if (!j)
-		return hu_error_setat(e, 0, dir, name, "invalid JSON: %s "
-				      "(line %d)", je.text, je.line);
-	if (!json_is_object(j)) {
-		json_decref(j);
-		return hu_error_setat(e, 0, dir, name, "not a JSON object");
-	}
-	*out = j;
-	return 0;
-}
-
-int hu_ociw_read_json(int dirfd, const char *name, const char *path,
-		      json_t **out, struct hu_error *e)
-{
-	char *text;
-	size_t len;
-	int rc;
-
-	if (hu_ociw_read_file(dirfd, name, OCI_JSON_MAX, &text, &len,
-			      path, e) < 0)
-		return -1;
-	rc = parse_json(text, len, path, name, out, e);
-	free(text);
-	return rc;
-}
-
-int hu_ociw_blob_json(const struct hu_ociw_layout *l, const char *digest,
-		      json_t **out, struct hu_error *e)
-{
-	char got[72], dir[4096];
-	char *text;
-	size_t len;
-	int rc;
-
-	snprintf(dir, sizeof(dir), "%s/blobs/sha256", l->path);
-	if (!oci_digest_valid(digest))
-		return hu_error_set(e, 0, l->path, "invalid digest '%s'",
-				    digest);
-	if (hu_ociw_read_file(l->sha_fd, digest + 7, OCI_JSON_MAX, &text,
-			      &len, dir, e) < 0)
-		return -1;
-	rc = oci_sha256(text, len, got, e);
-	if (rc == 0 && strcmp(got, digest) != 0)
-		rc = hu_error_setat(e, 0, dir, digest + 7, "its sha256 is %s",
-				    got);
-	if (rc == 0)
-		rc = parse_json(text, len, dir, digest + 7, out, e);
-	free(text);
-	return rc;
-}
-
 /* ---- blobs ------------------------------------------------------------- */
 
 int hu_ociw_blob_begin(struct hu_ociw_layout *l, struct hu_ociw_blob *b,
@@ -313,8 +206,9 @@ static int check_layout_file(struct hu_ociw_layout *l, bool create,
 			     struct hu_error *e)
 {
 	struct stat st;
-	json_t *j, *v;
-	int rc = 0;
+	char *buf;
+	size_t len;
+	int rc;
 
 	if (fstatat(l->dirfd, "oci-layout", &st, AT_SYMLINK_NOFOLLOW) < 0) {
 		if (errno != ENOENT || !create)
@@ -325,14 +219,12 @@ static int check_layout_file(struct hu_ociw_layout *l, bool create,
 		return hu_ociw_replace_file(l->dirfd, "oci-layout",
 					    OCI_LAYOUT_TEXT, true, l->path, e);
 	}
-	if (hu_ociw_read_json(l->dirfd, "oci-layout", l->path, &j, e) < 0)
+	/* read as the image reader reads it */
+	if (oci_file_read(l->dirfd, l->path, "oci-layout", &buf, &len, e) < 0)
 		return -1;
-	v = json_object_get(j, "imageLayoutVersion");
-	if (!json_is_string(v) || strncmp(json_string_value(v), "1.", 2))
-		rc = hu_error_setat(e, 0, l->path, "oci-layout", "not an "
-				    "image layout of version 1.x");
-	json_decref(j);
-	return rc;
+	rc = oci_layout_version_check(buf, len, e);
+	free(buf);
+	return rc < 0 ? oci_error_in(e, l->path) : 0;
 }
 
 static int open_subdir(int dirfd, const char *name, bool create,
@@ -408,7 +300,7 @@ int hu_ociw_layout_open(struct hu_ociw_layout *l, const char *dir,
 			void (*waiting)(void *ctx, const char *dir),
 			void *ctx, struct hu_error *e)
 {
-	char blobs[4096];
+	char *blobs;
 
 	*l = (struct hu_ociw_layout){ .dirfd = -1, .blobs_fd = -1,
 				      .sha_fd = -1 };
@@ -426,8 +318,12 @@ int hu_ociw_layout_open(struct hu_ociw_layout *l, const char *dir,
 	l->blobs_fd = open_subdir(l->dirfd, "blobs", create, dir, e);
 	if (l->blobs_fd < 0)
 		goto fail;
-	snprintf(blobs, sizeof(blobs), "%s/blobs", dir);
+	if (asprintf(&blobs, "%s/blobs", dir) < 0) {
+		hu_error_set(e, ENOMEM, dir, "out of memory");
+		goto fail;
+	}
 	l->sha_fd = open_subdir(l->blobs_fd, "sha256", create, blobs, e);
+	free(blobs);
 	if (l->sha_fd < 0)
 		goto fail;
 	if (create && ensure_index(l, e) < 0)

@@ -76,18 +76,6 @@ void hu_ociw_blob_abort(struct hu_ociw_layout *l, struct hu_ociw_blob *b);
 /* A whole blob from memory; @digest gets its "sha256:<hex>". */
 int hu_ociw_blob_put(struct hu_ociw_layout *l, const void *data, size_t len,
 		     char digest[72], struct hu_error *e);
-/* The blob @digest, its size and sha256 checked, as JSON (at most
- * OCI_JSON_MAX bytes). */
-int hu_ociw_blob_json(const struct hu_ociw_layout *l, const char *digest,
-		      json_t **out, struct hu_error *e);
-
-/* Read the regular file @name of @dirfd (never through a symlink), at
- * most @max bytes, NUL-terminated; @path names it in errors. */
-int hu_ociw_read_file(int dirfd, const char *name, size_t max, char **out,
-		      size_t *len, const char *path, struct hu_error *e);
-/* The same, parsed as a JSON object. */
-int hu_ociw_read_json(int dirfd, const char *name, const char *path,
-		      json_t **out, struct hu_error *e);
 /* Write @text as @name of @dirfd: a temporary, fsync'd, renamed over
  * (@noreplace: kept when @name exists), the directory fsync'd. */
 int hu_ociw_replace_file(int dirfd, const char *name, const char *text,
@@ -99,18 +87,34 @@ int hu_ociw_replace_file(int dirfd, const char *name, const char *text,
 /* Take and drop the index lock. */
 int hu_ociw_index_lock(struct hu_ociw_layout *l, struct hu_error *e);
 void hu_ociw_index_unlock(struct hu_ociw_layout *l);
-/* Read index.json (an object with a "manifests" array). */
-int hu_ociw_index_read(const struct hu_ociw_layout *l, json_t **out,
-		       struct hu_error *e);
-/* Point @tag at @desc in @index: the entries that held @tag lose it (an
+/* index.json as a writer holds it: the object, changed and written back
+ * whole (other tools' fields and entries kept as they are), and its
+ * entries as the reader parses them (parse.c), in the same order. */
+struct hu_ociw_index {
+	json_t *j;
+	struct oci_index x;
+};
+/* Parse @len bytes of index.json of the layout @path: an index with no
+ * "manifests" (`umoci init` writes one) has none; @flags as
+ * oci_index_entries() takes them (OCI_INDEX_KEEP_UNREADABLE: a writer
+ * keeps the entries of other tools it cannot read). */
+int hu_ociw_index_parse(const char *buf, size_t len, const char *path,
+			unsigned flags, struct hu_ociw_index *ix,
+			struct hu_error *e);
+/* Read and parse index.json. */
+int hu_ociw_index_read(const struct hu_ociw_layout *l, unsigned flags,
+		       struct hu_ociw_index *ix, struct hu_error *e);
+void hu_ociw_index_free(struct hu_ociw_index *ix);
+/* Point @tag at @desc in @ix: the entries that held @tag lose it (an
  * entry left untagged for @desc's own digest goes: @desc references the
  * same blobs), @desc (taken: a reference is stolen) is appended with the
- * annotation org.opencontainers.image.ref.name = @tag. */
-int hu_ociw_index_set_tag(json_t *index, const char *tag, json_t *desc,
-			  struct hu_error *e);
+ * annotation org.opencontainers.image.ref.name = @tag; the entries
+ * parsed again. */
+int hu_ociw_index_set_tag(struct hu_ociw_index *ix, const char *tag,
+			  json_t *desc, struct hu_error *e);
 /* Replace index.json by @index, atomically. */
-int hu_ociw_index_write(struct hu_ociw_layout *l, json_t *index,
-			struct hu_error *e);
+int hu_ociw_index_write(struct hu_ociw_layout *l,
+			const struct hu_ociw_index *ix, struct hu_error *e);
 /* An empty index, as a new layout holds. */
 #define HU_OCIW_INDEX_EMPTY \
 	"{\"schemaVersion\":2,\"mediaType\":\"" HU_OCI_MT_INDEX \

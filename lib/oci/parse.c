@@ -24,20 +24,30 @@ void oci_copy_field(char *dst, size_t size, const char *src)
 	dst[n] = '\0';
 }
 
-static json_t *load(const char *buf, size_t len, const char *what,
-		    struct hu_error *e)
+int oci_error_in(struct hu_error *e, const char *layout)
 {
+	if (!e->path)
+		e->path = strdup(layout);
+	return -1;
+}
+
+json_t *oci_json_load(const char *buf, size_t len, const char *what,
+		      struct hu_error *e)
+{
+	const char *sep = what ? ": " : "";
 	json_error_t jerr;
 	json_t *j = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
 
+	if (!what)
+		what = "";
 	if (!j) {
-		hu_error_set(e, 0, NULL, "%s: not valid JSON (line %d: %.80s)",
-			     what, jerr.line, jerr.text);
+		hu_error_set(e, 0, NULL, "%s%snot valid JSON (line %d: %.80s)",
+			     what, sep, jerr.line, jerr.text);
 		return NULL;
 	}
 	if (!json_is_object(j)) {
 		json_decref(j);
-		hu_error_set(e, 0, NULL, "%s: not a JSON object", what);
+		hu_error_set(e, 0, NULL, "%s%snot a JSON object", what, sep);
 		return NULL;
 	}
 	return j;
@@ -88,63 +98,98 @@ void oci_index_free(struct oci_index *x)
 	x->n = 0;
 }
 
+/* A platform object: os, architecture, variant; true when it has an os
+ * and an architecture. */
+static bool platform_get(json_t *pl, struct oci_platform *p)
+{
+	const char *os = get_string(pl, "os");
+	const char *arch = get_string(pl, "architecture");
+	const char *var = get_string(pl, "variant");
+
+	oci_copy_field(p->os, sizeof(p->os), os ? os : "");
+	oci_copy_field(p->arch, sizeof(p->arch), arch ? arch : "");
+	oci_copy_field(p->variant, sizeof(p->variant), var ? var : "");
+	return os && arch;
+}
+
+/* An entry: its tag first (an entry kept as unreadable keeps it), then
+ * its descriptor and platform. */
 static int entry_parse(json_t *o, const char *what, struct oci_entry *en,
 		       struct hu_error *e)
 {
 	json_t *pl = json_object_get(o, "platform");
 	const char *tag;
 
-	if (desc_parse(o, what, &en->desc, NULL, e) < 0)
-		return -1;
 	tag = get_string(json_object_get(o, "annotations"), REF_NAME);
 	if (tag && !(en->tag = strdup(tag)))
 		return hu_error_set(e, ENOMEM, NULL, "out of memory");
-	if (json_is_object(pl)) {
-		const char *os = get_string(pl, "os");
-		const char *arch = get_string(pl, "architecture");
-		const char *var = get_string(pl, "variant");
+	if (desc_parse(o, what, &en->desc, NULL, e) < 0)
+		return -1;
+	if (json_is_object(pl))
+		en->has_platform = platform_get(pl, &en->platform);
+	return 0;
+}
 
-		en->has_platform = os && arch;
-		oci_copy_field(en->platform.os, sizeof(en->platform.os),
-			   os ? os : "");
-		oci_copy_field(en->platform.arch, sizeof(en->platform.arch),
-			   arch ? arch : "");
-		oci_copy_field(en->platform.variant, sizeof(en->platform.variant),
-			   var ? var : "");
+int oci_index_entries(json_t *j, const char *what, unsigned flags,
+		      struct oci_index *out, struct hu_error *e)
+{
+	json_t *m = json_object_get(j, "manifests");
+
+	memset(out, 0, sizeof(*out));
+	if (!json_is_array(m))
+		return hu_error_set(e, 0, NULL, "%s: no \"manifests\" list",
+				    what);
+	out->v = calloc(json_array_size(m) + 1, sizeof(*out->v));
+	if (!out->v)
+		return hu_error_set(e, ENOMEM, NULL, "out of memory");
+	for (size_t i = 0; i < json_array_size(m); i++) {
+		struct oci_entry *en = &out->v[i];
+		struct hu_error skip = { 0 };
+		bool keep = flags & OCI_INDEX_KEEP_UNREADABLE;
+
+		out->n = i + 1;
+		if (entry_parse(json_array_get(m, i), what, en,
+				keep ? &skip : e) == 0)
+			continue;
+		if (!keep || skip.err == ENOMEM) {
+			if (keep)
+				*e = skip;
+			else
+				hu_error_clear(&skip);
+			oci_index_free(out);
+			return -1;
+		}
+		hu_error_clear(&skip);
+		memset(&en->desc, 0, sizeof(en->desc));
+		en->unreadable = true;
 	}
 	return 0;
+}
+
+/* @buf loaded (oci_json_load) and read by @fn into @out. */
+static int parse_doc(const char *buf, size_t len, const char *what,
+		     int (*fn)(json_t *j, const char *what, void *out,
+			       struct hu_error *e),
+		     void *out, struct hu_error *e)
+{
+	json_t *j = oci_json_load(buf, len, what, e);
+	int rc = j ? fn(j, what, out, e) : -1;
+
+	json_decref(j);
+	return rc;
+}
+
+static int index_entries(json_t *j, const char *what, void *out,
+			 struct hu_error *e)
+{
+	return oci_index_entries(j, what, 0, out, e);
 }
 
 int oci_index_parse(const char *buf, size_t len, const char *what,
 		    struct oci_index *out, struct hu_error *e)
 {
-	json_t *j = load(buf, len, what, e), *m;
-	int rc = -1;
-
 	memset(out, 0, sizeof(*out));
-	if (!j)
-		return -1;
-	m = json_object_get(j, "manifests");
-	if (!json_is_array(m)) {
-		hu_error_set(e, 0, NULL, "%s: no \"manifests\" list", what);
-		goto out;
-	}
-	out->v = calloc(json_array_size(m) + 1, sizeof(*out->v));
-	if (!out->v) {
-		hu_error_set(e, ENOMEM, NULL, "out of memory");
-		goto out;
-	}
-	for (size_t i = 0; i < json_array_size(m); i++) {
-		out->n = i + 1;
-		if (entry_parse(json_array_get(m, i), what, &out->v[i], e) < 0)
-			goto out;
-	}
-	rc = 0;
-out:
-	json_decref(j);
-	if (rc < 0)
-		oci_index_free(out);
-	return rc;
+	return parse_doc(buf, len, what, index_entries, out, e);
 }
 
 /* A layer descriptor hunion can read: a known layer type, unencrypted. */
@@ -164,59 +209,99 @@ static int layer_check(const struct hu_oci_desc *d, const char *what,
 	return 0;
 }
 
+void oci_manifest_free(struct oci_manifest *m)
+{
+	free(m->layers);
+	free(m->layer_urls);
+	memset(m, 0, sizeof(*m));
+}
+
+/* A manifest's descriptors: its config and its layers. */
+static int manifest_descs(json_t *j, const char *what, void *out,
+			  struct hu_error *e)
+{
+	struct oci_manifest *m = out;
+	json_t *layers;
+
+	memset(m, 0, sizeof(*m));
+	if (desc_parse(json_object_get(j, "config"), what, &m->config, NULL,
+		       e) < 0)
+		return -1;
+	layers = json_object_get(j, "layers");
+	if (!json_is_array(layers))
+		return hu_error_set(e, 0, NULL, "%s: no \"layers\" list",
+				    what);
+	m->layers = calloc(json_array_size(layers) + 1, sizeof(*m->layers));
+	m->layer_urls = calloc(json_array_size(layers) + 1,
+			       sizeof(*m->layer_urls));
+	if (!m->layers || !m->layer_urls) {
+		oci_manifest_free(m);
+		return hu_error_set(e, ENOMEM, NULL, "out of memory");
+	}
+	for (size_t i = 0; i < json_array_size(layers); i++) {
+		if (desc_parse(json_array_get(layers, i), what, &m->layers[i],
+			       &m->layer_urls[i], e) < 0) {
+			oci_manifest_free(m);
+			return -1;
+		}
+		m->nlayers = i + 1;
+	}
+	return 0;
+}
+
+int oci_manifest_descs(const char *buf, size_t len, const char *what,
+		       struct oci_manifest *m, struct hu_error *e)
+{
+	memset(m, 0, sizeof(*m));
+	return parse_doc(buf, len, what, manifest_descs, m, e);
+}
+
+/* An image hunion reads: a manifest's own type and its config's, each
+ * layer's (layer_check). */
+static int manifest_check(json_t *j, const struct oci_manifest *m,
+			  const char *what, struct hu_error *e)
+{
+	const char *own = get_string(j, "mediaType");
+	const struct oci_media_type *mt;
+
+	if (own && (!(mt = oci_media_type(own)) ||
+		    mt->kind != OCI_KIND_MANIFEST))
+		return hu_error_set(e, 0, NULL, "%s: media type '%.100s', "
+				    "not an image manifest", what, own);
+	mt = oci_media_type(m->config.media_type);
+	if (!mt || mt->kind != OCI_KIND_CONFIG)
+		return hu_error_set(e, 0, NULL, "%s: config %s has media "
+				    "type '%.100s', not an image config",
+				    what, m->config.digest,
+				    m->config.media_type);
+	for (size_t i = 0; i < m->nlayers; i++)
+		if (layer_check(&m->layers[i], what, e) < 0)
+			return -1;
+	return 0;
+}
+
 int oci_manifest_parse(const char *buf, size_t len, const char *what,
 		       struct hu_oci_image *img, struct hu_error *e)
 {
-	json_t *j = load(buf, len, what, e), *layers;
-	const struct oci_media_type *mt;
-	const char *own;
+	json_t *j = oci_json_load(buf, len, what, e);
+	struct oci_manifest m;
 	int rc = -1;
 
 	if (!j)
 		return -1;
-	own = get_string(j, "mediaType");
-	if (own && (!(mt = oci_media_type(own)) ||
-		    mt->kind != OCI_KIND_MANIFEST)) {
-		hu_error_set(e, 0, NULL, "%s: media type '%.100s', not an "
-			     "image manifest", what, own);
-		goto out;
+	if (manifest_descs(j, what, &m, e) == 0 &&
+	    manifest_check(j, &m, what, e) == 0) {
+		free(img->layers);
+		free(img->layer_urls);
+		img->config = m.config;
+		img->nlayers = m.nlayers;
+		img->layers = m.layers;
+		img->layer_urls = m.layer_urls;
+		m.layers = NULL;
+		m.layer_urls = NULL;
+		rc = 0;
 	}
-	if (desc_parse(json_object_get(j, "config"), what, &img->config, NULL,
-		       e) < 0)
-		goto out;
-	mt = oci_media_type(img->config.media_type);
-	if (!mt || mt->kind != OCI_KIND_CONFIG) {
-		hu_error_set(e, 0, NULL, "%s: config %s has media type "
-			     "'%.100s', not an image config", what,
-			     img->config.digest, img->config.media_type);
-		goto out;
-	}
-	layers = json_object_get(j, "layers");
-	if (!json_is_array(layers)) {
-		hu_error_set(e, 0, NULL, "%s: no \"layers\" list", what);
-		goto out;
-	}
-	free(img->layers);
-	img->nlayers = 0;
-	img->layers = calloc(json_array_size(layers) + 1,
-			     sizeof(*img->layers));
-	img->layer_urls = calloc(json_array_size(layers) + 1,
-				 sizeof(*img->layer_urls));
-	if (!img->layers || !img->layer_urls) {
-		hu_error_set(e, ENOMEM, NULL, "out of memory");
-		goto out;
-	}
-	for (size_t i = 0; i < json_array_size(layers); i++) {
-		struct hu_oci_desc *d = &img->layers[i];
-
-		if (desc_parse(json_array_get(layers, i), what, d,
-			       &img->layer_urls[i], e) < 0 ||
-		    layer_check(d, what, e) < 0)
-			goto out;
-		img->nlayers = i + 1;
-	}
-	rc = 0;
-out:
+	oci_manifest_free(&m);
 	json_decref(j);
 	return rc;
 }
@@ -224,7 +309,7 @@ out:
 int oci_config_parse(const char *buf, size_t len, const char *what,
 		     struct hu_oci_image *img, struct hu_error *e)
 {
-	json_t *j = load(buf, len, what, e), *rootfs, *ids;
+	json_t *j = oci_json_load(buf, len, what, e), *rootfs, *ids;
 	const char *type;
 	int rc = -1;
 
@@ -269,7 +354,7 @@ out:
 int oci_layout_version_check(const char *buf, size_t len,
 			     struct hu_error *e)
 {
-	json_t *j = load(buf, len, "oci-layout", e);
+	json_t *j = oci_json_load(buf, len, "oci-layout", e);
 	const char *v;
 	int rc = 0;
 
@@ -282,4 +367,39 @@ int oci_layout_version_check(const char *buf, size_t len,
 				  v ? v : "missing");
 	json_decref(j);
 	return rc;
+}
+
+int oci_config_platform(const char *buf, size_t len, const char *what,
+			struct oci_platform *p, bool *has, struct hu_error *e)
+{
+	json_t *j = oci_json_load(buf, len, what, e);
+
+	if (!j)
+		return -1;
+	*has = platform_get(j, p);
+	json_decref(j);
+	return 0;
+}
+
+char *oci_config_created_by(const char *buf, size_t len, size_t k)
+{
+	struct hu_error e = { 0 };
+	json_t *j = oci_json_load(buf, len, "config", &e), *h;
+	const char *by = NULL;
+	char *out;
+	size_t i;
+
+	hu_error_clear(&e);
+	/* the entries that are no empty_layer, one a layer, in order */
+	json_array_foreach(json_object_get(j, "history"), i, h) {
+		if (json_is_true(json_object_get(h, "empty_layer")))
+			continue;
+		if (k-- == 0) {
+			by = get_string(h, "created_by");
+			break;
+		}
+	}
+	out = by ? strdup(by) : NULL;
+	json_decref(j);
+	return out;
 }

@@ -295,6 +295,9 @@ static int open_archive(struct tl *t, int fd)
 	struct stat st;
 
 	t->size = fstat(fd, &st) == 0 ? (uint64_t)st.st_size : 0;
+	/* out of memory: the progress line says the layer's path */
+	if (img)
+		t->what = hu_oci_layer_name(img, k);
 	t->src = tar_src_open(fd);
 	t->a = archive_read_new();
 	if (!t->src || !t->a)
@@ -328,7 +331,8 @@ static void progress(struct tl *t)
 	if (!t->r)
 		return;
 	if (t->r->progress_read)
-		t->r->progress_read(t->r->ctx, t->l->path, t->done,
+		t->r->progress_read(t->r->ctx, t->what ? t->what :
+				    t->l->path, t->done,
 				    tar_src_bytes_read(t->src), t->size);
 	else if (t->r->progress)
 		t->r->progress(t->r->ctx, t->done);
@@ -412,6 +416,7 @@ static void release(struct tl *t)
 	tar_src_free(t->src);
 	ti_free(&t->ix);
 	free(t->last);
+	free(t->what);
 }
 
 int hu_tarlayer_unpack(struct hu_layer *l, int fd, const struct hu_stack *below,

@@ -112,6 +112,9 @@ struct tl {
 	uint32_t cnode;		/* and node */
 	uint64_t done;
 	uint64_t size;		/* the tarball file's, for progress */
+	char *what;		/* what progress calls it, when not the
+				 * layer's path: an image layer's short
+				 * name (hu_oci_layer_name) */
 	size_t blk;		/* the block size holes are made of */
 	/* The tree is merge -o's output (hu_tarlayer_extract), not a layer:
 	 * its markers go once its directories are done, as the view hides

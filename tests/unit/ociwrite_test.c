@@ -76,77 +76,111 @@ static json_t *desc(const char *digest)
 			 "digest", digest, "size", 10);
 }
 
-static char *dump(json_t *j)
+static char *dump(const struct hu_ociw_index *ix)
 {
-	char *s = json_dumps(j, JSON_COMPACT);
-
-	json_decref(j);
-	return s;
+	return json_dumps(ix->j, JSON_COMPACT);
 }
+
+/* index.json's text parsed as a writer parses it. */
+static void index_of(const char *text, struct hu_ociw_index *ix)
+{
+	struct hu_error e = { 0 };
+
+	cr_assert_eq(hu_ociw_index_parse(text, strlen(text), "lay",
+					 OCI_INDEX_KEEP_UNREADABLE, ix, &e),
+		     0, "%s", e.msg);
+}
+
+#define ENTRY(d) "{\"mediaType\":\"" HU_OCI_MT_MANIFEST "\",\"digest\":\"" \
+	d "\",\"size\":10"
 
 Test(ociwrite, set_tag_moves_the_tag_and_keeps_the_old_image)
 {
 	struct hu_error e = { 0 };
-	json_t *ix = json_loads(
-		"{\"schemaVersion\":2,\"manifests\":["
-		"{\"digest\":\"" D1 "\",\"annotations\":{\"" HU_OCI_REF_NAME
-		"\":\"t\",\"other\":\"x\"}},"
-		"{\"digest\":\"" D2 "\",\"annotations\":{\"" HU_OCI_REF_NAME
-		"\":\"u\"}}]}", 0, NULL);
+	struct hu_ociw_index ix;
 
-	cr_assert_not_null(ix);
-	cr_assert_eq(hu_ociw_index_set_tag(ix, "t", desc(D3), &e), 0);
-	tu_expect_str(dump(ix),
+	index_of("{\"schemaVersion\":2,\"manifests\":["
+		 ENTRY(D1) ",\"annotations\":{\"" HU_OCI_REF_NAME
+		 "\":\"t\",\"other\":\"x\"}},"
+		 ENTRY(D2) ",\"annotations\":{\"" HU_OCI_REF_NAME
+		 "\":\"u\"}}]}", &ix);
+	cr_assert_eq(hu_ociw_index_set_tag(&ix, "t", desc(D3), &e), 0);
+	tu_expect_str(dump(&ix),
 		"{\"schemaVersion\":2,\"manifests\":["
-		"{\"digest\":\"" D1 "\",\"annotations\":{\"other\":\"x\"}},"
-		"{\"digest\":\"" D2 "\",\"annotations\":{\"" HU_OCI_REF_NAME
-		"\":\"u\"}},"
-		"{\"mediaType\":\"" HU_OCI_MT_MANIFEST "\",\"digest\":\"" D3
-		"\",\"size\":10,\"annotations\":{\"" HU_OCI_REF_NAME
+		ENTRY(D1) ",\"annotations\":{\"other\":\"x\"}},"
+		ENTRY(D2) ",\"annotations\":{\"" HU_OCI_REF_NAME "\":\"u\"}},"
+		ENTRY(D3) ",\"annotations\":{\"" HU_OCI_REF_NAME
 		"\":\"t\"}}]}");
+	/* the entries parsed again: the tag moved */
+	cr_expect_eq(ix.x.n, 3);
+	cr_expect_null(ix.x.v[0].tag);
+	cr_expect_str_eq(ix.x.v[2].tag, "t");
+	hu_ociw_index_free(&ix);
 }
 
 Test(ociwrite, set_tag_drops_an_untagged_entry_of_the_same_image)
 {
 	struct hu_error e = { 0 };
-	json_t *ix = json_loads(
-		"{\"manifests\":[{\"digest\":\"" D1 "\",\"annotations\":{\""
-		HU_OCI_REF_NAME "\":\"t\"}},{\"digest\":\"" D2 "\"}]}", 0,
-		NULL);
+	struct hu_ociw_index ix;
 
+	index_of("{\"manifests\":[" ENTRY(D1) ",\"annotations\":{\""
+		 HU_OCI_REF_NAME "\":\"t\"}}," ENTRY(D2) "}]}", &ix);
 	/* the same image again under its tag: one entry, not two */
-	cr_assert_eq(hu_ociw_index_set_tag(ix, "t", desc(D1), &e), 0);
+	cr_assert_eq(hu_ociw_index_set_tag(&ix, "t", desc(D1), &e), 0);
 	/* D2 untagged and written again under a new tag: D2 once */
-	cr_assert_eq(hu_ociw_index_set_tag(ix, "v", desc(D2), &e), 0);
-	tu_expect_str(dump(ix),
+	cr_assert_eq(hu_ociw_index_set_tag(&ix, "v", desc(D2), &e), 0);
+	tu_expect_str(dump(&ix),
 		"{\"manifests\":["
-		"{\"mediaType\":\"" HU_OCI_MT_MANIFEST "\",\"digest\":\"" D1
-		"\",\"size\":10,\"annotations\":{\"" HU_OCI_REF_NAME
-		"\":\"t\"}},"
-		"{\"mediaType\":\"" HU_OCI_MT_MANIFEST "\",\"digest\":\"" D2
-		"\",\"size\":10,\"annotations\":{\"" HU_OCI_REF_NAME
+		ENTRY(D1) ",\"annotations\":{\"" HU_OCI_REF_NAME "\":\"t\"}},"
+		ENTRY(D2) ",\"annotations\":{\"" HU_OCI_REF_NAME
 		"\":\"v\"}}]}");
+	hu_ociw_index_free(&ix);
 }
 
-Test(ociwrite, set_tag_refuses_an_index_without_manifests)
+Test(ociwrite, index_without_manifests_is_refused_and_umoci_init_s_is_empty)
 {
 	struct hu_error e = { 0 };
-	json_t *ix = json_loads("{\"manifests\":{}}", 0, NULL);
+	struct hu_ociw_index ix;
+	const char *bad = "{\"manifests\":{}}";
 
-	cr_expect_eq(hu_ociw_index_set_tag(ix, "t", desc(D1), &e), -1);
+	cr_expect_eq(hu_ociw_index_parse(bad, strlen(bad), "lay", 0, &ix, &e),
+		     -1);
+	cr_expect(strstr(e.msg, "manifests") != NULL, "%s", e.msg);
+	cr_expect_str_eq(e.path, "lay");
 	hu_error_clear(&e);
-	json_decref(ix);
+	index_of("{\"schemaVersion\":2,\"manifests\":null}", &ix);
+	cr_expect_eq(ix.x.n, 0);
+	hu_ociw_index_free(&ix);
 }
 
 Test(ociwrite, set_tag_keeps_entries_it_cannot_read)
 {
 	struct hu_error e = { 0 };
-	json_t *ix = json_loads("{\"manifests\":[1,\"x\",{\"annotations\":5},"
-				"{\"digest\":7}]}", 0, NULL);
+	struct hu_ociw_index ix;
 
-	cr_assert_eq(hu_ociw_index_set_tag(ix, "t", desc(D1), &e), 0);
-	cr_expect_eq(json_array_size(json_object_get(ix, "manifests")), 5);
-	json_decref(ix);
+	index_of("{\"manifests\":[1,\"x\",{\"annotations\":5},"
+		 "{\"digest\":7,\"annotations\":{\"" HU_OCI_REF_NAME
+		 "\":\"t\"}}]}", &ix);
+	cr_expect(ix.x.v[0].unreadable && ix.x.v[3].unreadable);
+	cr_assert_eq(hu_ociw_index_set_tag(&ix, "t", desc(D1), &e), 0);
+	cr_expect_eq(json_array_size(json_object_get(ix.j, "manifests")), 5);
+	/* the tag is taken from an entry it cannot read too */
+	cr_expect_null(ix.x.v[3].tag);
+	hu_ociw_index_free(&ix);
+}
+
+Test(ociwrite, gc_refuses_an_index_entry_the_reader_refuses)
+{
+	struct hu_error e = { 0 };
+	struct hu_ociw_index ix;
+	const char *bad = "{\"manifests\":[{\"digest\":\"sha512:00\","
+			  "\"mediaType\":\"m\",\"size\":1}]}";
+
+	/* gc reads every entry or collects nothing */
+	cr_expect_eq(hu_ociw_index_parse(bad, strlen(bad), "lay", 0, &ix, &e),
+		     -1);
+	cr_expect(strstr(e.msg, "sha512:00") != NULL, "%s", e.msg);
+	hu_error_clear(&e);
 }
 
 /* ---- config and manifest ---------------------------------------------------- */
@@ -375,7 +409,7 @@ Test(ociwrite, gc_walks_nested_indexes_and_docker_manifests)
 	struct hu_oci_gc_stats st;
 	struct hu_ociw_layout l;
 	struct hu_error e = { 0 };
-	json_t *ix;
+	struct hu_ociw_index ix;
 	int removed = 0;
 
 	cr_assert_eq(hu_ociw_layout_open(&l, tu_path("lay"), true, LOCK_SH,
@@ -383,17 +417,22 @@ Test(ociwrite, gc_walks_nested_indexes_and_docker_manifests)
 	put(&l, "layer", layer);
 	put(&l, "{}", config);
 	snprintf(text, sizeof(text), "{\"schemaVersion\":2,\"config\":{"
-		 "\"digest\":\"%s\"},\"layers\":[{\"digest\":\"%s\"}]}",
-		 config, layer);
+		 "\"mediaType\":\"%s\",\"digest\":\"%s\",\"size\":2},"
+		 "\"layers\":[{\"mediaType\":\"%s\",\"digest\":\"%s\","
+		 "\"size\":5}]}", HU_OCI_MT_CONFIG, config,
+		 "application/vnd.oci.image.layer.v1.tar", layer);
 	put(&l, text, man);
 	snprintf(text, sizeof(text), "{\"manifests\":[{\"mediaType\":\""
-		 HU_DOCKER_MT_MANIFEST "\",\"digest\":\"%s\"}]}", man);
+		 HU_DOCKER_MT_MANIFEST "\",\"digest\":\"%s\",\"size\":"
+		 "%zu}]}", man, strlen(text));
 	put(&l, text, list);
 	put(&l, "stray", stray);
-	ix = json_pack("{s:[{s:s, s:s}]}", "manifests", "mediaType",
-		       HU_OCI_MT_INDEX, "digest", list);
-	cr_assert_eq(hu_ociw_index_write(&l, ix, &e), 0);
-	json_decref(ix);
+	snprintf(text, sizeof(text), "{\"manifests\":[{\"mediaType\":\""
+		 HU_OCI_MT_INDEX "\",\"digest\":\"%s\",\"size\":%zu}]}",
+		 list, strlen(text));
+	index_of(text, &ix);
+	cr_assert_eq(hu_ociw_index_write(&l, &ix, &e), 0);
+	hu_ociw_index_free(&ix);
 	hu_ociw_layout_close(&l);
 
 	struct hu_oci_gc_opts o = { .removed = count_removed,
@@ -414,7 +453,7 @@ Test(ociwrite, gc_refuses_a_manifest_that_is_not_its_digest)
 	struct hu_ociw_layout l;
 	struct hu_error e = { 0 };
 	char stray[72];
-	json_t *ix;
+	struct hu_ociw_index ix;
 
 	cr_assert_eq(hu_ociw_layout_open(&l, tu_path("lay"), true, LOCK_SH,
 					 NULL, NULL, &e), 0);
@@ -422,10 +461,10 @@ Test(ociwrite, gc_refuses_a_manifest_that_is_not_its_digest)
 	tu_file("lay/blobs/sha256/"
 		"3333333333333333333333333333333333333333333333333333333333333333",
 		"{}");
-	ix = json_pack("{s:[{s:s, s:s}]}", "manifests", "mediaType",
-		       HU_OCI_MT_MANIFEST, "digest", D3);
-	cr_assert_eq(hu_ociw_index_write(&l, ix, &e), 0);
-	json_decref(ix);
+	index_of("{\"manifests\":[{\"mediaType\":\"" HU_OCI_MT_MANIFEST
+		 "\",\"digest\":\"" D3 "\",\"size\":2}]}", &ix);
+	cr_assert_eq(hu_ociw_index_write(&l, &ix, &e), 0);
+	hu_ociw_index_free(&ix);
 	hu_ociw_layout_close(&l);
 	struct hu_oci_gc_opts o = { .dry_run = false };
 
@@ -433,4 +472,34 @@ Test(ociwrite, gc_refuses_a_manifest_that_is_not_its_digest)
 	cr_expect(strstr(e.msg, "sha256") != NULL, "%s", e.msg);
 	hu_error_clear(&e);
 	cr_expect_eq(st.removed, 0);
+}
+
+static void longest_removed(void *ctx, const char *name, uint64_t size)
+{
+	size_t *n = ctx;
+
+	if (strlen(name) > *n)
+		*n = strlen(name);
+}
+
+Test(ociwrite, gc_names_a_long_leftover_whole)
+{
+	struct hu_oci_gc_stats st;
+	struct hu_ociw_layout l;
+	struct hu_error e = { 0 };
+	char name[300] = "lay/blobs/sha256/" HU_OCIW_TMP;
+	size_t longest = 0;
+
+	cr_assert_eq(hu_ociw_layout_open(&l, tu_path("lay"), true, LOCK_SH,
+					 NULL, NULL, &e), 0);
+	hu_ociw_layout_close(&l);
+	/* a name of 255 bytes, the most a directory entry holds */
+	memset(name + strlen(name), 'x', 255 - strlen(HU_OCIW_TMP));
+	tu_file(name, "");
+	struct hu_oci_gc_opts o = { .dry_run = true,
+				    .removed = longest_removed,
+				    .ctx = &longest };
+
+	cr_assert_eq(hu_oci_gc(tu_path("lay"), &o, &st, &e), 0, "%s", e.msg);
+	cr_expect_eq(longest, strlen("blobs/sha256/") + 255);
 }
