@@ -14,6 +14,8 @@
 #include <archive.h>
 #include <errno.h>
 #include <openssl/evp.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,29 +25,65 @@
 
 #include "tar/tarlayer.h"
 
-enum { IN_SIZE = 1 << 17, OUT_SIZE = 1 << 18 };
+/* NBUF buffers of output: the one the reader is at, and up to NBUF - 1
+ * filled ahead by the producer. */
+enum { IN_SIZE = 1 << 17, OUT_SIZE = 1 << 18, NBUF = 4 };
 
+/* Zeros: the end-of-archive block looked for, and the tail synth_tail()
+ * gives (at most 511 bytes of padding and two blocks). */
+static const unsigned char zeros[1536];
+
+/*
+ * Two sides.  The producer reads the file, decompresses it, and counts
+ * and hashes the stored bytes; it runs in its own thread (or, when no
+ * thread can be started, in the reader's, chunk by chunk), so that the
+ * decompression runs beside libarchive's parsing and the writes.  The
+ * reader, on the caller's thread, takes its output chunk by chunk, in
+ * the same chunks as without a thread: it looks for the end-of-archive
+ * block, hashes the decompressed bytes and adds the synthetic tail.
+ */
 struct tar_src {
 	enum tar_comp comp;
 	int fd;
+	/* The producer's: set up before it starts (tar_src_open,
+	 * tar_src_verify), then its own until its last chunk is queued. */
 	bool in_eof;
 	bool open_unit;		/* inside a gzip member or zstd frame */
 	bool done;		/* no more output */
-	unsigned char *in, *out;
+	unsigned char *in;
 	size_t in_pos, in_len;
 	z_stream z;
 	bool z_init;
 	ZSTD_DStream *zs;
+	EVP_MD_CTX *raw_md;	/* verifying: the stored bytes' sha256 */
+	uint64_t raw_size;	/* and count */
+	char perr[232];		/* why its last chunk is -1 */
+	_Atomic uint64_t in_read;	/* bytes read from the file */
+	/* The hand-over, under mu: buf[head] and the filled - 1 after it
+	 * are chunks (len: their size, 0 at the end, -1 on an error) the
+	 * reader has not given back; the producer fills the next. */
+	pthread_mutex_t mu;
+	pthread_cond_t cv_filled, cv_emptied;
+	unsigned char *buf[NBUF];
+	ssize_t len[NBUF];
+	unsigned head, filled;
+	bool stop;		/* the reader wants no more */
+	/* The reader's. */
+	pthread_t thread;
+	bool started, threaded, running;
+	unsigned holding;	/* 1: buf[head] is the chunk in out */
+	const unsigned char *out;	/* the last chunk handed out */
+	bool ended;		/* the producer's last chunk was taken */
+	ssize_t end_n;		/* and said this: 0, or -1 */
 	uint64_t pos;		/* decompressed bytes handed out */
-	uint64_t in_read;	/* bytes read from the file */
 	uint64_t chunk;		/* where the last ones (in out) began */
 	uint64_t end_at;	/* where the end-of-archive block must be */
 	size_t end_ok;		/* its bytes seen so far, all zero */
 	enum { END_PENDING, END_FOUND, END_NOT } end;
-	/* An image's layer (tar_src_verify): the stored bytes' count and
-	 * sha256, the decompressed bytes' sha256, and what they must be. */
-	EVP_MD_CTX *raw_md, *tar_md;
-	uint64_t raw_size, want_size;
+	/* An image's layer (tar_src_verify): the decompressed bytes' sha256,
+	 * and what the digests and the stored size must be. */
+	EVP_MD_CTX *tar_md;
+	uint64_t want_size;
 	bool synth_done;	/* the real stream ended: its tail given */
 	uint64_t real_end;	/* where the real bytes ended */
 	size_t synth_left;
@@ -77,12 +115,18 @@ struct tar_src *tar_src_open(int fd)
 
 	if (!s)
 		return NULL;
+	pthread_mutex_init(&s->mu, NULL);
+	pthread_cond_init(&s->cv_filled, NULL);
+	pthread_cond_init(&s->cv_emptied, NULL);
 	s->fd = fd;
 	s->comp = sniff_comp(fd);
 	s->in = malloc(IN_SIZE);
-	s->out = malloc(OUT_SIZE);
-	if (!s->in || !s->out)
+	if (!s->in)
 		goto fail;
+	for (int i = 0; i < NBUF; i++)
+		if (!(s->buf[i] = malloc(OUT_SIZE)))
+			goto fail;
+	s->out = s->buf[0];
 	if (s->comp == TAR_GZIP) {
 		if (inflateInit2(&s->z, 15 + 16) != Z_OK)
 			goto fail;
@@ -100,17 +144,36 @@ fail:
 	return NULL;
 }
 
+/* Tell the producer to stop (it may be waiting for a free buffer) and
+ * wait for it: after this, everything is the reader's. */
+static void stop_producer(struct tar_src *s)
+{
+	if (!s->running)
+		return;
+	pthread_mutex_lock(&s->mu);
+	s->stop = true;
+	pthread_cond_signal(&s->cv_emptied);
+	pthread_mutex_unlock(&s->mu);
+	pthread_join(s->thread, NULL);
+	s->running = false;
+}
+
 void tar_src_free(struct tar_src *s)
 {
 	if (!s)
 		return;
+	stop_producer(s);
 	if (s->z_init)
 		inflateEnd(&s->z);
 	ZSTD_freeDStream(s->zs);
 	EVP_MD_CTX_free(s->raw_md);
 	EVP_MD_CTX_free(s->tar_md);
 	free(s->in);
-	free(s->out);
+	for (int i = 0; i < NBUF; i++)
+		free(s->buf[i]);
+	pthread_cond_destroy(&s->cv_emptied);
+	pthread_cond_destroy(&s->cv_filled);
+	pthread_mutex_destroy(&s->mu);
 	free(s);
 }
 
@@ -121,7 +184,8 @@ enum tar_comp tar_src_comp(const struct tar_src *s)
 
 uint64_t tar_src_bytes_read(const struct tar_src *s)
 {
-	return s->in_read;
+	/* (progress, on the reader's thread, while the producer counts) */
+	return atomic_load_explicit(&s->in_read, memory_order_relaxed);
 }
 
 const char *tar_src_error(const struct tar_src *s)
@@ -129,9 +193,12 @@ const char *tar_src_error(const struct tar_src *s)
 	return s->err;
 }
 
+/* ---- the producer: the file's bytes, decompressed ---- */
+
 /* @n stored bytes read into @p: counted and hashed when verifying. */
 static void raw_took(struct tar_src *s, const void *p, size_t n)
 {
+	atomic_fetch_add_explicit(&s->in_read, n, memory_order_relaxed);
 	if (!s->raw_md || n == 0)
 		return;
 	s->raw_size += n;
@@ -149,7 +216,7 @@ static int refill(struct tar_src *s)
 		n = read(s->fd, s->in, IN_SIZE);
 	while (n < 0 && errno == EINTR);
 	if (n < 0) {
-		snprintf(s->err, sizeof(s->err), "cannot read: %s",
+		snprintf(s->perr, sizeof(s->perr), "cannot read: %s",
 			 strerror(errno));
 		return -1;
 	}
@@ -157,13 +224,12 @@ static int refill(struct tar_src *s)
 	s->in_pos = 0;
 	s->in_len = (size_t)n;
 	s->in_eof = n == 0;
-	s->in_read += (uint64_t)n;
 	return 0;
 }
 
 static ssize_t truncated(struct tar_src *s)
 {
-	snprintf(s->err, sizeof(s->err), "truncated %s data",
+	snprintf(s->perr, sizeof(s->perr), "truncated %s data",
 		 tar_comp_name(s->comp));
 	return -1;
 }
@@ -181,14 +247,13 @@ static int peek(struct tar_src *s, size_t n)
 			r = read(s->fd, s->in + s->in_len, IN_SIZE - s->in_len);
 		while (r < 0 && errno == EINTR);
 		if (r < 0) {
-			snprintf(s->err, sizeof(s->err), "cannot read: %s",
+			snprintf(s->perr, sizeof(s->perr), "cannot read: %s",
 				 strerror(errno));
 			return -1;
 		}
 		raw_took(s, s->in + s->in_len, (size_t)r);
 		s->in_len += (size_t)r;
 		s->in_eof = r == 0;
-		s->in_read += (uint64_t)r;
 	}
 	return 0;
 }
@@ -227,14 +292,14 @@ static int next_unit(struct tar_src *s)
 		return -1;
 	if (unit_magic(s->comp, s->in + s->in_pos, s->in_len - s->in_pos))
 		return 0;
-	snprintf(s->err, sizeof(s->err), "data after the end of the %s "
+	snprintf(s->perr, sizeof(s->perr), "data after the end of the %s "
 		 "stream", tar_comp_name(s->comp));
 	return -1;
 }
 
-static ssize_t read_gzip(struct tar_src *s)
+static ssize_t read_gzip(struct tar_src *s, unsigned char *out)
 {
-	s->z.next_out = s->out;
+	s->z.next_out = out;
 	s->z.avail_out = OUT_SIZE;
 	while (s->z.avail_out == OUT_SIZE) {
 		int r;
@@ -265,7 +330,7 @@ static ssize_t read_gzip(struct tar_src *s)
 				continue;
 		}
 		if (r != Z_OK && r != Z_BUF_ERROR) {
-			snprintf(s->err, sizeof(s->err), "corrupt gzip data: %s",
+			snprintf(s->perr, sizeof(s->perr), "corrupt gzip data: %s",
 				 s->z.msg ? s->z.msg : "inflate failed");
 			return -1;
 		}
@@ -273,9 +338,9 @@ static ssize_t read_gzip(struct tar_src *s)
 	return (ssize_t)(OUT_SIZE - s->z.avail_out);
 }
 
-static ssize_t read_zstd(struct tar_src *s)
+static ssize_t read_zstd(struct tar_src *s, unsigned char *buf)
 {
-	ZSTD_outBuffer out = { s->out, OUT_SIZE, 0 };
+	ZSTD_outBuffer out = { buf, OUT_SIZE, 0 };
 
 	while (out.pos == 0) {
 		ZSTD_inBuffer in;
@@ -297,7 +362,7 @@ static ssize_t read_zstd(struct tar_src *s)
 		r = ZSTD_decompressStream(s->zs, &out, &in);
 		s->in_pos = in.pos;
 		if (ZSTD_isError(r)) {
-			snprintf(s->err, sizeof(s->err), "corrupt zstd data: %s",
+			snprintf(s->perr, sizeof(s->perr), "corrupt zstd data: %s",
 				 ZSTD_getErrorName(r));
 			return -1;
 		}
@@ -311,21 +376,111 @@ static ssize_t read_zstd(struct tar_src *s)
 	return (ssize_t)out.pos;
 }
 
-static ssize_t read_plain(struct tar_src *s)
+static ssize_t read_plain(struct tar_src *s, unsigned char *out)
 {
 	ssize_t n;
 
 	do
-		n = read(s->fd, s->out, OUT_SIZE);
+		n = read(s->fd, out, OUT_SIZE);
 	while (n < 0 && errno == EINTR);
 	if (n < 0)
-		snprintf(s->err, sizeof(s->err), "cannot read: %s",
+		snprintf(s->perr, sizeof(s->perr), "cannot read: %s",
 			 strerror(errno));
-	if (n > 0) {
-		raw_took(s, s->out, (size_t)n);
-		s->in_read += (uint64_t)n;
-	}
+	if (n > 0)
+		raw_took(s, out, (size_t)n);
 	s->done = n == 0;
+	return n;
+}
+
+/* The next chunk into @out: its size, 0 at the end, -1 with perr set. */
+static ssize_t produce(struct tar_src *s, unsigned char *out)
+{
+	if (s->done)
+		return 0;
+	return s->comp == TAR_GZIP ? read_gzip(s, out) :
+	       s->comp == TAR_ZSTD ? read_zstd(s, out) : read_plain(s, out);
+}
+
+static void *producer(void *arg)
+{
+	struct tar_src *s = arg;
+	ssize_t n;
+
+	do {
+		unsigned i;
+
+		pthread_mutex_lock(&s->mu);
+		while (s->filled == NBUF && !s->stop)
+			pthread_cond_wait(&s->cv_emptied, &s->mu);
+		if (s->stop) {
+			pthread_mutex_unlock(&s->mu);
+			break;
+		}
+		i = (s->head + s->filled) % NBUF;
+		pthread_mutex_unlock(&s->mu);
+		/* buf[i] is neither queued nor the reader's */
+		n = produce(s, s->buf[i]);
+		pthread_mutex_lock(&s->mu);
+		s->len[i] = n;
+		s->filled++;
+		pthread_cond_signal(&s->cv_filled);
+		pthread_mutex_unlock(&s->mu);
+	} while (n > 0);
+	return NULL;
+}
+
+/* ---- the reader ---- */
+
+/*
+ * The next chunk of the producer's, in s->out: its size, 0 at the end,
+ * -1 with s->err set.  The reader keeps its last chunk with data until
+ * it takes the next one with data, so tar_src_expect_end can look at it
+ * again even after the end.  Without a thread (none could be started)
+ * the reader produces each chunk itself, the same chunks.
+ */
+static ssize_t next_chunk(struct tar_src *s)
+{
+	unsigned i;
+	ssize_t n;
+
+	if (s->ended)
+		return s->end_n;
+	if (!s->started) {
+		s->started = true;
+		s->threaded = s->running =
+			pthread_create(&s->thread, NULL, producer, s) == 0;
+	}
+	if (s->threaded) {
+		pthread_mutex_lock(&s->mu);
+		while (s->filled == s->holding)
+			pthread_cond_wait(&s->cv_filled, &s->mu);
+		i = (s->head + s->holding) % NBUF;
+		n = s->len[i];
+		if (n > 0 && s->holding) {
+			s->filled--;	/* the last chunk back */
+			pthread_cond_signal(&s->cv_emptied);
+		}
+		if (n > 0)
+			s->head = i;
+		pthread_mutex_unlock(&s->mu);
+	} else {
+		i = (s->head + s->holding) % NBUF;
+		n = produce(s, s->buf[i]);
+		if (n > 0)
+			s->head = i;
+	}
+	if (n > 0) {
+		s->holding = 1;
+		s->out = s->buf[i];
+		return n;
+	}
+	/* The producer's last chunk: it is done, and its error, count and
+	 * digest are the reader's once it is joined. */
+	stop_producer(s);
+	s->ended = true;
+	s->end_n = n;
+	if (n < 0)
+		memcpy(s->err, s->perr, sizeof(s->err));
 	return n;
 }
 
@@ -333,8 +488,7 @@ static ssize_t read_plain(struct tar_src *s)
  * at offset s->chunk of the stream. */
 static void look_for_end(struct tar_src *s, size_t n)
 {
-	static const unsigned char zero[512];
-	uint64_t from = s->end_at + s->end_ok, to = s->end_at + sizeof(zero);
+	uint64_t from = s->end_at + s->end_ok, to = s->end_at + 512;
 
 	if (s->end != END_PENDING || from >= s->chunk + n)
 		return;
@@ -346,12 +500,12 @@ static void look_for_end(struct tar_src *s, size_t n)
 	}
 	if (to > s->chunk + n)
 		to = s->chunk + n;
-	if (memcmp(s->out + (from - s->chunk), zero, to - from) != 0) {
+	if (memcmp(s->out + (from - s->chunk), zeros, to - from) != 0) {
 		s->end = END_NOT;
 		return;
 	}
 	s->end_ok += to - from;
-	if (s->end_ok == sizeof(zero))
+	if (s->end_ok == 512)
 		s->end = END_FOUND;
 }
 
@@ -361,7 +515,8 @@ static void look_for_end(struct tar_src *s, size_t n)
  * them.  A verified image layer is the image author's bytes, not a cut
  * download (its size and digests say so), so its stream is given that
  * tail as zeros, which no digest counts; an entry whose data reaches
- * into them is still refused (tar_src_real_end).
+ * into them is still refused (tar_src_real_end).  The zeros are our
+ * own, not a buffer of the producer's.
  */
 static ssize_t synth_tail(struct tar_src *s)
 {
@@ -372,8 +527,8 @@ static ssize_t synth_tail(struct tar_src *s)
 		s->real_end = s->pos;
 		s->synth_left = (512 - s->pos % 512) % 512 + 1024;
 	}
-	n = s->synth_left < OUT_SIZE ? s->synth_left : OUT_SIZE;
-	memset(s->out, 0, n);
+	n = s->synth_left < sizeof(zeros) ? s->synth_left : sizeof(zeros);
+	s->out = zeros;
 	s->synth_left -= n;
 	return (ssize_t)n;
 }
@@ -381,16 +536,13 @@ static ssize_t synth_tail(struct tar_src *s)
 ssize_t tar_src_read(struct tar_src *s, const void **buf)
 {
 	bool synth = false;
-	ssize_t n = 0;
+	ssize_t n = next_chunk(s);
 
-	*buf = s->out;
-	if (!s->done)
-		n = s->comp == TAR_GZIP ? read_gzip(s) :
-		    s->comp == TAR_ZSTD ? read_zstd(s) : read_plain(s);
-	if (n == 0 && s->raw_md && (!s->synth_done || s->synth_left)) {
+	if (n == 0 && s->tar_md && (!s->synth_done || s->synth_left)) {
 		n = synth_tail(s);
 		synth = true;
 	}
+	*buf = s->out;
 	if (n > 0) {
 		s->chunk = s->pos;
 		s->pos += (uint64_t)n;
@@ -426,7 +578,7 @@ int tar_src_drain(struct tar_src *s)
 	ssize_t n;
 
 	/* a plain tar's bytes after its end matter only to a digest */
-	if (s->comp == TAR_PLAIN && !s->raw_md)
+	if (s->comp == TAR_PLAIN && !s->tar_md)
 		return 0;
 	while ((n = tar_src_read(s, &buf)) > 0)
 		;
@@ -445,7 +597,8 @@ int tar_src_verify(struct tar_src *s, const char *blob, uint64_t size,
 	snprintf(s->want_blob, sizeof(s->want_blob), "%s", blob);
 	snprintf(s->want_diff, sizeof(s->want_diff), "%s", diff_id);
 	s->want_size = size;
-	/* from the start: nothing was read yet (tar_src_open seeks to 0) */
+	/* from the start: nothing was read yet (tar_src_open seeks to 0),
+	 * and the producer starts at the first read */
 	return 0;
 }
 
@@ -464,8 +617,10 @@ int tar_src_verify_end(struct tar_src *s)
 {
 	char got[72];
 
-	if (!s->raw_md)
+	if (!s->tar_md)
 		return 0;
+	/* read to the end: the producer is joined, its count and digest
+	 * are ours to read */
 	if (tar_src_drain(s) < 0)
 		return -1;
 	if (s->raw_size != s->want_size) {
