@@ -20,6 +20,8 @@
 #endif
 #define HU_CRYPTO_SONAME "libcrypto.so.3"
 
+/* Every libcrypto function hunion calls, each also in the list of names
+ * below; one missing fails the link of hunion. */
 #define HU_CRYPTO_FUNCS(X) \
 	X(EVP_Digest) \
 	X(EVP_DigestFinal_ex) \

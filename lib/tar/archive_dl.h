@@ -25,8 +25,10 @@
 /* What hunion loads, and what a packager sees in the ELF .note.dlopen. */
 #define HU_LA_SONAME "libarchive.so.13"
 
-/* Every libarchive function hunion calls (tests may call others: they
- * link libarchive themselves). */
+/* Every libarchive function hunion calls, each also in the list of
+ * names below (tests may call others: they link libarchive themselves).
+ * One called but missing here fails the link of hunion, which does not
+ * link libarchive. */
 #define HU_LA_FUNCS(X) \
 	X(archive_entry_atime) \
 	X(archive_entry_atime_is_set) \
