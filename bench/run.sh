@@ -150,7 +150,7 @@ cleanup() {
 	if mountpoint -q "$FS"; then umount "$FS" || umount -l "$FS" || ok=0; fi
 	if [ -n "$LOOP" ]; then losetup -d "$LOOP" 2>/dev/null || true; fi
 	if [ "$ok" = 1 ]; then
-		rm -f "$IMG" "$W"/mkstack "$W"/walkx "$W"/*.txt "$W"/*.tsv "$W"/rss "$W"/run.* "$W"/*.out
+		rm -f "$IMG" "$W"/mkstack "$W"/walkx "$W"/startcost "$W"/*.txt "$W"/*.tsv "$W"/rss "$W"/run.* "$W"/*.out
 		rmdir "$FS" "$MNT" "$MNT2" "$W" 2>/dev/null || true
 	else
 		echo "bench: could not unmount; left $W in place" >&2
