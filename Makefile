@@ -20,7 +20,13 @@ FISHDIR ?= $(PREFIX)/share/fish/vendor_completions.d
 # they do not follow PREFIX.
 MOUNTHELPERDIR ?= /sbin
 
-PKGS     = libarchive libattr libzstd libcrypto zlib jansson
+# libarchive and libcrypto are loaded on demand (lib/tar/archive_dl.c,
+# lib/common/crypto_dl.c), never linked by hunion: their headers only
+# (dlopen() is in libc since glibc 2.34: no -ldl).  The unit tests and
+# the fuzz targets, which call them too, link them.
+PKGS     = libattr libzstd zlib jansson
+DL_PKGS  = libarchive libcrypto
+DL_LIBS  = $(shell pkg-config --libs $(DL_PKGS) 2>/dev/null || echo -larchive -lcrypto)
 WARN     = -Wall -Wextra -Wformat=2 -Wmissing-prototypes -Wvla -Wshadow \
            -Wstrict-prototypes -Wno-unused-parameter
 ifeq ($(WERROR),1)
@@ -28,8 +34,8 @@ WARN    += -Werror
 endif
 OPT     ?= -O2 -g
 CPPFLAGS += -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -Ilib
-CFLAGS  += -std=c11 -pthread $(OPT) $(WARN) $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-LDLIBS  += $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -larchive -lattr -lzstd -lcrypto -lz -ljansson)
+CFLAGS  += -std=c11 -pthread $(OPT) $(WARN) $(shell pkg-config --cflags $(DL_PKGS) $(PKGS) 2>/dev/null)
+LDLIBS  += $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lattr -lzstd -lz -ljansson)
 
 B       ?= build
 LIB_SRC  = $(sort $(wildcard lib/*/*.c))
@@ -68,7 +74,7 @@ $(B)/%.o: %.c lib/*.h lib/*/*.h lib/*/*.def cmd/*.h
 
 $(B)/unit-tests: $(UNIT_OBJ) $(B)/libhunion.a
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(UNIT_OBJ) $(B)/libhunion.a \
-		$(LDLIBS) -lcriterion
+		$(DL_LIBS) $(LDLIBS) -lcriterion
 
 unit-bin: $(B)/unit-tests
 
@@ -172,7 +178,7 @@ fuzz:
 	@for f in $(FUZZ_SRC); do n=$$(basename $$f _fuzz.c); \
 		clang -std=c11 $(CPPFLAGS) $(FUZZ_OPT) -fsanitize=fuzzer \
 			-o build-fuzz/$$n-fuzz $$f build-fuzz/libhunion.a \
-			$(LDLIBS) || exit 1; \
+			$(DL_LIBS) $(LDLIBS) || exit 1; \
 		mkdir -p build-fuzz/corpus-$$n; \
 		build-fuzz/$$n-fuzz -max_total_time=$(FUZZ_TIME) \
 			build-fuzz/corpus-$$n tests/fuzz/corpus/$$n || exit 1; \

@@ -22,7 +22,11 @@
 # (bench_damage), it also times hunion fsck -n (the top layer against those
 # beneath) and fsck -n --all-layers against bench/walkx.c, a walk of all
 # three layers that lstats every entry and lists its xattrs (what a checker
-# without the upper-only walk must do).  Every timed run includes the
+# without the upper-only walk must do).  First of all, with no filesystem
+# of its own, it times the start of short commands (bench/startcost.c,
+# BENCH_START_RUNS runs of each, alternating): hunion --version, hunion
+# whiteout ls and hunion diff of a small stack against tar --version.
+# Every timed run includes the
 # syncfs(2) that puts its output on disk; by default every run starts with its
 # inputs in the page cache (BENCH_CACHE=warm; cold drops the caches first and
 # takes about three times as long).  See bench/README.md for the knobs
@@ -51,6 +55,7 @@ DIFF_ROUNDS=${BENCH_DIFF_ROUNDS:-5}
 RSYNC_ROUNDS=${BENCH_RSYNC_ROUNDS:-1}
 FSCK_ROUNDS=${BENCH_FSCK_ROUNDS:-$ROUNDS}
 IMAGE_ROUNDS=${BENCH_IMAGE_ROUNDS:-$ROUNDS}
+START_RUNS=${BENCH_START_RUNS:-200}
 SEED=${BENCH_SEED:-1}
 CACHE=${BENCH_CACHE:-warm}
 IMG_SIZE=${BENCH_IMG_SIZE:-16G}
@@ -60,10 +65,15 @@ STRICT=${BENCH_STRICT:-0}
 CC=${CC:-cc}
 # BENCH_ONLY=tarx: the tarball rows alone (merge -o of one tar.zst against
 # tar --zstd -x), 5 rounds unless BENCH_ROUNDS says otherwise;
-# BENCH_ONLY=image: the image rows alone (image_bench)
+# BENCH_ONLY=image: the image rows alone (image_bench);
+# BENCH_ONLY=start: the start-cost rows alone (start_bench)
 ONLY=${BENCH_ONLY:-}
 case $ONLY in
 '') ;;
+start)	CONTENDERS=()
+	BIG_ENTRIES=0
+	IMAGE_ROUNDS=0
+	FSCK_ROUNDS=0 ;;
 tarx)	CONTENDERS=(tarx untar)
 	ROUNDS=${BENCH_ROUNDS:-5}
 	BIG_ENTRIES=0
@@ -72,7 +82,7 @@ tarx)	CONTENDERS=(tarx untar)
 image)	CONTENDERS=()
 	BIG_ENTRIES=0
 	FSCK_ROUNDS=0 ;;
-*)	echo "bench: BENCH_ONLY must be tarx or image" >&2; exit 2 ;;
+*)	echo "bench: BENCH_ONLY must be tarx, image or start" >&2; exit 2 ;;
 esac
 HERE=$(cd "$(dirname "$0")" && pwd)
 
@@ -87,7 +97,7 @@ done
 grep -qw overlay /proc/filesystems || modprobe overlay 2>/dev/null ||
 	die "no overlay filesystem in this kernel"
 case $CACHE in cold|warm) ;; *) die "BENCH_CACHE must be cold or warm" ;; esac
-case $ROUNDS$BIG_ROUNDS$DIFF_ROUNDS$RSYNC_ROUNDS$FSCK_ROUNDS$IMAGE_ROUNDS in
+case $ROUNDS$BIG_ROUNDS$DIFF_ROUNDS$RSYNC_ROUNDS$FSCK_ROUNDS$IMAGE_ROUNDS$START_RUNS in
 *[!0-9]*) die "rounds must be numbers" ;; esac
 [ "$ROUNDS" -ge 1 ] || die "BENCH_ROUNDS must be at least 1"
 for k in "${CONTENDERS[@]}" "${BIG_CONTENDERS[@]}"; do
@@ -140,7 +150,7 @@ cleanup() {
 	if mountpoint -q "$FS"; then umount "$FS" || umount -l "$FS" || ok=0; fi
 	if [ -n "$LOOP" ]; then losetup -d "$LOOP" 2>/dev/null || true; fi
 	if [ "$ok" = 1 ]; then
-		rm -f "$IMG" "$W"/mkstack "$W"/walkx "$W"/*.txt "$W"/*.tsv "$W"/rss "$W"/run.* "$W"/*.out
+		rm -f "$IMG" "$W"/mkstack "$W"/walkx "$W"/startcost "$W"/*.txt "$W"/*.tsv "$W"/rss "$W"/run.* "$W"/*.out
 		rmdir "$FS" "$MNT" "$MNT2" "$W" 2>/dev/null || true
 	else
 		echo "bench: could not unmount; left $W in place" >&2
@@ -657,6 +667,28 @@ image_bench() {
 	rm -rf "$FS/out" "$FS/img" "$FS/tmp"
 }
 
+# ---- start cost --------------------------------------------------------------------
+
+# The start of short commands against tar --version (issue 25): a small
+# stack of two directory layers (50 files, a change, an addition, a
+# whiteout), START_RUNS runs of each command, alternating, timed by
+# bench/startcost.c (fork to wait4, and the child's CPU time).
+start_bench() {
+	local S=$W/small i
+	echo "== start cost: $START_RUNS runs of each, alternating"
+	"$CC" -O2 -o "$W/startcost" "$HERE/startcost.c"
+	mkdir -p "$S/L0/d" "$S/L1/d"
+	for ((i = 1; i <= 50; i++)); do echo "$i" > "$S/L0/d/f$i"; done
+	echo new > "$S/L1/d/f1"
+	echo add > "$S/L1/added"
+	: > "$S/L1/d/.wh.f2"
+	"$W/startcost" "$START_RUNS" tarver "tar --version" \
+		ver "$HUNION --version" \
+		wls "$HUNION whiteout ls $S/L1" \
+		sdiff "$HUNION diff $S/L0 $S/L1" >> "$W/results.tsv"
+	rm -rf "$S"
+}
+
 # ---- main --------------------------------------------------------------------------
 
 echo "bench: building mkstack"
@@ -666,7 +698,10 @@ T_START=$(now)
 echo "bench: $HUNION; $CACHE cache before every timed run;" \
 	"$ROUNDS rounds (1M stack: $BIG_ROUNDS); work dir $W"
 
-phase stack "$ROUNDS" "${CONTENDERS[*]}" -n "$ENTRIES" -b "$BYTES"
+if [ "$START_RUNS" -gt 0 ]; then start_bench; fi
+if [ "$ONLY" != start ]; then
+	phase stack "$ROUNDS" "${CONTENDERS[*]}" -n "$ENTRIES" -b "$BYTES"
+fi
 # before fsck_bench, which damages L2
 if [ "$IMAGE_ROUNDS" -gt 0 ] &&
 	{ [ "${#CONTENDERS[@]}" -gt 0 ] || [ "$ONLY" = image ]; }; then
@@ -733,6 +768,10 @@ summarize() {
 		label["umoci"] = "umoci unpack"
 		label["imgflat"] = "hunion flatten oci:IMG"
 		label["imgpeer"] = "gzip -d blobs + tar|zstd"
+		label["tarver"] = "tar --version"
+		label["ver"] = "hunion --version"
+		label["wls"] = "hunion whiteout ls DIR"
+		label["sdiff"] = "hunion diff (small stack)"
 		# each row is compared with the baseline of its kind
 		basekey["merge"] = basekey["link"] = basekey["cp"] = "cp"
 		basekey["ovl"] = "cp"
@@ -742,8 +781,12 @@ summarize() {
 		basekey["fsck"] = basekey["fsckall"] = basekey["walkx"] = "walkx"
 		basekey["img"] = basekey["umoci"] = "umoci"
 		basekey["imgflat"] = basekey["imgpeer"] = "imgpeer"
-		# and the diff rows are in milliseconds
+		basekey["tarver"] = basekey["ver"] = basekey["wls"] = "tarver"
+		basekey["sdiff"] = "tarver"
+		# and the diff and start rows are in milliseconds
 		basems["diff"] = basems["diffauto"] = basems["rsync"] = 1
+		basems["tarver"] = basems["ver"] = basems["wls"] = 1
+		basems["sdiff"] = 1
 		printf "\n%-6s %-27s %9s %15s %7s %9s %9s %s\n", "stack", \
 			"contender", "median s", "(min - max)", "ratio", \
 			"cmd s", "peak MiB", "runs"
@@ -760,10 +803,17 @@ summarize() {
 			}
 			ratio[order[i]] = base > 0 ? m / base : -1
 			if (ms) {
+				# the start rows: CPU time too, and its ratio
+				c = p[1] == "start" ? \
+					sprintf("%7.2fms", mmedian(order[i]) * 1000) : ""
+				cbase = mmedian(p[1] SUBSEP basekey[p[2]])
+				if (p[1] == "start" && cbase > 0)
+					cratio[order[i]] = mmedian(order[i]) / cbase
 				printf "%-6s %-27s %7.1fms %6.1f - %6.1fms %6.3fx %9s %9s %d%s\n", \
 					p[1], label[p[2]], m * 1000, lo[order[i]] * 1000, \
-					hi[order[i]] * 1000, ratio[order[i]], "", "", \
-					runs[order[i]], \
+					hi[order[i]] * 1000, ratio[order[i]], c, \
+					p[1] == "start" ? sprintf("cpu %.2fx", \
+					cratio[order[i]]) : "", runs[order[i]], \
 					bad[order[i]] ? " (" bad[order[i]] " failed)" : ""
 				continue
 			}
@@ -801,6 +851,18 @@ summarize() {
 			"stack" SUBSEP "fsck", 32, "MiB")
 		miss += target("fsck -n --all-layers wall <= 1.30x walkx (stack)", \
 			"stack" SUBSEP "fsckall", 1.30, "x")
+		miss += target("hunion --version wall <= 1.30x tar --version", \
+			"start" SUBSEP "ver", 1.30, "x")
+		miss += target("hunion --version CPU <= 1.30x tar --version", \
+			"start" SUBSEP "ver", 1.30, "cpu")
+		miss += target("whiteout ls DIR wall <= 1.30x tar --version", \
+			"start" SUBSEP "wls", 1.30, "x")
+		miss += target("whiteout ls DIR CPU <= 1.30x tar --version", \
+			"start" SUBSEP "wls", 1.30, "cpu")
+		miss += target("diff (small stack) wall <= 1.30x tar --version", \
+			"start" SUBSEP "sdiff", 1.30, "x")
+		miss += target("diff (small stack) CPU <= 1.30x tar --version", \
+			"start" SUBSEP "sdiff", 1.30, "cpu")
 		if (nload) {
 			for (i = 2; i <= nload; i++)
 				for (j = i; j > 1 && loads[j - 1] > loads[j]; j--) {
@@ -814,6 +876,7 @@ summarize() {
 	}
 	function target(text, key, limit, unit,   v, verdict) {
 		if (unit == "x") v = (key in ratio) ? ratio[key] : -1
+		else if (unit == "cpu") v = (key in cratio) ? cratio[key] : -1
 		else if (unit == "ms") v = (key in walls) ? median(key) * 1000 : -1
 		else v = (key in rss && !bad[key]) ? rss[key] / 1024 : -1
 		if (!(key in seen)) {
@@ -821,7 +884,8 @@ summarize() {
 		}
 		if (v < 0) { printf "  %-56s %10s  MISS\n", text, "n/a"; return 1 }
 		verdict = v <= limit ? "PASS" : "MISS"
-		if (unit == "x") printf "  %-56s %9.2fx  %s\n", text, v, verdict
+		if (unit == "x" || unit == "cpu")
+			printf "  %-56s %9.2fx  %s\n", text, v, verdict
 		else if (unit == "ms") printf "  %-56s %7.1f ms  %s\n", text, v, verdict
 		else printf "  %-56s %6.1f MiB  %s\n", text, v, verdict
 		return verdict == "MISS"
@@ -838,7 +902,7 @@ if [ -n "$RESULTS" ]; then
 	echo "raw results: $RESULTS"
 fi
 awk -v a="$T_START" -v b="$(now)" -v c="$CACHE" 'BEGIN {
-	printf "\nwall = command + syncfs of the output, %s cache at the start of each run; ratio = median wall / median wall of the baseline of the same kind on the same stack (cp -a pre-merged; tar | zstd for flatten; umoci unpack for the image, gzip -d of its blobs + tar | zstd for its flatten; rsync -n for diff, whose rows are in ms and have no syncfs); total bench time %.0f s\n", c, b - a }'
+	printf "\nwall = command + syncfs of the output, %s cache at the start of each run; ratio = median wall / median wall of the baseline of the same kind on the same stack (cp -a pre-merged; tar | zstd for flatten; umoci unpack for the image, gzip -d of its blobs + tar | zstd for its flatten; rsync -n for diff, whose rows are in ms and have no syncfs; tar --version for the start rows, in ms, with the median CPU time and its ratio after the wall ones); total bench time %.0f s\n", c, b - a }'
 if [ "$FAILED" = 1 ]; then
 	echo "bench: some runs failed or produced a wrong tree (see above)" >&2
 	exit 1

@@ -21,8 +21,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/crypto_dl.h"
 #include "fsck/fsck_tar.h"
 #include "internal.h"
+#include "tar/archive_dl.h"
 
 /* ---- errors -------------------------------------------------------------- */
 
@@ -211,6 +213,8 @@ int fsck_tarball(struct fsck_run *r, const struct hu_layer *l,
 	struct ft t = { .r = r, .l = l, .e = e };
 	int fd, rc = -1;
 
+	if (hu_la_need(e) < 0 || (l->image && hu_crypto_need(e) < 0))
+		return -1;
 	fd = open_again(&t);
 	if (fd < 0)
 		return -1;

@@ -15,6 +15,7 @@
 
 #include "fsck/fsck_tar.h"
 #include "internal.h"
+#include "tar/archive_dl.h"
 
 /* tarWhiteoutAndEntry: reported at the whiteout of @entry (a path of
  * the tarball, normalised), once per name (node @id). */

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/crypto_dl.h"
 #include "internal.h"
 #include "oci/oci.h"
 
@@ -37,6 +38,8 @@ int oci_sha256(const void *buf, size_t len, char out[72],
 	unsigned char md[EVP_MAX_MD_SIZE];
 	unsigned int n = 0;
 
+	if (hu_crypto_need(e) < 0)
+		return -1;
 	if (!EVP_Digest(buf, len, md, &n, EVP_sha256(), NULL) || n != 32)
 		return hu_error_set(e, EIO, NULL, "sha256 failed");
 	memcpy(out, SHA256_PREFIX, sizeof(SHA256_PREFIX));

@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/crypto_dl.h"
 #include "internal.h"
 #include "oci/ociwrite.h"
 
@@ -91,7 +92,7 @@ static int copy_blob(struct hu_ociout *w, const struct hu_oci_image *im,
 	fd = oci_blob_open(im->layout_fd, im->layout, d->digest, e);
 	if (fd < 0)
 		return -1;
-	if (hu_ociw_blob_begin(&w->l, &b, e) < 0) {
+	if (hu_crypto_need(e) < 0 || hu_ociw_blob_begin(&w->l, &b, e) < 0) {
 		close(fd);
 		return -1;
 	}

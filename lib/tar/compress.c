@@ -27,6 +27,7 @@
 #include <zstd.h>
 
 #include "tar/compress.h"
+#include "common/crypto_dl.h"
 #include "internal.h"
 
 #define OUT_BUF (1u << 20)
@@ -389,10 +390,13 @@ static int gzip_setup(struct hu_zsink *z, int level, struct hu_error *e)
 int hu_zsink_open(struct hu_zsink **out, int fd, enum hu_compress c,
 		  int level, int threads, struct hu_error *e)
 {
-	struct hu_zsink *z = calloc(1, sizeof(*z));
+	struct hu_zsink *z;
 	int rc = -1;
 
 	*out = NULL;
+	if (hu_crypto_need(e) < 0)
+		return -1;
+	z = calloc(1, sizeof(*z));
 	if (!z)
 		return hu_error_set(e, ENOMEM, NULL, "out of memory");
 	z->fd = fd;

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "tar/archive_dl.h"
 #include "tar/paxxattr.h"
 #include "tar/tarlayer.h"
 

@@ -22,7 +22,9 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include "common/crypto_dl.h"
 #include "internal.h"
+#include "tar/archive_dl.h"
 #include "tar/tarlayer.h"
 
 /* ---- messages ------------------------------------------------------------ */
@@ -428,6 +430,8 @@ int hu_tarlayer_unpack(struct hu_layer *l, int fd, const struct hu_stack *below,
 	int rc;
 
 	l->unpacked_lock = -1;
+	if (hu_la_need(e) < 0 || (l->image && hu_crypto_need(e) < 0))
+		return -1;
 	/* The private copy is made even in a dry run: it is input. */
 	hu_wr_set_dry_run(false);
 	rc = unpack(&t, fd);
@@ -452,8 +456,12 @@ int hu_tarlayer_extract(struct hu_layer *l, int root, bool over,
 			.root = root, .cfd = -1, .as_root = geteuid() == 0,
 			.to_output = true, .stats = st, .over = over,
 			.stash = -1 };
-	int rc = read_into_root(&t, l->fd);
+	int rc;
 
+	*fallback = false;
+	if (hu_la_need(e) < 0 || (l->image && hu_crypto_need(e) < 0))
+		return -1;
+	rc = read_into_root(&t, l->fd);
 	release(&t);
 	*fallback = t.fallback;
 	return rc;

@@ -31,6 +31,7 @@
 
 #include "tar/compress.h"
 #include "internal.h"
+#include "tar/archive_dl.h"
 #include "tar/paxxattr.h"
 
 #define DATA_BUF (64u << 10)	/* symlink targets */
@@ -98,9 +99,12 @@ static int tfail(struct hu_tarout *t, const char *path, struct hu_error *e)
 int hu_tarout_open(struct hu_tarout **out, int fd,
 		   const struct hu_tarout_opts *o, struct hu_error *e)
 {
-	struct hu_tarout *t = calloc(1, sizeof(*t));
+	struct hu_tarout *t;
 
 	*out = NULL;
+	if (hu_la_need(e) < 0)
+		return -1;
+	t = calloc(1, sizeof(*t));
 	if (!t)
 		return hu_error_set(e, ENOMEM, NULL, "out of memory");
 	t->o = *o;

@@ -23,6 +23,8 @@
 #include <zlib.h>
 #include <zstd.h>
 
+#include "common/crypto_dl.h"
+#include "tar/archive_dl.h"
 #include "tar/tarlayer.h"
 
 /* NBUF buffers of output: the one the reader is at, and up to NBUF - 1
@@ -166,8 +168,10 @@ void tar_src_free(struct tar_src *s)
 	if (s->z_init)
 		inflateEnd(&s->z);
 	ZSTD_freeDStream(s->zs);
-	EVP_MD_CTX_free(s->raw_md);
-	EVP_MD_CTX_free(s->tar_md);
+	if (s->raw_md)		/* only a verified layer loads libcrypto */
+		EVP_MD_CTX_free(s->raw_md);
+	if (s->tar_md)
+		EVP_MD_CTX_free(s->tar_md);
 	free(s->in);
 	for (int i = 0; i < NBUF; i++)
 		free(s->buf[i]);
