@@ -25,7 +25,7 @@ set -u
 # Run again with SIGINT as it should be (env(1) resets it before exec).
 if [ -z "${HUNION_CLI_SIGINT:-}" ]; then
 	export HUNION_CLI_SIGINT=1
-	exec env --default-signal=INT bash "$0" "$@"
+	exec env --default-signal=INT "$0" "$@"
 fi
 # shellcheck source=tests/mntns.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../mntns.sh"
