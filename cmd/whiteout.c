@@ -331,7 +331,7 @@ int cmd_whiteout_convert(const struct cmd *c, int argc, char **argv)
 				"finish\n");
 		}
 	} else {
-		front_progress_done();
+		progress_finish(st.entries, PROGRESS_UNKNOWN);
 		if (front.verbosity > 0 || o.dry_run)
 			print_summary(&a, argv[first], &o, &st);
 	}
