@@ -9,6 +9,7 @@
 #define HUNION_CMD_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "hunion.h"
@@ -64,6 +65,11 @@ const struct cmd *cmd_top(void);	/* "hunion" itself, holding them */
 	"show what would be done, change nothing" }
 #define OPT_JSON { "json", 0, OPT_NONE, NULL, NULL, \
 	"one JSON object per line" }
+#define OPT_PROGRESS { "progress", 0, OPT_REQUIRED, "WHEN", \
+	"auto|always|never", "progress on stderr: on a terminal (auto), " \
+	"also as a line every 10 s elsewhere (always), or not" }, \
+	{ "progress-fd", 0, OPT_REQUIRED, "FD", NULL, \
+	"JSON progress lines on file descriptor FD" }
 #define OPT_END { NULL, 0, OPT_NONE, NULL, NULL, NULL }
 
 /* ---- option parsing (common.c) --------------------------------------- */
@@ -107,9 +113,26 @@ void front_close_stdout(void);
 
 /* Print "hunion CMD: PATH: message: strerror(err)" to stderr. */
 void print_error(const struct hu_error *e);
-/* A hu_report that prints warnings (unless quiet) and progress on a tty. */
+/* A hu_report that prints warnings (unless quiet) and progress in the
+ * forms asked for (progress.c). */
 struct hu_report front_report(void);
+void front_report_warn(void *ctx, const struct hu_error *w);
+/* Clear the terminal's progress line, before any other output. */
 void front_progress_done(void);
+
+/* ---- progress (progress.c) --------------------------------------------- */
+enum progress_mode { PROGRESS_AUTO = 0, PROGRESS_ALWAYS, PROGRESS_NEVER };
+#define PROGRESS_UNKNOWN UINT64_MAX
+/* Take --progress, --progress-fd or fsck's -C: 1, 0 if @o is none of
+ * them, -1 after a usage error. */
+int progress_opt(const struct cmd *c, const struct parsed_opt *o);
+/* After the options of a command that has --progress: start the clock,
+ * pick the forms, catch SIGUSR1.  @device names the run in -C lines. */
+void progress_start(const struct cmd *c, const char *device);
+/* The run is over: clear the line, write the final lines with the
+ * summary's own counts (@entries, @written bytes; PROGRESS_UNKNOWN: as
+ * last reported, or not known). */
+void progress_finish(uint64_t entries, uint64_t written);
 
 /* Layer options shared by every command that reads layers. */
 struct layer_opts {

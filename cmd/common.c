@@ -139,6 +139,10 @@ int cmd_parse(const struct cmd *c, int argc, char **argv,
 			goto out;
 	}
 	rc = optind;
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(c->opts[i].long_name, "progress"))
+			progress_start(c, optind < argc ? argv[argc - 1] :
+				       NULL);
 out:
 	free(lopts);
 	return rc;
@@ -187,10 +191,9 @@ void front_close_stdout(void)
 	_exit(front.trouble);
 }
 
-static bool progress_shown;
-
-static void report_warn(void *ctx, const struct hu_error *w)
+void front_report_warn(void *ctx, const struct hu_error *w)
 {
+	(void)ctx;
 	if (front.verbosity < 0)
 		return;
 	front_progress_done();
@@ -203,42 +206,6 @@ static void report_warn(void *ctx, const struct hu_error *w)
 	if (w->err)
 		fprintf(stderr, ": %s", strerror(w->err));
 	fputc('\n', stderr);
-}
-
-static void report_progress(void *ctx, uint64_t done)
-{
-	if (!front.progress || front.verbosity < 0)
-		return;
-	fprintf(stderr, "\r%s: %llu entries", front.cmdname,
-		(unsigned long long)done);
-	progress_shown = true;
-}
-
-static void report_progress_read(void *ctx, const char *what, uint64_t done,
-				 uint64_t read, uint64_t size)
-{
-	if (!front.progress || front.verbosity < 0)
-		return;
-	fprintf(stderr, "\r%s: ", front.cmdname);
-	print_path_escaped(stderr, what);
-	fprintf(stderr, ": %llu entries, %llu of %llu MiB read",
-		(unsigned long long)done, (unsigned long long)(read >> 20),
-		(unsigned long long)(size >> 20));
-	progress_shown = true;
-}
-
-void front_progress_done(void)
-{
-	if (progress_shown)
-		fputs("\r\033[K", stderr);
-	progress_shown = false;
-}
-
-struct hu_report front_report(void)
-{
-	return (struct hu_report){ .warn = report_warn,
-				   .progress = report_progress,
-				   .progress_read = report_progress_read };
 }
 
 int refuse_images(const struct cmd *c, int argc, char **argv, int first,
@@ -277,7 +244,7 @@ int layer_opt(const struct cmd *c, struct layer_opts *lo,
 	} else if (!strcmp(o->name, "dry-run")) {
 		lo->dry_run = true;
 	} else {
-		return 0;
+		return progress_opt(c, o);
 	}
 	return 1;
 }

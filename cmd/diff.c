@@ -251,7 +251,7 @@ static int run(struct diff_args *a, char **ops, int nops,
 			return EXIT_USAGE;
 	}
 	if (!a->oci)
-		report.progress = NULL;	/* it would tear the listing */
+		front.progress = false;	/* a line would tear the listing */
 	a->lo.stack.report = &report;
 	if (a->trees) {
 		if (open_trees(ops, &old, &s, &report, e) < 0)

@@ -171,6 +171,11 @@ int cmd_flatten(const struct cmd *c, int argc, char **argv)
 		rc = write_image(&a, &f, &to, &e);
 	else
 		rc = tar_write(&a.tar, a.out, &s, &to, fill, &f, &d, &e);
+	if (rc >= 0 && !a.image)
+		progress_finish(a.base ? PROGRESS_UNKNOWN : f.st.entries + 1,
+				d.size);
+	else
+		progress_finish(PROGRESS_UNKNOWN, PROGRESS_UNKNOWN);
 	if (rc < 0)
 		print_error(&e);
 	else if (front.verbosity > 0 && !a.image)

@@ -299,7 +299,7 @@ int cmd_fsck(const struct cmd *c, int argc, char **argv)
 		return FSCK_USAGE;
 	report = front_report();
 	if (a.lo.json)
-		report.progress = NULL;	/* it would tear the lines */
+		front.progress = false;	/* a line would tear them */
 	a.lo.stack.report = &report;
 	a.fo.dry_run = a.lo.dry_run;
 	a.fo.severity = a.sev;
@@ -308,7 +308,10 @@ int cmd_fsck(const struct cmd *c, int argc, char **argv)
 	a.fo.report = &report;
 	rc = hu_fsck(argv + first, argc - first, &a.lo.stack, &a.fo, &st,
 		     &e);
-	front_progress_done();
+	if (rc < 0)
+		front_progress_done();
+	else
+		progress_finish(st.entries, PROGRESS_UNKNOWN);
 	if (rc < 0 && !hu_interrupted()) {
 		print_error(&e);
 		hu_error_clear(&e);

@@ -25,7 +25,7 @@ static const struct cmd_opt merge_opts[] = {
 	{ "force", 0, OPT_NONE, NULL, NULL,
 	  "with --into: go on while the upper or the target is part of a "
 	  "mounted overlay, or may be" },
-	OPT_FORMAT, OPT_PLATFORM, OPT_USERXATTR, OPT_DRY_RUN, OPT_VERBOSE, OPT_QUIET,
+	OPT_FORMAT, OPT_PLATFORM, OPT_USERXATTR, OPT_DRY_RUN, OPT_VERBOSE, OPT_QUIET, OPT_PROGRESS,
 	OPT_HELP, OPT_END
 };
 
@@ -54,7 +54,7 @@ static const struct cmd_opt wh_convert_opts[] = {
 	  "rewrite the markers of LAYER itself" },
 	{ "to-userxattr", 0, OPT_NONE, NULL, NULL,
 	  "write markers under user.* instead of trusted.*" },
-	OPT_FORMAT, OPT_USERXATTR, OPT_DRY_RUN, OPT_VERBOSE, OPT_QUIET,
+	OPT_FORMAT, OPT_USERXATTR, OPT_DRY_RUN, OPT_VERBOSE, OPT_QUIET, OPT_PROGRESS,
 	OPT_HELP, OPT_END
 };
 
@@ -86,7 +86,7 @@ static const struct cmd_opt flatten_opts[] = {
 	  "keep the bottom N layers as context: write the squashed layer of "
 	  "the ones above" },
 	OPT_TAR_OUT, OPT_OCI_OUT, OPT_FORMAT, OPT_PLATFORM, OPT_USERXATTR,
-	OPT_VERBOSE, OPT_QUIET, OPT_HELP, OPT_END
+	OPT_VERBOSE, OPT_QUIET, OPT_PROGRESS, OPT_HELP, OPT_END
 };
 
 static const struct cmd_opt diff_opts[] = {
@@ -103,7 +103,7 @@ static const struct cmd_opt diff_opts[] = {
 	  "the tarball to write with --oci (- for standard output), or "
 	  "oci:DIR:TAG for an image" },
 	OPT_TAR_OUT, OPT_OCI_OUT, OPT_FORMAT, OPT_PLATFORM, OPT_USERXATTR,
-	OPT_QUIET, OPT_HELP, OPT_END
+	OPT_QUIET, OPT_PROGRESS, OPT_HELP, OPT_END
 };
 
 static const struct cmd_opt fsck_opts[] = {
@@ -128,7 +128,10 @@ static const struct cmd_opt fsck_opts[] = {
 	{ "force", 0, OPT_NONE, NULL, NULL,
 	  "with -p or -y: repair where it cannot be known whether a mounted "
 	  "overlay uses the layer" },
-	OPT_FORMAT, OPT_PLATFORM, OPT_USERXATTR, OPT_VERBOSE, OPT_QUIET, OPT_HELP, OPT_END
+	OPT_FORMAT, OPT_PLATFORM, OPT_USERXATTR, OPT_VERBOSE, OPT_QUIET, OPT_PROGRESS,
+	{ "completion-fd", 'C', OPT_REQUIRED, "FD", NULL,
+	  "e2fsck's completion lines (PASS CURRENT MAX DEVICE) on FD" },
+	OPT_HELP, OPT_END
 };
 
 static const struct cmd_opt mount_opts[] = {
@@ -320,6 +323,8 @@ int main(int argc, char **argv)
 		rc = cmd_mount_helper(argc, argv);
 	else
 		rc = dispatch(&top, "hunion", argc, argv);
+	/* a run that failed still ends its progress forms */
+	progress_finish(PROGRESS_UNKNOWN, PROGRESS_UNKNOWN);
 	if (caught && !front.keep_exit) {
 		/* cleaned up: now die of the signal, as the shell expects */
 		signal(caught, SIG_DFL);

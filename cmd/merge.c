@@ -36,6 +36,14 @@ static int merge_opt(void *ctx, const struct parsed_opt *o)
 	return 0;
 }
 
+/* What merge -o wrote, for the final progress lines: the entries its
+ * summary counts, and their bytes. */
+static void finish_stats(const struct hu_merge_stats *st)
+{
+	progress_finish(st->dirs + st->files + st->symlinks + st->specials +
+			st->hardlinks, st->bytes);
+}
+
 static void print_stats(const struct merge_args *a,
 			const struct hu_merge_stats *st, size_t layers)
 {
@@ -89,7 +97,10 @@ static int merge_into(struct merge_args *a, struct hu_stack *s,
 	struct hu_error e = { 0 };
 	int rc = hu_merge_down(s, &o, &st, &e);
 
-	front_progress_done();
+	if (rc < 0)
+		front_progress_done();
+	else
+		progress_finish(PROGRESS_UNKNOWN, PROGRESS_UNKNOWN);
 	if (rc < 0)
 		print_error(&e);
 	else if (st.kept_before && front.verbosity >= 0)
@@ -112,7 +123,10 @@ static int merge_stream(struct merge_args *a, char *const layers[], size_t n,
 	int rc = hu_merge_stream(layers, n, a->out, &a->lo.stack, mo, &st,
 				 &e);
 
-	front_progress_done();
+	if (rc < 0)
+		front_progress_done();
+	else
+		finish_stats(&st);
 	if (rc < 0)
 		print_error(&e);
 	else if (front.verbosity > 0)
@@ -175,7 +189,10 @@ int cmd_merge(const struct cmd *c, int argc, char **argv)
 		return rc;
 	}
 	rc = hu_merge_tree(&s, a.out, &mo, &st, &e);
-	front_progress_done();
+	if (rc < 0)
+		front_progress_done();
+	else
+		finish_stats(&st);
 	if (rc < 0)
 		print_error(&e);
 	else if (front.verbosity > 0 || a.lo.dry_run)

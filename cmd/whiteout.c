@@ -331,7 +331,9 @@ int cmd_whiteout_convert(const struct cmd *c, int argc, char **argv)
 				"finish\n");
 		}
 	} else {
-		front_progress_done();
+		/* in place, the summary counts no entries */
+		progress_finish(a.out ? st.entries : PROGRESS_UNKNOWN,
+				PROGRESS_UNKNOWN);
 		if (front.verbosity > 0 || o.dry_run)
 			print_summary(&a, argv[first], &o, &st);
 	}

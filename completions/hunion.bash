@@ -16,30 +16,30 @@ _hunion_spec()
 		;;
 	'hunion merge')
 		subs=''
-		longs='--output= --link --into --keep-upper --force --format= --platform= --userxattr --dry-run --verbose --quiet --help'
+		longs='--output= --link --into --keep-upper --force --format= --platform= --userxattr --dry-run --verbose --quiet --progress= --progress-fd= --help'
 		shorts='-o -n -v -q -h'
-		args='-o --output --format --platform'
+		args='-o --output --format --platform --progress --progress-fd'
 		operands='@layer'
 		;;
 	'hunion diff')
 		subs=''
-		longs='--recursive --json --exact --trees --oci --output= --compress= --level= --threads= --descriptor= --clamp-mtime= --opaque-markers --config= --history= --format= --platform= --userxattr --quiet --help'
+		longs='--recursive --json --exact --trees --oci --output= --compress= --level= --threads= --descriptor= --clamp-mtime= --opaque-markers --config= --history= --format= --platform= --userxattr --quiet --progress= --progress-fd= --help'
 		shorts='-r -o -q -h'
-		args='-o --output --compress --level --threads --descriptor --clamp-mtime --config --history --format --platform'
+		args='-o --output --compress --level --threads --descriptor --clamp-mtime --config --history --format --platform --progress --progress-fd'
 		operands='@layer'
 		;;
 	'hunion flatten')
 		subs=''
-		longs='--output= --base= --compress= --level= --threads= --descriptor= --clamp-mtime= --opaque-markers --config= --history= --format= --platform= --userxattr --verbose --quiet --help'
+		longs='--output= --base= --compress= --level= --threads= --descriptor= --clamp-mtime= --opaque-markers --config= --history= --format= --platform= --userxattr --verbose --quiet --progress= --progress-fd= --help'
 		shorts='-o -v -q -h'
-		args='-o --output --base --compress --level --threads --descriptor --clamp-mtime --config --history --format --platform'
+		args='-o --output --base --compress --level --threads --descriptor --clamp-mtime --config --history --format --platform --progress --progress-fd'
 		operands='@layer'
 		;;
 	'hunion fsck')
 		subs=''
-		longs='--no --preen --yes --dry-run --json --workdir= --all-layers --vacuum --severity= --repair-lowers --force --format= --platform= --userxattr --verbose --quiet --help'
-		shorts='-n -p -y -v -q -h'
-		args='--workdir --severity --format --platform'
+		longs='--no --preen --yes --dry-run --json --workdir= --all-layers --vacuum --severity= --repair-lowers --force --format= --platform= --userxattr --verbose --quiet --progress= --progress-fd= --completion-fd= --help'
+		shorts='-n -p -y -v -q -C -h'
+		args='--workdir --severity --format --platform --progress --progress-fd -C --completion-fd'
 		operands='@layer'
 		;;
 	'hunion mount')
@@ -93,9 +93,9 @@ _hunion_spec()
 		;;
 	'hunion whiteout convert')
 		subs=''
-		longs='--to= --output= --in-place --to-userxattr --format= --userxattr --dry-run --verbose --quiet --help'
+		longs='--to= --output= --in-place --to-userxattr --format= --userxattr --dry-run --verbose --quiet --progress= --progress-fd= --help'
 		shorts='-t -o -n -v -q -h'
-		args='-t --to -o --output --format'
+		args='-t --to -o --output --format --progress --progress-fd'
 		operands='@layer'
 		;;
 	'hunion oci')
@@ -128,18 +128,22 @@ _hunion_values()
 	case "$1 $2" in
 	'hunion merge --output'|'hunion merge -o') printf '%s\n' '@dir' ;;
 	'hunion merge --format') printf '%s\n' 'auto|union|overlay|oci' ;;
+	'hunion merge --progress') printf '%s\n' 'auto|always|never' ;;
 	'hunion diff --output'|'hunion diff -o') printf '%s\n' '@file' ;;
 	'hunion diff --compress') printf '%s\n' 'auto|none|gzip|zstd' ;;
 	'hunion diff --descriptor') printf '%s\n' '@file' ;;
 	'hunion diff --config') printf '%s\n' '@file' ;;
 	'hunion diff --format') printf '%s\n' 'auto|union|overlay|oci' ;;
+	'hunion diff --progress') printf '%s\n' 'auto|always|never' ;;
 	'hunion flatten --output'|'hunion flatten -o') printf '%s\n' '@file' ;;
 	'hunion flatten --compress') printf '%s\n' 'auto|none|gzip|zstd' ;;
 	'hunion flatten --descriptor') printf '%s\n' '@file' ;;
 	'hunion flatten --config') printf '%s\n' '@file' ;;
 	'hunion flatten --format') printf '%s\n' 'auto|union|overlay|oci' ;;
+	'hunion flatten --progress') printf '%s\n' 'auto|always|never' ;;
 	'hunion fsck --workdir') printf '%s\n' '@dir' ;;
 	'hunion fsck --format') printf '%s\n' 'auto|union|overlay|oci' ;;
+	'hunion fsck --progress') printf '%s\n' 'auto|always|never' ;;
 	'hunion mount --type'|'hunion mount -t') printf '%s\n' 'auto|overlay|union|fuse' ;;
 	'hunion mount --workdir') printf '%s\n' '@dir' ;;
 	'hunion mount --format') printf '%s\n' 'auto|union|overlay|oci' ;;
@@ -150,6 +154,7 @@ _hunion_values()
 	'hunion whiteout convert --to'|'hunion whiteout convert -t') printf '%s\n' 'union|overlay|oci' ;;
 	'hunion whiteout convert --output'|'hunion whiteout convert -o') printf '%s\n' '@dir' ;;
 	'hunion whiteout convert --format') printf '%s\n' 'auto|union|overlay|oci' ;;
+	'hunion whiteout convert --progress') printf '%s\n' 'auto|always|never' ;;
 	esac
 }
 

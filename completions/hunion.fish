@@ -36,6 +36,8 @@ complete -c hunion -n '__fish_seen_subcommand_from merge' -l userxattr -d 'marke
 complete -c hunion -n '__fish_seen_subcommand_from merge' -s n -l dry-run -d 'show what would be done, change nothing'
 complete -c hunion -n '__fish_seen_subcommand_from merge' -s v -l verbose -d 'say more about what is done'
 complete -c hunion -n '__fish_seen_subcommand_from merge' -s q -l quiet -d 'print errors only, no warnings'
+complete -c hunion -n '__fish_seen_subcommand_from merge' -l progress -x -a 'auto always never' -d 'progress on stderr: on a terminal (auto), also as a line every 10 s elsewhere (always), or not'
+complete -c hunion -n '__fish_seen_subcommand_from merge' -l progress-fd -x -a '' -d 'JSON progress lines on file descriptor FD'
 complete -c hunion -n '__fish_seen_subcommand_from merge' -s h -l help -d 'show this help'
 complete -c hunion -n '__fish_seen_subcommand_from merge' -x -a '(__hunion_layers)'
 
@@ -58,6 +60,8 @@ complete -c hunion -n '__fish_seen_subcommand_from diff' -l format -x -a 'auto u
 complete -c hunion -n '__fish_seen_subcommand_from diff' -l platform -x -a '' -d 'the image of an index an operand oci:DIR[:REF] reads (default: the host\'s)'
 complete -c hunion -n '__fish_seen_subcommand_from diff' -l userxattr -d 'markers live under user.* instead of trusted.*'
 complete -c hunion -n '__fish_seen_subcommand_from diff' -s q -l quiet -d 'print errors only, no warnings'
+complete -c hunion -n '__fish_seen_subcommand_from diff' -l progress -x -a 'auto always never' -d 'progress on stderr: on a terminal (auto), also as a line every 10 s elsewhere (always), or not'
+complete -c hunion -n '__fish_seen_subcommand_from diff' -l progress-fd -x -a '' -d 'JSON progress lines on file descriptor FD'
 complete -c hunion -n '__fish_seen_subcommand_from diff' -s h -l help -d 'show this help'
 complete -c hunion -n '__fish_seen_subcommand_from diff' -x -a '(__hunion_layers)'
 
@@ -77,6 +81,8 @@ complete -c hunion -n '__fish_seen_subcommand_from flatten' -l platform -x -a ''
 complete -c hunion -n '__fish_seen_subcommand_from flatten' -l userxattr -d 'markers live under user.* instead of trusted.*'
 complete -c hunion -n '__fish_seen_subcommand_from flatten' -s v -l verbose -d 'say more about what is done'
 complete -c hunion -n '__fish_seen_subcommand_from flatten' -s q -l quiet -d 'print errors only, no warnings'
+complete -c hunion -n '__fish_seen_subcommand_from flatten' -l progress -x -a 'auto always never' -d 'progress on stderr: on a terminal (auto), also as a line every 10 s elsewhere (always), or not'
+complete -c hunion -n '__fish_seen_subcommand_from flatten' -l progress-fd -x -a '' -d 'JSON progress lines on file descriptor FD'
 complete -c hunion -n '__fish_seen_subcommand_from flatten' -s h -l help -d 'show this help'
 complete -c hunion -n '__fish_seen_subcommand_from flatten' -x -a '(__hunion_layers)'
 
@@ -97,6 +103,9 @@ complete -c hunion -n '__fish_seen_subcommand_from fsck' -l platform -x -a '' -d
 complete -c hunion -n '__fish_seen_subcommand_from fsck' -l userxattr -d 'markers live under user.* instead of trusted.*'
 complete -c hunion -n '__fish_seen_subcommand_from fsck' -s v -l verbose -d 'say more about what is done'
 complete -c hunion -n '__fish_seen_subcommand_from fsck' -s q -l quiet -d 'print errors only, no warnings'
+complete -c hunion -n '__fish_seen_subcommand_from fsck' -l progress -x -a 'auto always never' -d 'progress on stderr: on a terminal (auto), also as a line every 10 s elsewhere (always), or not'
+complete -c hunion -n '__fish_seen_subcommand_from fsck' -l progress-fd -x -a '' -d 'JSON progress lines on file descriptor FD'
+complete -c hunion -n '__fish_seen_subcommand_from fsck' -s C -l completion-fd -x -a '' -d 'e2fsck\'s completion lines (PASS CURRENT MAX DEVICE) on FD'
 complete -c hunion -n '__fish_seen_subcommand_from fsck' -s h -l help -d 'show this help'
 complete -c hunion -n '__fish_seen_subcommand_from fsck' -x -a '(__hunion_layers)'
 
@@ -170,6 +179,8 @@ complete -c hunion -n '__fish_seen_subcommand_from whiteout; and __fish_seen_sub
 complete -c hunion -n '__fish_seen_subcommand_from whiteout; and __fish_seen_subcommand_from convert' -s n -l dry-run -d 'show what would be done, change nothing'
 complete -c hunion -n '__fish_seen_subcommand_from whiteout; and __fish_seen_subcommand_from convert' -s v -l verbose -d 'say more about what is done'
 complete -c hunion -n '__fish_seen_subcommand_from whiteout; and __fish_seen_subcommand_from convert' -s q -l quiet -d 'print errors only, no warnings'
+complete -c hunion -n '__fish_seen_subcommand_from whiteout; and __fish_seen_subcommand_from convert' -l progress -x -a 'auto always never' -d 'progress on stderr: on a terminal (auto), also as a line every 10 s elsewhere (always), or not'
+complete -c hunion -n '__fish_seen_subcommand_from whiteout; and __fish_seen_subcommand_from convert' -l progress-fd -x -a '' -d 'JSON progress lines on file descriptor FD'
 complete -c hunion -n '__fish_seen_subcommand_from whiteout; and __fish_seen_subcommand_from convert' -s h -l help -d 'show this help'
 complete -c hunion -n '__fish_seen_subcommand_from whiteout; and __fish_seen_subcommand_from convert' -x -a '(__hunion_layers)'
 

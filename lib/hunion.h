@@ -45,7 +45,10 @@ bool hu_interrupted(void);
 /* Prepend @dir to the path of @e. */
 void hu_error_prefix(struct hu_error *e, const char *dir);
 
-/* Warnings and progress: the library reports, the front end decides. */
+/* Warnings and progress: the library reports, the front end decides.
+ * Progress is reported often, about every 256 entries (every 16 of a
+ * tarball read), perhaps from a worker thread: a callback keeps it cheap
+ * and decides by its own clock what to draw. */
 struct hu_report {
 	void (*warn)(void *ctx, const struct hu_error *w);
 	void (*progress)(void *ctx, uint64_t entries_done);

@@ -48,7 +48,7 @@ static void seen(struct chg_walk *w)
 {
 	const struct hu_report *r = w->report;
 
-	if (++w->seen % 4096 == 0 && r && r->progress)
+	if (++w->seen % 256 == 0 && r && r->progress)
 		r->progress(r->ctx, w->seen);
 }
 

@@ -431,7 +431,7 @@ void fsck_entry_checked(struct fsck_run *r)
 	const struct hu_report *rep = r->o->report;
 
 	r->st->entries++;
-	if (rep && rep->progress && (r->st->entries & 1023) == 0)
+	if (rep && rep->progress && (r->st->entries & 255) == 0)
 		rep->progress(rep->ctx, r->st->entries);
 }
 

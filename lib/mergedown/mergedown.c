@@ -174,7 +174,7 @@ static void progress(struct md *m)
 	const struct hu_report *r = m->o->report;
 	uint64_t n = m->pool ? md_pool_tick(m->pool) : ++m->done;
 
-	if (n % 4096 == 0 && r && r->progress)
+	if (n % 256 == 0 && r && r->progress)
 		r->progress(r->ctx, n);
 }
 

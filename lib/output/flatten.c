@@ -37,7 +37,7 @@ static void progress(struct flatten *f)
 {
 	const struct hu_report *r = f->report;
 
-	if (++f->stats->entries % 4096 == 0 && r && r->progress)
+	if (++f->stats->entries % 256 == 0 && r && r->progress)
 		r->progress(r->ctx, f->stats->entries);
 }
 

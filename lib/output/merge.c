@@ -34,7 +34,7 @@ static void progress(struct merge *m)
 {
 	const struct hu_report *r = m->o->report;
 
-	if (++m->done % 4096 == 0 && r && r->progress)
+	if (++m->done % 256 == 0 && r && r->progress)
 		r->progress(r->ctx, m->done);
 }
 

@@ -30,7 +30,7 @@ static void progress(struct conv *c)
 {
 	const struct hu_report *r = c->o->report;
 
-	if (++c->st->entries % 4096 == 0 && r && r->progress)
+	if (++c->st->entries % 256 == 0 && r && r->progress)
 		r->progress(r->ctx, c->st->entries);
 }
 

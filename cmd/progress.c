@@ -1,0 +1,357 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The one place progress is formatted.  The library calls the report's
+ * progress callbacks often (every few hundred entries, every tarball
+ * entry); each call reads the clock and draws only the forms that are
+ * due:
+ *  - the terminal line on stderr, at most 5 times a second, cleared at
+ *    the end (--progress=auto on a terminal, or always);
+ *  - a plain line every 10 s when stderr is no terminal (--progress=always);
+ *  - JSON lines on --progress-fd, at most one a second, and a final one;
+ *  - e2fsck's completion lines on fsck's -C FD;
+ *  - one status line on stderr after SIGUSR1, as dd does.
+ * A write error on a progress fd turns that form off; it never fails the
+ * run, and SIGPIPE is held off while writing.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cmd.h"
+#include "gate.h"
+
+#define MS 1000000ull
+
+static volatile sig_atomic_t usr1_pending;
+
+static struct {
+	bool started, finished;
+	enum progress_mode mode;
+	int fd, cfd;			/* --progress-fd, fsck's -C; -1 */
+	const char *command;		/* "merge", "whiteout convert" */
+	const char *device;		/* -C's last field */
+	uint64_t start_ns;
+	struct progress_gate term, plain, json, comp;
+	bool shown;			/* the terminal line is drawn */
+	uint64_t entries, read, size;	/* as last reported */
+	const char *what;		/* the tarball read, or NULL */
+} pg = { .fd = -1, .cfd = -1 };
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void on_usr1(int sig)
+{
+	(void)sig;
+	usr1_pending = 1;
+}
+
+int progress_opt(const struct cmd *c, const struct parsed_opt *o)
+{
+	long long v;
+
+	if (!strcmp(o->name, "progress")) {
+		if (!strcmp(o->arg, "auto"))
+			pg.mode = PROGRESS_AUTO;
+		else if (!strcmp(o->arg, "always"))
+			pg.mode = PROGRESS_ALWAYS;
+		else if (!strcmp(o->arg, "never"))
+			pg.mode = PROGRESS_NEVER;
+		else
+			return cmd_usage_error(c, "invalid --progress '%s' "
+					       "(choose auto, always or "
+					       "never)", o->arg);
+		return 1;
+	}
+	if (strcmp(o->name, "progress-fd") && strcmp(o->name, "completion-fd"))
+		return 0;
+	if (!parse_num(o->arg, 0, INT32_MAX, &v) || v <= 2 ||
+	    fcntl((int)v, F_GETFD) < 0)
+		return cmd_usage_error(c, "invalid --%s '%s' (an open file "
+				       "descriptor above 2)", o->name, o->arg);
+	if (!strcmp(o->name, "progress-fd"))
+		pg.fd = (int)v;
+	else
+		pg.cfd = (int)v;
+	return 1;
+}
+
+void progress_start(const struct cmd *c, const char *device)
+{
+	struct sigaction sa = { .sa_handler = on_usr1,
+				.sa_flags = SA_RESTART };
+	bool draw = front.verbosity >= 0 && pg.mode != PROGRESS_NEVER;
+
+	(void)c;
+	pg.started = true;
+	pg.command = strncmp(front.cmdname, "hunion ", 7) ? front.cmdname :
+		     front.cmdname + 7;
+	pg.device = device;
+	pg.start_ns = now_ns();
+	/* the first report of each form is drawn at once: a run that
+	 * reports at all shows it, whatever the clock */
+	if (draw && front.progress)
+		pg.term.interval_ns = 200 * MS;
+	else if (draw && pg.mode == PROGRESS_ALWAYS)
+		pg.plain = (struct progress_gate){ 10000 * MS,
+						   pg.start_ns + 10000 * MS };
+	if (pg.fd >= 0)
+		pg.json.interval_ns = 1000 * MS;
+	if (pg.cfd >= 0)
+		pg.comp.interval_ns = 200 * MS;
+	sigemptyset(&sa.sa_mask);
+	(void)sigaction(SIGUSR1, &sa, NULL);
+}
+
+/* Write all of @buf to @fd, SIGPIPE held off; false on any error. */
+static bool write_quiet(int fd, const char *buf, size_t len)
+{
+	sigset_t pipe_set, old, pending;
+	bool was_pending, ok = true;
+
+	sigemptyset(&pipe_set);
+	sigaddset(&pipe_set, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+	sigpending(&pending);
+	was_pending = sigismember(&pending, SIGPIPE);
+	while (len && ok) {
+		ssize_t n = send(fd, buf, len, MSG_NOSIGNAL);
+
+		if (n < 0 && errno == ENOTSOCK)
+			n = write(fd, buf, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		ok = n > 0;
+		if (ok) {
+			buf += n;
+			len -= (size_t)n;
+		}
+	}
+	if (!ok && !was_pending) {
+		/* the SIGPIPE this write raised: taken, not delivered */
+		struct timespec zero = { 0, 0 };
+
+		while (sigtimedwait(&pipe_set, NULL, &zero) < 0 &&
+		       errno == EINTR)
+			;
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return ok;
+}
+
+/* "1:02:03" or "2:03" */
+static void fmt_time(char *buf, size_t len, uint64_t s)
+{
+	if (s >= 3600)
+		snprintf(buf, len, "%llu:%02llu:%02llu",
+			 (unsigned long long)(s / 3600),
+			 (unsigned long long)(s / 60 % 60),
+			 (unsigned long long)(s % 60));
+	else
+		snprintf(buf, len, "%llu:%02llu", (unsigned long long)(s / 60),
+			 (unsigned long long)(s % 60));
+}
+
+/* "12.3 MiB" */
+static void fmt_bytes(char *buf, size_t len, double b)
+{
+	static const char *const unit[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+	size_t u = 0;
+
+	while (b >= 1024 && u + 1 < sizeof(unit) / sizeof(unit[0])) {
+		b /= 1024;
+		u++;
+	}
+	snprintf(buf, len, u ? "%.1f %s" : "%.0f %s", b, unit[u]);
+}
+
+/* The line people read: what, entries, bytes, rate, elapsed, percent and
+ * ETA where the total is known. */
+static void status_text(char *buf, size_t len, uint64_t now)
+{
+	double secs = (double)(now - pg.start_ns) / 1e9;
+	char el[32], a[32], b[32], rate[48] = "", eta[48] = "";
+	int n;
+
+	fmt_time(el, sizeof(el), (uint64_t)secs);
+	n = snprintf(buf, len, "%s: ", front.cmdname);
+	if (pg.what && n >= 0 && (size_t)n < len) {
+		FILE *f = fmemopen(buf + n, len - (size_t)n, "w");
+
+		if (f) {
+			print_path_escaped(f, pg.what);
+			fputs(": ", f);
+			fclose(f);
+		}
+		n = (int)strlen(buf);
+	}
+	if (n < 0 || (size_t)n >= len)
+		return;
+	if (pg.what && pg.size) {
+		double frac = (double)pg.read / (double)pg.size;
+
+		fmt_bytes(a, sizeof(a), (double)pg.read);
+		fmt_bytes(b, sizeof(b), (double)pg.size);
+		if (secs > 0.5) {
+			fmt_bytes(rate + 2, sizeof(rate) - 4, pg.read / secs);
+			memcpy(rate, ", ", 2);
+			strcat(rate, "/s");
+		}
+		if (secs > 0.5 && frac > 0.001 && frac < 1) {
+			char t[32];
+
+			fmt_time(t, sizeof(t),
+				 (uint64_t)(secs / frac - secs + 0.5));
+			snprintf(eta, sizeof(eta), ", ETA %s", t);
+		}
+		snprintf(buf + n, len - (size_t)n, "%.0f%%, %llu entries, "
+			 "%s of %s read%s, %s%s", frac * 100,
+			 (unsigned long long)pg.entries, a, b, rate, el, eta);
+		return;
+	}
+	if (secs > 0.5)
+		snprintf(rate, sizeof(rate), ", %.0f entries/s",
+			 (double)pg.entries / secs);
+	snprintf(buf + n, len - (size_t)n, "%llu entries%s, %s",
+		 (unsigned long long)pg.entries, rate, el);
+}
+
+static void json_line(uint64_t now, bool done, uint64_t written)
+{
+	char buf[512];
+	int n = snprintf(buf, sizeof(buf), "{\"command\":\"%s\","
+			 "\"entries\":%llu,\"bytes_read\":%llu", pg.command,
+			 (unsigned long long)pg.entries,
+			 (unsigned long long)pg.read);
+
+	if (pg.size)
+		n += snprintf(buf + n, sizeof(buf) - (size_t)n,
+			      ",\"bytes_total\":%llu",
+			      (unsigned long long)pg.size);
+	if (done && written != PROGRESS_UNKNOWN)
+		n += snprintf(buf + n, sizeof(buf) - (size_t)n,
+			      ",\"bytes_written\":%llu",
+			      (unsigned long long)written);
+	snprintf(buf + n, sizeof(buf) - (size_t)n,
+		 ",\"elapsed\":%.3f,\"done\":%s}\n",
+		 (double)(now - pg.start_ns) / 1e9, done ? "true" : "false");
+	if (!write_quiet(pg.fd, buf, strlen(buf)))
+		pg.fd = -1;
+}
+
+/* e2fsck -C: "PASS CURRENT MAX DEVICE", one pass, the entries checked;
+ * the total is not known before the walk, so MAX is CURRENT. */
+static void completion_line(void)
+{
+	char buf[4096];
+
+	snprintf(buf, sizeof(buf), "1 %llu %llu %s\n",
+		 (unsigned long long)pg.entries,
+		 (unsigned long long)pg.entries,
+		 pg.device ? pg.device : "-");
+	if (!write_quiet(pg.cfd, buf, strlen(buf)))
+		pg.cfd = -1;
+}
+
+static void draw(bool final)
+{
+	uint64_t now = now_ns();
+	char line[1024];
+
+	if (usr1_pending) {
+		usr1_pending = 0;
+		front_progress_done();
+		status_text(line, sizeof(line), now);
+		fprintf(stderr, "%s\n", line);
+	}
+	if (final)
+		return;
+	if (front.progress && progress_gate_due(&pg.term, now)) {
+		status_text(line, sizeof(line), now);
+		fprintf(stderr, "\r%s\033[K", line);
+		pg.shown = true;
+	}
+	if (progress_gate_due(&pg.plain, now)) {
+		status_text(line, sizeof(line), now);
+		fprintf(stderr, "%s\n", line);
+	}
+	if (pg.fd >= 0 && progress_gate_due(&pg.json, now))
+		json_line(now, false, 0);
+	if (pg.cfd >= 0 && progress_gate_due(&pg.comp, now))
+		completion_line();
+}
+
+/* merge --into reports from its worker threads: one draws, the others
+ * go on (their counts are drawn next time) */
+static pthread_mutex_t draw_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void report_progress(void *ctx, uint64_t done)
+{
+	(void)ctx;
+	if (!pg.started || pthread_mutex_trylock(&draw_lock))
+		return;
+	pg.entries = done;
+	pg.what = NULL;
+	pg.read = pg.size = 0;
+	draw(false);
+	pthread_mutex_unlock(&draw_lock);
+}
+
+static void report_progress_read(void *ctx, const char *what, uint64_t done,
+				 uint64_t read, uint64_t size)
+{
+	(void)ctx;
+	if (!pg.started || pthread_mutex_trylock(&draw_lock))
+		return;
+	pg.entries = done;
+	pg.what = what;
+	pg.read = read;
+	pg.size = size;
+	draw(false);
+	pthread_mutex_unlock(&draw_lock);
+}
+
+void front_progress_done(void)
+{
+	if (pg.shown)
+		fputs("\r\033[K", stderr);
+	pg.shown = false;
+}
+
+void progress_finish(uint64_t entries, uint64_t written)
+{
+	uint64_t now = now_ns();
+
+	front_progress_done();
+	if (!pg.started || pg.finished)
+		return;
+	pg.finished = true;
+	if (entries != PROGRESS_UNKNOWN)
+		pg.entries = entries;
+	draw(true);
+	if (pg.fd >= 0)
+		json_line(now, true, written);
+	if (pg.cfd >= 0)
+		completion_line();
+	pg.term.interval_ns = pg.plain.interval_ns = 0;
+}
+
+struct hu_report front_report(void)
+{
+	return (struct hu_report){ .warn = front_report_warn,
+				   .progress = report_progress,
+				   .progress_read = report_progress_read };
+}
