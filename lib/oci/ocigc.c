@@ -135,8 +135,14 @@ static int walk_desc(struct gc *g, const struct hu_oci_desc *d, int depth,
 	const struct oci_media_type *mt = oci_media_type(d->media_type);
 	int rc = mark(g, d->digest, e);
 
-	if (rc <= 0 || !mt)
-		return rc;
+	/* mark()'s 1 (newly marked) must not reach the caller's loop, which
+	 * stops at any non-zero: a blob of a type we do not know (an
+	 * artifact's config) would end the walk and leave the layers after
+	 * it unmarked, to be removed while still in use. */
+	if (rc < 0)
+		return -1;
+	if (rc == 0 || !mt)
+		return 0;
 	if (mt->kind == OCI_KIND_INDEX || mt->kind == OCI_KIND_MANIFEST)
 		return walk_doc(g, d, mt->kind == OCI_KIND_INDEX, depth, e);
 	return 0;
