@@ -84,7 +84,9 @@ $(B)/man/%: man/%.scd
 	@if command -v scdoc >/dev/null; then scdoc < $< > $@; \
 	 else echo "scdoc missing (make deps): skipping $@"; fi
 
-# Install what is missing; as non-root print the command instead.
+# Install what is missing; as non-root print the command instead.  apt
+# waits for the dpkg lock (another make deps beside this one, or an
+# unattended upgrade) instead of failing at once.
 deps:
 	@missing=$$(for p in $(DEB_PKGS); do \
 		dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | \
@@ -92,8 +94,10 @@ deps:
 	if [ -z "$$missing" ]; then echo "deps: all present"; \
 	elif [ "$$(id -u)" = 0 ]; then \
 		echo "deps: installing" $$missing; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
-		apt-get install -y -qq --no-install-recommends $$missing >/dev/null \
+		apt-get -o DPkg::Lock::Timeout=600 update -qq && \
+		DEBIAN_FRONTEND=noninteractive \
+		apt-get -o DPkg::Lock::Timeout=600 install -y -qq \
+		--no-install-recommends $$missing >/dev/null \
 		|| exit 1; \
 	else echo "deps: run as root: apt-get install -y" $$missing; exit 1; fi
 
