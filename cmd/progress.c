@@ -192,12 +192,13 @@ static uint64_t live_load(_Atomic uint64_t *v)
 /* ", 12.3 MiB written", or "" when nothing is written yet */
 static void fmt_written(char *buf, size_t len, uint64_t w)
 {
+	char n[32];
+
 	buf[0] = '\0';
-	if (!w || len < 16)
+	if (!w)
 		return;
-	memcpy(buf, ", ", 3);
-	fmt_bytes(buf + 2, len - 16, (double)w);
-	strcat(buf, " written");
+	fmt_bytes(n, sizeof(n), (double)w);
+	snprintf(buf, len, ", %s written", n);
 }
 
 /* The line people read: what, entries, bytes, rate, elapsed, percent and
