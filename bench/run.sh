@@ -66,7 +66,11 @@ CC=${CC:-cc}
 # BENCH_ONLY=tarx: the tarball rows alone (merge -o of one tar.zst against
 # tar --zstd -x), 5 rounds unless BENCH_ROUNDS says otherwise;
 # BENCH_ONLY=image: the image rows alone (image_bench);
-# BENCH_ONLY=start: the start-cost rows alone (start_bench)
+# BENCH_ONLY=start: the start-cost rows alone (start_bench);
+# BENCH_ONLY=progress: what the progress line costs (issue 25): flatten of
+# the stack to a .tar on a pty (script(1)), --progress=always against
+# --progress=never, 5 rounds, on a ~50k-entry / 500 MB stack unless
+# BENCH_ROUNDS, BENCH_ENTRIES, BENCH_BYTES say otherwise
 ONLY=${BENCH_ONLY:-}
 case $ONLY in
 '') ;;
@@ -82,7 +86,18 @@ tarx)	CONTENDERS=(tarx untar)
 image)	CONTENDERS=()
 	BIG_ENTRIES=0
 	FSCK_ROUNDS=0 ;;
-*)	echo "bench: BENCH_ONLY must be tarx, image or start" >&2; exit 2 ;;
+progress) CONTENDERS=(prog noprog)
+	ROUNDS=${BENCH_ROUNDS:-5}
+	ENTRIES=${BENCH_ENTRIES:-50000}
+	BYTES=${BENCH_BYTES:-500M}
+	BIG_ENTRIES=0
+	IMAGE_ROUNDS=0
+	FSCK_ROUNDS=0
+	START_RUNS=0
+	command -v script >/dev/null ||
+		{ echo "bench: script(1) missing (bsdutils)" >&2; exit 2; } ;;
+*)	echo "bench: BENCH_ONLY must be tarx, image, start or progress" >&2
+	exit 2 ;;
 esac
 HERE=$(cd "$(dirname "$0")" && pwd)
 
@@ -101,7 +116,7 @@ case $ROUNDS$BIG_ROUNDS$DIFF_ROUNDS$RSYNC_ROUNDS$FSCK_ROUNDS$IMAGE_ROUNDS$START_
 *[!0-9]*) die "rounds must be numbers" ;; esac
 [ "$ROUNDS" -ge 1 ] || die "BENCH_ROUNDS must be at least 1"
 for k in "${CONTENDERS[@]}" "${BIG_CONTENDERS[@]}"; do
-	case $k in merge|link|cp|ovl|flat|tarz|tarx|untar) ;;
+	case $k in merge|link|cp|ovl|flat|tarz|tarx|untar|prog|noprog) ;;
 	*) die "unknown contender '$k' (merge, link, cp, ovl, flat, tarz," \
 		"tarx, untar)" ;;
 	esac
@@ -205,6 +220,8 @@ declare -A LABEL=(
 	[umoci]="umoci unpack"
 	[imgflat]="hunion flatten oci:IMG"
 	[imgpeer]="gzip -d blobs + tar|zstd"
+	[prog]="flatten .tar, progress on pty"
+	[noprog]="flatten .tar, progress never"
 )
 FAILED=0
 
@@ -220,7 +237,8 @@ run() {
 	local phase=$1 key=$2 round=$3 rc=0 t0 t1 t2 rss status=ok load
 	local S=$FS/stack OUT=$FS/out
 	rm -rf "$OUT"
-	case $key in flat|tarz|untar|imgflat|imgpeer) mkdir "$OUT" ;; esac
+	case $key in flat|tarz|untar|imgflat|imgpeer|prog|noprog) mkdir "$OUT" ;;
+	esac
 	settle
 	: > "$W/rss"
 	load=$(load1)
@@ -267,6 +285,15 @@ run() {
 			for b in "${@:3}"; do gzip -dc "$b" >/dev/null || exit; done
 			tar -C "$1" -cf - . | zstd -T0 -3 -q -o "$2"' imgpeer \
 			"$FS/merged" "$OUT/tar.tar.zst" "${IMG_BLOBS[@]}" || rc=$? ;;
+	# the progress line's cost: both on a terminal (script(1) gives
+	# one, its output to run.out), only the option differs; a .tar,
+	# where the least time goes to each byte counted
+	prog|noprog)
+		local when=always
+		[ "$key" = prog ] || when=never
+		timed script -qec "'$HUNION' flatten --progress=$when -o \
+			'$OUT/flat.tar' '$S/L0' '$S/L1' '$S/L2'" /dev/null ||
+			rc=$? ;;
 	esac
 	case $key:$rc in fsck*:4) rc=0 ;; esac
 	t1=$(now)
@@ -768,6 +795,8 @@ summarize() {
 		label["umoci"] = "umoci unpack"
 		label["imgflat"] = "hunion flatten oci:IMG"
 		label["imgpeer"] = "gzip -d blobs + tar|zstd"
+		label["prog"] = "flatten .tar, progress on pty"
+		label["noprog"] = "flatten .tar, progress never"
 		label["tarver"] = "tar --version"
 		label["ver"] = "hunion --version"
 		label["wls"] = "hunion whiteout ls DIR"
@@ -783,6 +812,7 @@ summarize() {
 		basekey["imgflat"] = basekey["imgpeer"] = "imgpeer"
 		basekey["tarver"] = basekey["ver"] = basekey["wls"] = "tarver"
 		basekey["sdiff"] = "tarver"
+		basekey["prog"] = basekey["noprog"] = "noprog"
 		# and the diff and start rows are in milliseconds
 		basems["diff"] = basems["diffauto"] = basems["rsync"] = 1
 		basems["tarver"] = basems["ver"] = basems["wls"] = 1
@@ -851,6 +881,8 @@ summarize() {
 			"stack" SUBSEP "fsck", 32, "MiB")
 		miss += target("fsck -n --all-layers wall <= 1.30x walkx (stack)", \
 			"stack" SUBSEP "fsckall", 1.30, "x")
+		miss += target("progress line on a pty <= 1.01x none (flatten)", \
+			"stack" SUBSEP "prog", 1.01, "x")
 		miss += target("hunion --version wall <= 1.30x tar --version", \
 			"start" SUBSEP "ver", 1.30, "x")
 		miss += target("hunion --version CPU <= 1.30x tar --version", \
@@ -902,7 +934,7 @@ if [ -n "$RESULTS" ]; then
 	echo "raw results: $RESULTS"
 fi
 awk -v a="$T_START" -v b="$(now)" -v c="$CACHE" 'BEGIN {
-	printf "\nwall = command + syncfs of the output, %s cache at the start of each run; ratio = median wall / median wall of the baseline of the same kind on the same stack (cp -a pre-merged; tar | zstd for flatten; umoci unpack for the image, gzip -d of its blobs + tar | zstd for its flatten; rsync -n for diff, whose rows are in ms and have no syncfs; tar --version for the start rows, in ms, with the median CPU time and its ratio after the wall ones); total bench time %.0f s\n", c, b - a }'
+	printf "\nwall = command + syncfs of the output, %s cache at the start of each run; ratio = median wall / median wall of the baseline of the same kind on the same stack (cp -a pre-merged; tar | zstd for flatten; umoci unpack for the image, gzip -d of its blobs + tar | zstd for its flatten; rsync -n for diff, whose rows are in ms and have no syncfs; tar --version for the start rows, in ms, with the median CPU time and its ratio after the wall ones; --progress=never for the progress row); total bench time %.0f s\n", c, b - a }'
 if [ "$FAILED" = 1 ]; then
 	echo "bench: some runs failed or produced a wrong tree (see above)" >&2
 	exit 1

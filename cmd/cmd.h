@@ -133,6 +133,9 @@ void progress_start(const struct cmd *c, const char *device);
  * summary's own counts (@entries, @written bytes; PROGRESS_UNKNOWN: as
  * last reported, or not known). */
 void progress_finish(uint64_t entries, uint64_t written);
+/* Where the library counts the bytes it moves, for the lines above
+ * (front_report() gives it too; hu_tarout_opts.bytes takes it). */
+struct hu_progress_bytes *progress_bytes(void);
 
 /* Layer options shared by every command that reads layers. */
 struct layer_opts {

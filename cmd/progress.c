@@ -18,6 +18,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +32,11 @@
 #define MS 1000000ull
 
 static volatile sig_atomic_t usr1_pending;
+
+/* The bytes the library moves, counted where they move (copy.c, the tar
+ * reader and writer) and read here at each draw: the line stays live
+ * between reports, which count entries only. */
+static struct hu_progress_bytes live;
 
 static struct {
 	bool started, finished;
@@ -178,12 +184,30 @@ static void fmt_bytes(char *buf, size_t len, double b)
 	snprintf(buf, len, u ? "%.1f %s" : "%.0f %s", b, unit[u]);
 }
 
+static uint64_t live_load(_Atomic uint64_t *v)
+{
+	return atomic_load_explicit(v, memory_order_relaxed);
+}
+
+/* ", 12.3 MiB written", or "" when nothing is written yet */
+static void fmt_written(char *buf, size_t len, uint64_t w)
+{
+	char n[32];
+
+	buf[0] = '\0';
+	if (!w)
+		return;
+	fmt_bytes(n, sizeof(n), (double)w);
+	snprintf(buf, len, ", %s written", n);
+}
+
 /* The line people read: what, entries, bytes, rate, elapsed, percent and
  * ETA where the total is known. */
 static void status_text(char *buf, size_t len, uint64_t now)
 {
 	double secs = (double)(now - pg.start_ns) / 1e9;
-	char el[32], a[32], b[32], rate[48] = "", eta[48] = "";
+	uint64_t r = live_load(&live.read), w = live_load(&live.written);
+	char el[32], a[32], b[32], rate[48] = "", eta[48] = "", wr[48];
 	int n;
 
 	fmt_time(el, sizeof(el), (uint64_t)secs);
@@ -217,34 +241,57 @@ static void status_text(char *buf, size_t len, uint64_t now)
 				 (uint64_t)(secs / frac - secs + 0.5));
 			snprintf(eta, sizeof(eta), ", ETA %s", t);
 		}
+		fmt_written(wr, sizeof(wr), w);
 		snprintf(buf + n, len - (size_t)n, "%.0f%%, %llu entries, "
-			 "%s of %s read%s, %s%s", frac * 100,
-			 (unsigned long long)pg.entries, a, b, rate, el, eta);
+			 "%s of %s read%s%s, %s%s", frac * 100,
+			 (unsigned long long)pg.entries, a, b, wr, rate, el,
+			 eta);
 		return;
 	}
-	if (secs > 0.5)
-		snprintf(rate, sizeof(rate), ", %.0f entries/s",
-			 (double)pg.entries / secs);
-	snprintf(buf + n, len - (size_t)n, "%llu entries%s, %s",
-		 (unsigned long long)pg.entries, rate, el);
+	if (!r && !w) {
+		if (secs > 0.5)
+			snprintf(rate, sizeof(rate), ", %.0f entries/s",
+				 (double)pg.entries / secs);
+		snprintf(buf + n, len - (size_t)n, "%llu entries%s, %s",
+			 (unsigned long long)pg.entries, rate, el);
+		return;
+	}
+	/* bytes move: their rate says more than the entries' (a few big
+	 * files); the input's, or the output's where nothing is read */
+	if (secs > 0.5) {
+		fmt_bytes(rate + 2, sizeof(rate) - 4,
+			  (double)(r ? r : w) / secs);
+		memcpy(rate, ", ", 2);
+		strcat(rate, "/s");
+	}
+	fmt_bytes(a, sizeof(a), (double)r);
+	fmt_bytes(b, sizeof(b), (double)w);
+	snprintf(buf + n, len - (size_t)n, "%llu entries, %s read, %s "
+		 "written%s, %s", (unsigned long long)pg.entries, a, b, rate,
+		 el);
 }
 
+/* @written: the summary's bytes on the last line, else PROGRESS_UNKNOWN
+ * (the live count). */
 static void json_line(uint64_t now, bool done, uint64_t written)
 {
 	char buf[512];
-	int n = snprintf(buf, sizeof(buf), "{\"command\":\"%s\","
-			 "\"entries\":%llu,\"bytes_read\":%llu", pg.command,
-			 (unsigned long long)pg.entries,
-			 (unsigned long long)pg.read);
+	int n;
 
+	if (written == PROGRESS_UNKNOWN)
+		written = live_load(&live.written);
+	n = snprintf(buf, sizeof(buf), "{\"command\":\"%s\","
+		     "\"entries\":%llu,\"bytes_read\":%llu,"
+		     "\"bytes_written\":%llu", pg.command,
+		     (unsigned long long)pg.entries,
+		     (unsigned long long)live_load(&live.read),
+		     (unsigned long long)written);
 	if (pg.size)
 		n += snprintf(buf + n, sizeof(buf) - (size_t)n,
-			      ",\"bytes_total\":%llu",
+			      ",\"tarball_bytes_read\":%llu,"
+			      "\"bytes_total\":%llu",
+			      (unsigned long long)pg.read,
 			      (unsigned long long)pg.size);
-	if (done && written != PROGRESS_UNKNOWN)
-		n += snprintf(buf + n, sizeof(buf) - (size_t)n,
-			      ",\"bytes_written\":%llu",
-			      (unsigned long long)written);
 	snprintf(buf + n, sizeof(buf) - (size_t)n,
 		 ",\"elapsed\":%.3f,\"done\":%s}\n",
 		 (double)(now - pg.start_ns) / 1e9, done ? "true" : "false");
@@ -289,7 +336,7 @@ static void draw(bool final)
 		fprintf(stderr, "%s\n", line);
 	}
 	if (pg.fd >= 0 && progress_gate_due(&pg.json, now))
-		json_line(now, false, 0);
+		json_line(now, false, PROGRESS_UNKNOWN);
 	if (pg.cfd >= 0 && progress_gate_due(&pg.comp, now))
 		completion_line();
 }
@@ -353,5 +400,11 @@ struct hu_report front_report(void)
 {
 	return (struct hu_report){ .warn = front_report_warn,
 				   .progress = report_progress,
-				   .progress_read = report_progress_read };
+				   .progress_read = report_progress_read,
+				   .bytes = &live };
+}
+
+struct hu_progress_bytes *progress_bytes(void)
+{
+	return &live;
 }

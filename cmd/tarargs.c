@@ -72,6 +72,7 @@ int tar_args_resolve(const struct cmd *c, const struct tar_args *t,
 	int min, max;
 
 	memset(to, 0, sizeof(*to));
+	to->bytes = progress_bytes();
 	if (!t->compress || !strcmp(t->compress, "auto"))
 		to->compress = hu_compress_for_path(out);
 	else if (hu_compress_parse(t->compress, &to->compress) < 0)

@@ -49,6 +49,17 @@ void hu_error_prefix(struct hu_error *e, const char *dir);
  * Progress is reported often, about every 256 entries (every 16 of a
  * tarball read), perhaps from a worker thread: a callback keeps it cheap
  * and decides by its own clock what to draw. */
+/* Bytes moved so far, for live progress: @read of file data and tarballs
+ * (as stored, compressed), @written to the output (a tarball's bytes
+ * after compression, a tree's file data).  Counted where the data moves,
+ * perhaps by several threads, with relaxed atomics: the front end only
+ * reads them to draw a line. */
+struct hu_progress_bytes {
+	_Atomic uint64_t read, written;
+};
+void hu_progress_bytes_add(struct hu_progress_bytes *b, uint64_t read,
+			   uint64_t written);
+
 struct hu_report {
 	void (*warn)(void *ctx, const struct hu_error *w);
 	void (*progress)(void *ctx, uint64_t entries_done);
@@ -57,6 +68,9 @@ struct hu_report {
 	void (*progress_read)(void *ctx, const char *what,
 			      uint64_t entries_done, uint64_t read,
 			      uint64_t size);
+	/* Where the bytes moved are counted (copy.c, a tarball read or
+	 * written); NULL: not counted. */
+	struct hu_progress_bytes *bytes;
 	void *ctx;
 };
 void hu_report_warn(const struct hu_report *r, int err, const char *dir,
@@ -983,6 +997,9 @@ struct hu_tarout_opts {
 	int threads;		/* zstd workers; 0: all online cores */
 	bool clamp_mtime;	/* mtimes newer than @mtime_max become it */
 	int64_t mtime_max;
+	/* The file data read and the bytes written to the fd (after
+	 * compression) are counted here as they go; NULL: not counted. */
+	struct hu_progress_bytes *bytes;
 };
 
 struct hu_digests {

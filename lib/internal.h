@@ -454,6 +454,7 @@ int hu_error_shrank(struct hu_error *e, const char *path);
 struct hu_copy_state {
 	bool no_clone;		/* FICLONE failed once: the fs cannot */
 	bool no_copy_range;	/* copy_file_range cannot either */
+	struct hu_progress_bytes *bytes;	/* data copied; NULL: none */
 };
 /* Copy the data of @in (whose stat is @st) into the empty file @out,
  * keeping holes: st_size bytes, however it grew meanwhile; a file that

@@ -32,7 +32,8 @@ int hu_error_shrank(struct hu_error *e, const char *path)
 			    "the file shrank while it was being read");
 }
 
-static int copy_rw(int in, int out, off_t off, off_t end, struct hu_error *e)
+static int copy_rw(struct hu_copy_state *cs, int in, int out, off_t off,
+		   off_t end, struct hu_error *e)
 {
 	enum { BUF = 1 << 20 };
 	char *buf = malloc(BUF);
@@ -60,6 +61,8 @@ static int copy_rw(int in, int out, off_t off, off_t end, struct hu_error *e)
 						    "cannot write");
 			}
 		}
+		/* per buffer, not per call: a big file shows as it goes */
+		hu_progress_bytes_add(cs->bytes, (uint64_t)n, (uint64_t)n);
 		off += n;
 	}
 	free(buf);
@@ -79,6 +82,8 @@ static int copy_range(struct hu_copy_state *cs, int in, int out, off_t off,
 					     end - off);
 
 		if (n > 0) {
+			hu_progress_bytes_add(cs->bytes, (uint64_t)n,
+					      (uint64_t)n);
 			off += n;
 			continue;
 		}
@@ -90,7 +95,7 @@ static int copy_range(struct hu_copy_state *cs, int in, int out, off_t off,
 			return hu_error_set(e, errno, NULL, "cannot copy data");
 		__atomic_store_n(&cs->no_copy_range, true, __ATOMIC_RELAXED);
 	}
-	return copy_rw(in, out, off, end, e);
+	return copy_rw(cs, in, out, off, end, e);
 }
 
 /* A reflink: atomic (the kernel locks both files), so it cannot tear,
@@ -153,6 +158,11 @@ int hu_copy_data(struct hu_copy_state *cs, int in, const struct stat *st,
 	if (!__atomic_load_n(&cs->no_clone, __ATOMIC_RELAXED)) {
 		int rc = clone_data(in, st, out, e);
 
+		/* A reflink moves no bytes, but the file now holds them:
+		 * counted as copied, as the summary counts them. */
+		if (rc == 0)
+			hu_progress_bytes_add(cs->bytes, (uint64_t)st->st_size,
+					      (uint64_t)st->st_size);
 		if (rc <= 0)
 			return rc;
 		__atomic_store_n(&cs->no_clone, true, __ATOMIC_RELAXED);

@@ -124,3 +124,17 @@ void hu_error_prefix(struct hu_error *e, const char *dir)
 		e->path = p;
 	}
 }
+
+void hu_progress_bytes_add(struct hu_progress_bytes *b, uint64_t read,
+			   uint64_t written)
+{
+	/* Relaxed: the counts order nothing, and a line drawn a little
+	 * behind the workers is still right a moment later. */
+	if (!b)
+		return;
+	if (read)
+		atomic_fetch_add_explicit(&b->read, read, memory_order_relaxed);
+	if (written)
+		atomic_fetch_add_explicit(&b->written, written,
+					  memory_order_relaxed);
+}

@@ -1063,7 +1063,7 @@ int md_merge_plain(const struct md *m, const struct hu_stack *s,
 		   struct hu_error *e)
 {
 	struct md in = { .o = m->o, .st = m->st, .root = m->root,
-			 .same_fs = true };
+			 .same_fs = true, .cs.bytes = m->cs.bytes };
 
 	set_layers(&in, s);
 	if (target_format(&in, e) < 0)
@@ -1089,7 +1089,8 @@ int hu_merge_down(const struct hu_stack *s, const struct hu_mergedown_opts *o,
 		  struct hu_mergedown_stats *st, struct hu_error *e)
 {
 	struct md m = { .o = o, .st = st, .keep = o->keep_upper,
-			.root = geteuid() == 0 };
+			.root = geteuid() == 0,
+			.cs.bytes = o->report ? o->report->bytes : NULL };
 	bool was_dry = hu_wr_dry_run();
 	struct stat us, ts;
 	int rc;

@@ -195,6 +195,7 @@ int hu_merge_tree(const struct hu_stack *s, const char *out,
 
 	memset(stats, 0, sizeof(*stats));
 	rc = hu_treeout_open(&m.t, out, &merge_words, s->layers, s->n, e);
+	m.t.cs.bytes = o->report ? o->report->bytes : NULL;
 	if (rc == 0 && !m.t.as_root)
 		hu_report_warn(o->report, EPERM, out, NULL,
 			       "not running as root: owners are not kept");

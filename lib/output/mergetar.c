@@ -146,6 +146,7 @@ static void held_init(struct held *h, const struct hu_report *to, bool hold)
 		h->r.progress = held_progress;
 	if (to && to->progress_read)
 		h->r.progress_read = held_progress_read;
+	h->r.bytes = to ? to->bytes : NULL;	/* counted as they move */
 }
 
 /* The held warnings given (@give) or dropped. */

@@ -79,6 +79,7 @@ struct hu_zsink {
 	size_t out_len;
 	uint64_t out_bytes;	/* the writer's (or, uncompressed, the
 				 * pipeline's): read once both are done */
+	struct hu_progress_bytes *bytes;	/* live count, or NULL */
 };
 
 static const char *const media_types[] = {
@@ -108,6 +109,9 @@ static int emit(struct hu_zsink *z, const unsigned char *buf, size_t len,
 					    "cannot write");
 		if (hu_writebehind_wrote(&z->wb, (size_t)n) < 0)
 			return hu_error_set(e, errno, NULL, "cannot write");
+		/* what reached the fd, so the last count is the file's
+		 * size (out_bytes counts before the write) */
+		hu_progress_bytes_add(z->bytes, 0, (uint64_t)n);
 		p += n;
 		len -= (size_t)n;
 	}
@@ -388,7 +392,8 @@ static int gzip_setup(struct hu_zsink *z, int level, struct hu_error *e)
 }
 
 int hu_zsink_open(struct hu_zsink **out, int fd, enum hu_compress c,
-		  int level, int threads, struct hu_error *e)
+		  int level, int threads, struct hu_progress_bytes *bytes,
+		  struct hu_error *e)
 {
 	struct hu_zsink *z;
 	int rc = -1;
@@ -400,6 +405,7 @@ int hu_zsink_open(struct hu_zsink **out, int fd, enum hu_compress c,
 	if (!z)
 		return hu_error_set(e, ENOMEM, NULL, "out of memory");
 	z->fd = fd;
+	z->bytes = bytes;
 	hu_writebehind_init(&z->wb, fd);
 	z->c = c;
 	z->in_md = EVP_MD_CTX_new();

@@ -16,9 +16,12 @@
 struct hu_zsink;
 
 /* Start a pipeline into @fd (which stays the caller's).  @level 0: the
- * compressor's default; @threads 0: every online core (zstd only). */
+ * compressor's default; @threads 0: every online core (zstd only).  The
+ * bytes written to @fd are counted into @bytes->written as they go (NULL:
+ * not counted). */
 int hu_zsink_open(struct hu_zsink **z, int fd, enum hu_compress c, int level,
-		  int threads, struct hu_error *e);
+		  int threads, struct hu_progress_bytes *bytes,
+		  struct hu_error *e);
 /* Feed @len bytes.  After a failure every later call fails too. */
 int hu_zsink_write(struct hu_zsink *z, const void *buf, size_t len,
 		   struct hu_error *e);

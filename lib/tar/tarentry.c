@@ -120,6 +120,10 @@ static int write_all(struct tl *t, int fd, const char *buf, size_t size,
 			return tl_write_fail(t, w < 0 ? errno : EIO, "write");
 		done += (size_t)w;
 	}
+	/* into an output (merge -o of tarballs), not a private unpack,
+	 * which is input */
+	if (t->to_output && t->r)
+		hu_progress_bytes_add(t->r->bytes, 0, size);
 	return 0;
 }
 

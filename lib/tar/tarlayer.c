@@ -304,6 +304,8 @@ static int open_archive(struct tl *t, int fd)
 	t->a = archive_read_new();
 	if (!t->src || !t->a)
 		return tl_fail(t, ENOMEM, "out of memory");
+	if (t->r)
+		tar_src_count_into(t->src, t->r->bytes);
 	if (img && tar_src_verify(t->src, img->layers[k].digest,
 				  img->layers[k].size, img->diff_ids[k]) < 0)
 		return tl_fail(t, ENOMEM, "out of memory");

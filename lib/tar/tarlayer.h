@@ -218,6 +218,8 @@ int tar_src_verify_end(struct tar_src *s);
 uint64_t tar_src_real_end(const struct tar_src *s);
 /* The bytes read from the file so far (compressed), for progress. */
 uint64_t tar_src_bytes_read(const struct tar_src *s);
+/* Count them into @b too (the run's bytes read).  Before the first read. */
+void tar_src_count_into(struct tar_src *s, struct hu_progress_bytes *b);
 /* Open @a (archive_read_new) to read the tar format from @s: libarchive's
  * status, its message in @a. */
 int tar_src_archive_open(struct tar_src *s, struct archive *a);

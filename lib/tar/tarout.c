@@ -121,7 +121,8 @@ int hu_tarout_open(struct hu_tarout **out, int fd,
 		hu_error_set(e, errno, NULL, "cannot make the C locale");
 		goto fail;
 	}
-	if (hu_zsink_open(&t->z, fd, o->compress, o->level, o->threads, e) < 0)
+	if (hu_zsink_open(&t->z, fd, o->compress, o->level, o->threads,
+			  o->bytes, e) < 0)
 		goto fail;
 	if (archive_write_set_format_pax(t->a) != ARCHIVE_OK ||
 	    /* No blocking: libarchive hands headers and the caller's data
@@ -371,6 +372,7 @@ static int add_data(struct hu_tarout *t, int fd, int64_t size,
 			return hu_error_shrank(e, path);
 		if (archive_write_data(t->a, buf, (size_t)n) != n)
 			return tfail(t, path, e);
+		hu_progress_bytes_add(t->o.bytes, (uint64_t)n, 0);
 		size -= n;
 	}
 	return 0;

@@ -61,6 +61,7 @@ struct tar_src {
 	uint64_t raw_size;	/* and count */
 	char perr[232];		/* why its last chunk is -1 */
 	_Atomic uint64_t in_read;	/* bytes read from the file */
+	struct hu_progress_bytes *count;	/* the run's, or NULL */
 	/* The hand-over, under mu: buf[head] and the filled - 1 after it
 	 * are chunks (len: their size, 0 at the end, -1 on an error) the
 	 * reader has not given back; the producer fills the next. */
@@ -192,6 +193,11 @@ uint64_t tar_src_bytes_read(const struct tar_src *s)
 	return atomic_load_explicit(&s->in_read, memory_order_relaxed);
 }
 
+void tar_src_count_into(struct tar_src *s, struct hu_progress_bytes *b)
+{
+	s->count = b;
+}
+
 const char *tar_src_error(const struct tar_src *s)
 {
 	return s->err;
@@ -203,6 +209,9 @@ const char *tar_src_error(const struct tar_src *s)
 static void raw_took(struct tar_src *s, const void *p, size_t n)
 {
 	atomic_fetch_add_explicit(&s->in_read, n, memory_order_relaxed);
+	/* the run's count beside this tarball's (its percent): one add
+	 * more per chunk read, no thread more */
+	hu_progress_bytes_add(s->count, n, 0);
 	if (!s->raw_md || n == 0)
 		return;
 	s->raw_size += n;

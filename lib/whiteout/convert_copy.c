@@ -257,6 +257,7 @@ int cv_copy(struct conv *c, struct hu_error *e)
 	int rc;
 
 	rc = hu_treeout_open(&c->t, c->out, &convert_words, c->l, 1, e);
+	c->t.cs.bytes = c->o->report ? c->o->report->bytes : NULL;
 	/* the plan refuses what cannot be converted before anything is
 	 * written, and is all a dry run does */
 	if (rc == 0)
