@@ -170,8 +170,8 @@ bool hu_layer_is_deferred(const struct hu_layer *l);
 bool hu_layer_files_plain(const struct hu_layer *l);
 /* Directory @fd: overlay or union xattrs, or a .wh..wh..opq in it. */
 int hu_layer_probe_dir(const struct hu_layer *l, int fd, struct hu_error *e);
-/* Name @name in directory @dirfd, whether it exists or not: a .wh. name,
- * or a .wh.@name beside it. */
+/* Name @name in directory @dirfd, whether it exists or not: a .wh. name
+ * the layer holds, or a .wh.@name beside it. */
 int hu_layer_probe_name(const struct hu_layer *l, int dirfd,
 			const char *name, struct hu_error *e);
 /* Entry @name (lstat @st): a 0/0 device, a union whiteout symlink, a

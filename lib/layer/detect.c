@@ -2,7 +2,9 @@
 /*
  * Format detection: one light walk of a layer (directory listings, the
  * xattr names of directories and regular files, and a stat or readlink
- * only for entries whose type and xattrs could make them markers).  Union
+ * only for entries whose type and xattrs could make them markers).  Files
+ * are passed by once they can no longer change the outcome
+ * (files_decided()).  Union
  * and overlay markers are unambiguous; a .wh. file is a marker only in a
  * layer that has neither, since in a union or overlay layer it is an
  * ordinary file.
@@ -49,6 +51,9 @@ struct detect {
 	bool refs;		/* an overlay redirect or metacopy xattr met
 				 * (hu_layer.refs ASK: files listed too) */
 	bool file_private;	/* a private xattr on a regular file (ASK) */
+	bool files_skipped;	/* regular files passed by (files_decided()) */
+	bool files_all;		/* the walk again of a layer found mixed
+				 * after files were passed by: read them all */
 	struct hu_error *e;
 };
 
@@ -278,6 +283,24 @@ static int check_symlink(struct detect *d, int dirfd, const char *name)
 
 static int detect_dir(struct detect *d, int fd);
 
+/*
+ * May the walk pass regular files by, unread?  A file can only add an
+ * overlay marker (metacopy, redirect, xattr whiteout), evidence for a tie,
+ * and the namespace its xattrs are in.  Once an overlay marker is met and
+ * the namespace is known, none of that changes the outcome, unless the
+ * layer turns out mixed (counts decide then: hu_layer_detect() walks it
+ * again, files and all) or the stack asks about redirects and private
+ * xattrs on files (hu_layer.refs ASK).  On an overlay upper most entries
+ * are files, so this saves a listing of xattrs for each.
+ */
+static bool files_decided(const struct detect *d)
+{
+	return !d->files_all && d->keep == HU_FMT_NONE && !d->mixed &&
+	       d->found == HU_FMT_OVERLAY &&
+	       (d->seen_trusted || d->l->userxattr) &&
+	       d->l->refs != HU_REFS_ASK;
+}
+
 static int detect_entry(struct detect *d, int dirfd, const char *name,
 			unsigned char type)
 {
@@ -323,7 +346,13 @@ static int detect_entry(struct detect *d, int dirfd, const char *name,
 				return hu_error_set(d->e, ENOMEM, NULL,
 						    "out of memory");
 		}
-		return type == DT_REG ? check_file_xattrs(d, dirfd, name) : 0;
+		if (type != DT_REG)
+			return 0;
+		if (files_decided(d)) {
+			d->files_skipped = true;
+			return 0;
+		}
+		return check_file_xattrs(d, dirfd, name);
 	}
 }
 
@@ -385,6 +414,16 @@ int hu_layer_detect(struct hu_layer *l, struct hu_error *e)
 	if (hu_pathbuf_push(&d.path, "", &saved) < 0)
 		return hu_error_set(e, ENOMEM, NULL, "out of memory");
 	rc = detect_dir(&d, l->fd);
+	if (rc == 0 && d.mixed && d.files_skipped) {
+		/* The counts of a mixed layer decide: count every file. */
+		free(d.found_path);
+		free(d.wh_path);
+		d = (struct detect){ .l = l, .path = d.path,
+				     .found = HU_FMT_NONE,
+				     .keep = HU_FMT_NONE, .files_all = true,
+				     .e = e };
+		rc = detect_dir(&d, l->fd);
+	}
 	if (rc == 0 && d.mixed) {
 		d.keep = d.found = majority(&d);
 		if (l->format_tied)
@@ -519,8 +558,16 @@ int hu_layer_probe_name(const struct hu_layer *l, int dirfd,
 
 	if (!l->deferred)
 		return 0;
-	if (hu_oci_is_marker(name))
-		return hu_layer_settle(l, e);
+	if (hu_oci_is_marker(name)) {
+		/* The name may be one a layer above holds (an overlay upper's
+		 * plain .wh. file): only the layer's own says anything of
+		 * its format. */
+		if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+			return hu_layer_settle(l, e);
+		if (errno == ENOENT || errno == ENAMETOOLONG)
+			return 0;
+		return hu_error_set(e, errno, name, "cannot stat");
+	}
 	if (!hu_oci_whiteout_name(wh, sizeof(wh), name))
 		return 0;
 	if (fstatat(dirfd, wh, &st, AT_SYMLINK_NOFOLLOW) == 0)

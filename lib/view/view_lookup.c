@@ -281,7 +281,7 @@ static char **split_path(char *p, size_t *n)
 /* hu_layer_probe_name() of layer @j, but for the bottom layer: there an
  * OCI whiteout hides nothing, and the stat of ".wh.@name" for each name
  * looked up would settle a deferred layer no sooner than its listing or
- * a marker of its own does (a marker's name still settles it). */
+ * a marker of its own does (a marker's name it holds still settles it). */
 static int probe_name(const struct hu_stack *s, size_t j, int fd,
 		      const char *name, struct hu_error *e)
 {

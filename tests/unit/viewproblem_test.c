@@ -533,6 +533,34 @@ Test(viewproblem, mixed_layer_majority_wins_over_the_first_marker)
 	hu_layer_close(&l);
 }
 
+/* Files a first walk passes by once an overlay marker and the namespace
+ * are known still count once the layer turns out mixed: three metacopy
+ * files outweigh the union whiteouts met after them. */
+Test(viewproblem, mixed_layer_counts_the_files_met_before_the_mix)
+{
+	struct hu_error e = { 0 };
+	struct hu_layer l;
+
+	tu_opaque("m/a", "overlay");
+	for (int i = 0; i < 3; i++) {
+		char rel[16];
+
+		snprintf(rel, sizeof(rel), "m/b/f%d", i);
+		tu_file(rel, "");
+		tu_xattr(rel, "trusted.overlay.metacopy", "");
+	}
+	tu_wh_union("m/c");
+	tu_wh_union("m/d");
+	tu_wh_union("m/e");
+	cr_assert_eq(open_layer(COLLECT, &l, "m", &e), 0, "%s", e.msg);
+	cr_expect_eq(l.format, HU_FMT_OVERLAY);
+	cr_expect_eq(got.n, 3);
+	expect_got(0, HU_PB_FORMAT_MIXED, "m", "c",
+		   "union marker in a layer read as overlay (4 overlay "
+		   "markers, 3 union)");
+	hu_layer_close(&l);
+}
+
 Test(viewproblem, mixed_layer_tie_is_reported_and_read_as_the_first_marker)
 {
 	struct hu_error e = { 0 };

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "internal.h"
 #include "testutil.h"
 
 static void teardown(void)
@@ -259,6 +260,54 @@ Test(walk, the_lister_reads_xattr_names_above_the_bottom_layer)
 	}
 	free(paths[0]);
 	free(paths[1]);
+}
+
+/* A .wh. name an overlay upper holds (an ordinary file there) is looked
+ * up in the deferred layers beneath, as fsck looks up each name of the
+ * layer it checks: it settles only a layer that holds the name too, not
+ * every layer it is looked up in. */
+Test(walk, a_wh_name_from_above_settles_only_a_layer_holding_it)
+{
+	struct hu_stack_opts o = { .defer_below = 2 };
+	struct hu_vdir *root, *d;
+	struct hu_ventry ent;
+	char *paths[3];
+	struct hu_stack s;
+	struct hu_error e = { 0 };
+
+	tu_file("l0/d/f", "0");
+	tu_file("l1/d/g", "1");
+	tu_file("l2/d/.wh.x", "");
+	tu_wh_overlay("l2/d/f");
+	paths[0] = strdup(tu_path("l0"));
+	paths[1] = strdup(tu_path("l1"));
+	paths[2] = strdup(tu_path("l2"));
+	for (int holds = 0; holds < 2; holds++) {
+		if (holds)
+			tu_file("l1/d/.wh.x", "");
+		cr_assert_eq(hu_stack_open(&s, paths, 3, &o, &e), 0, "%s",
+			     e.msg);
+		cr_assert(hu_layer_is_deferred(&s.layers[0]) &&
+			  hu_layer_is_deferred(&s.layers[1]));
+		cr_assert_eq(hu_vdir_open_root(&s, &root, &e), 0, "%s",
+			     e.msg);
+		cr_assert_eq(hu_vdir_lookup(root, "d", &ent, &e), 1, "%s",
+			     e.msg);
+		cr_assert_eq(hu_vdir_open_child(root, &ent, &d, &e), 0, "%s",
+			     e.msg);
+		cr_expect_eq(hu_vdir_lookup_below(d, ".wh.x", 2, &ent, &e),
+			     holds, "%s", e.msg);
+		cr_expect(hu_layer_is_deferred(&s.layers[0]));
+		cr_expect_eq(hu_layer_is_deferred(&s.layers[1]), !holds,
+			     "l1 %s .wh.x", holds ? "holds" : "lacks");
+		/* a plain name in a kernel stack, whichever */
+		cr_expect_eq(s.layers[1].format, HU_FMT_NONE);
+		hu_vdir_close(d);
+		hu_vdir_close(root);
+		hu_stack_close(&s);
+	}
+	for (int i = 0; i < 3; i++)
+		free(paths[i]);
 }
 
 /*
