@@ -67,6 +67,8 @@ CC=${CC:-cc}
 # tar --zstd -x), 5 rounds unless BENCH_ROUNDS says otherwise;
 # BENCH_ONLY=image: the image rows alone (image_bench);
 # BENCH_ONLY=start: the start-cost rows alone (start_bench);
+# BENCH_ONLY=fsck: the fsck rows alone (fsck -n and --all-layers against
+# a walk of the three layers), 5 rounds unless BENCH_ROUNDS says otherwise;
 # BENCH_ONLY=progress: what the progress line costs (issue 25): flatten of
 # the stack to a .tar on a pty (script(1)), --progress=always against
 # --progress=never, 5 rounds, on a ~50k-entry / 500 MB stack unless
@@ -86,6 +88,11 @@ tarx)	CONTENDERS=(tarx untar)
 image)	CONTENDERS=()
 	BIG_ENTRIES=0
 	FSCK_ROUNDS=0 ;;
+fsck)	CONTENDERS=()
+	BIG_ENTRIES=0
+	IMAGE_ROUNDS=0
+	START_RUNS=0
+	FSCK_ROUNDS=${BENCH_ROUNDS:-5} ;;
 progress) CONTENDERS=(prog noprog)
 	ROUNDS=${BENCH_ROUNDS:-5}
 	ENTRIES=${BENCH_ENTRIES:-50000}
@@ -96,7 +103,7 @@ progress) CONTENDERS=(prog noprog)
 	START_RUNS=0
 	command -v script >/dev/null ||
 		{ echo "bench: script(1) missing (bsdutils)" >&2; exit 2; } ;;
-*)	echo "bench: BENCH_ONLY must be tarx, image, start or progress" >&2
+*)	echo "bench: BENCH_ONLY must be tarx, image, start, fsck or progress" >&2
 	exit 2 ;;
 esac
 HERE=$(cd "$(dirname "$0")" && pwd)
