@@ -276,6 +276,9 @@ int fsck_done(struct fsck_run *r, int rc, struct hu_error *why,
 		return hu_error_set(e, EINVAL, NULL,
 				    "fsck_done() without a problem to repair");
 	facts_forget(r);	/* the repair may have changed the entry */
+	/* ... or a directory's xattrs: read them afresh */
+	for (size_t i = 0; i < r->depth; i++)
+		r->lv[i].wd->xlisted = false;
 	if (rc == 0) {
 		r->cur.action = r->o->dry_run ? HU_FSCK_WOULD :
 						HU_FSCK_REPAIRED;

@@ -168,6 +168,8 @@ int fm_check_times_record(struct fsck_run *r, struct fsck_dir *d,
 	bool had;
 	int rc;
 
+	if (!wh_dir_may_hold(d->wd, ".converting-times"))
+		return 0;
 	if (hu_conv_times_read(d->wd->fd, ts, &had, e) < 0)
 		return wh_prefix(e, l->path, d->wd->path);
 	if (!had)

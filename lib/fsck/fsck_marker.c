@@ -329,6 +329,8 @@ static int check_opaque_value(struct fsck_run *r, struct fsck_dir *d,
 
 	if (l->format != HU_FMT_UNION)
 		return 0;
+	if (!wh_dir_may_hold(d->wd, ".opaque"))
+		return 0;
 	hu_marker_xattr(HU_FMT_UNION, l->userxattr, "opaque", attr,
 			sizeof(attr));
 	if (wh_xattr_read(d->wd->fd, NULL, attr, &v, &len) < 0)

@@ -381,6 +381,8 @@ static int check_opaque_value(struct fsck_run *r, struct fsck_dir *d,
 	char *v;
 	int rc;
 
+	if (!wh_dir_may_hold(d->wd, ".opaque"))
+		return 0;
 	ovl_xattr(l, false, "opaque", attr, sizeof(attr));
 	if (wh_xattr_read(d->wd->fd, NULL, attr, &v, &len) < 0)
 		return wh_fail(e, errno, l->path, d->wd->path, "",
@@ -511,7 +513,9 @@ int fsck_overlay_dir(struct fsck_run *r, struct fsck_dir *d,
 		return -1;
 	/* what a child without a redirect would merge with */
 	st->belows[k] = d->merges ? d->below : NULL;
-	if (read_names(l, d->wd->fd, NULL, &n, e) < 0)
+	if (d->wd->xlisted)
+		scan_names(l, d->wd->xattrs, d->wd->xlen, &n);
+	else if (read_names(l, d->wd->fd, NULL, &n, e) < 0)
 		return wh_prefix(e, l->path, d->wd->path);
 	/* The kernel marks upper directories only: elsewhere nothing is
 	 * missing. */

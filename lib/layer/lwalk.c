@@ -119,6 +119,43 @@ int wh_file_overlay(const struct hu_layer *l, int dirfd, const char *name,
 	return 0;
 }
 
+bool wh_dir_may_hold(const struct wh_dir *d, const char *suffix)
+{
+	size_t n = strlen(suffix);
+
+	if (!d->xlisted)
+		return true;
+	for (const char *a = d->xattrs; a && a < d->xattrs + d->xlen;
+	     a += strlen(a) + 1) {
+		size_t k = strlen(a);
+
+		if (k >= n && memcmp(a + k - n, suffix, n) == 0)
+			return true;
+	}
+	return false;
+}
+
+/* The directory's xattr names, in d->xattrs: one listing, where each
+ * marker read would be a call of its own, most failing (ENODATA). */
+static int list_xattrs(struct wh_dir *d, struct hu_error *e)
+{
+	char small[512], *list;
+	ssize_t len = hu_xattr_names(d->fd, NULL, small, sizeof(small), &list);
+
+	if (len < 0)
+		return hu_error_set(e, errno, NULL, "cannot list xattrs");
+	if (len > 0 && list == small) {
+		list = malloc(len);
+		if (!list)
+			return hu_error_set(e, ENOMEM, NULL, "out of memory");
+		memcpy(list, small, len);
+	}
+	d->xattrs = len > 0 ? list : NULL;
+	d->xlen = len;
+	d->xlisted = true;
+	return 0;
+}
+
 /* The directory's own markers: opaque state and overlay redirect. */
 static int scan_self(const struct hu_layer *l, struct wh_dir *d,
 		     struct hu_error *e)
@@ -129,6 +166,10 @@ static int scan_self(const struct hu_layer *l, struct wh_dir *d,
 
 	if (fstat(d->fd, &d->st) < 0)
 		return hu_error_set(e, errno, NULL, "cannot stat directory");
+	if (l->format == HU_FMT_UNION || l->format == HU_FMT_OVERLAY) {
+		if (list_xattrs(d, e) < 0)
+			return -1;
+	}
 	if (l->format == HU_FMT_OCI) {
 		if (fstatat(d->fd, HU_OCI_OPAQUE, &st,
 			    AT_SYMLINK_NOFOLLOW) == 0)
@@ -139,9 +180,11 @@ static int scan_self(const struct hu_layer *l, struct wh_dir *d,
 		d->opaque = d->opq_file ? HU_OPAQUE_YES : HU_OPAQUE_NO;
 		return 0;
 	}
-	if (hu_marker_dir_opaque(l, d->fd, &d->opaque, e) < 0)
+	d->opaque = HU_OPAQUE_NO;
+	if (wh_dir_may_hold(d, ".opaque") &&
+	    hu_marker_dir_opaque(l, d->fd, &d->opaque, e) < 0)
 		return -1;
-	if (l->format != HU_FMT_OVERLAY)
+	if (l->format != HU_FMT_OVERLAY || !wh_dir_may_hold(d, ".redirect"))
 		return 0;
 	hu_marker_xattr(HU_FMT_OVERLAY, l->userxattr, "redirect", attr,
 			sizeof(attr));
@@ -222,7 +265,10 @@ static int scan_entries(const struct hu_layer *l, struct wh_dir *d,
 {
 	size_t n = 0;
 
-	if (hu_layer_names_read(l, d->fd, false, &d->names, NULL, e) < 0)
+	/* A child's fd is one the walk just opened: no rewind.  The root's
+	 * is a dup of the layer's, whose offset others move. */
+	if (hu_layer_names_read(l, d->fd, d->parent != NULL, &d->names, NULL,
+				e) < 0)
 		return -1;
 	d->ents = calloc(d->names.n ? d->names.n : 1, sizeof(*d->ents));
 	if (!d->ents)
@@ -256,6 +302,7 @@ static void dir_free(struct wh_dir *d)
 	hu_names_free(&d->names);
 	free(d->ents);
 	free(d->redirect);
+	free(d->xattrs);
 	free(d->path);
 }
 

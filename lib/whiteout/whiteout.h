@@ -34,6 +34,13 @@ struct wh_dir {
 	bool opq_file;		/* OCI: holds .wh..wh..opq */
 	bool twin;		/* OCI: its parent also holds .wh.NAME */
 	char *redirect;		/* overlay.redirect, or NULL */
+	/* The names of its xattrs, as the walk listed them when it opened
+	 * it (union and overlay layers: xlisted), so that the readers of
+	 * its markers skip the ones it lacks (wh_dir_may_hold()).  A writer
+	 * of its xattrs clears xlisted. */
+	char *xattrs;
+	ssize_t xlen;
+	bool xlisted;
 	struct hu_names names;
 	struct wh_ent *ents;	/* sorted by key, a whiteout before an entry
 				 * of the same key */
@@ -73,6 +80,10 @@ int wh_fail(struct hu_error *e, int err, const char *top, const char *dir,
 	__attribute__((format(printf, 6, 7)));
 /* Prefix the path of @e (relative to @dir) with "@top/@dir". */
 int wh_prefix(struct hu_error *e, const char *top, const char *dir);
+
+/* May directory @d hold an xattr whose name ends in @suffix (".opaque")?
+ * False only when its listing says it holds none. */
+bool wh_dir_may_hold(const struct wh_dir *d, const char *suffix);
 
 /* The marker path of @d itself ("." for the root) and of @name in @d. */
 const char *wh_dir_path(const struct wh_dir *d);
