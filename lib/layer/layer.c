@@ -309,6 +309,23 @@ static bool readdir_fills(int fd)
 	}
 }
 
+/* What an operand that is neither a directory nor a regular file is. */
+static const char *not_a_layer(mode_t mode)
+{
+	switch (mode & S_IFMT) {
+	case S_IFIFO:
+		return "is a FIFO (a pipe)";
+	case S_IFCHR:
+		return "is a character device";
+	case S_IFBLK:
+		return "is a block device";
+	case S_IFSOCK:
+		return "is a socket";
+	default:
+		return "is not a directory";
+	}
+}
+
 static int open_root(struct hu_layer *l, const char *path,
 		     const struct hu_stack *below, struct pending *p,
 		     const struct hu_stack_opts *o, struct hu_error *e)
@@ -326,8 +343,14 @@ static int open_root(struct hu_layer *l, const char *path,
 		l->readdir_fills = readdir_fills(l->fd);
 		return 0;
 	}
-	if (errno == ENOTDIR && stat(path, &st) == 0 && S_ISREG(st.st_mode))
-		return open_tarball(l, path, below, p, o, e);
+	if (errno == ENOTDIR && stat(path, &st) == 0) {
+		if (S_ISREG(st.st_mode))
+			return open_tarball(l, path, below, p, o, e);
+		return hu_error_set(e, 0, path, "%s: a layer is a directory "
+				    "or a tarball in a regular file (a piped "
+				    "tarball: save it to a file first)",
+				    not_a_layer(st.st_mode));
+	}
 	if (errno == ENOENT)
 		return hu_error_set(e, 0, path, "no such layer");
 	return hu_error_set(e, errno, path, "cannot open layer");
