@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -307,6 +308,15 @@ static bool readdir_fills(int fd)
 	default:
 		return false;
 	}
+}
+
+int hu_layer_lock_change(const struct hu_layer *l, struct hu_error *e)
+{
+	if (flock(l->fd, LOCK_EX | LOCK_NB) == 0 || errno != EWOULDBLOCK)
+		return 0;	/* locked, or no locks on this filesystem */
+	return hu_error_set(e, EBUSY, l->path, "another hunion run is "
+			    "changing this layer (merge --into, whiteout "
+			    "convert --in-place)");
 }
 
 /* What an operand that is neither a directory nor a regular file is. */

@@ -410,6 +410,9 @@ int hu_wh_convert(const struct hu_layer *l, const char *out,
 	if (l->unpacked)
 		return hu_error_set(e, 0, l->path, "a tarball layer cannot be "
 				    "converted in place: use -o");
+	/* Before the plan: what it reads, another run may be changing. */
+	if (!o->dry_run && hu_layer_lock_change(l, e) < 0)
+		return -1;
 	if (wh_walk(&src, &cv_plan_ops, &c, e) < 0)
 		return -1;
 	if (o->dry_run)
