@@ -351,6 +351,11 @@ int hu_stack_open(struct hu_stack *s, char *const paths[], size_t n,
 		  const struct hu_stack_opts *o, struct hu_error *e);
 void hu_stack_close(struct hu_stack *s);
 
+/* One run at a time changes a layer in place (merge --into, whiteout
+ * convert --in-place): flock(2) on its root, taken without waiting and
+ * held until the process ends or the layer is closed.  EBUSY, with the
+ * layer named, while another run holds it. */
+int hu_layer_lock_change(const struct hu_layer *l, struct hu_error *e);
 /* Is @l half-converted (conv_to)?  Does it read markers of format @f
  * (its own, or while half-converted the one it is converted to)? */
 bool hu_layer_half(const struct hu_layer *l);

@@ -355,8 +355,15 @@ int hu_wr_create(int dirfd, const char *name, mode_t mode);
  * "create" counts the same files as before locks. */
 int hu_wr_create_lock(int dirfd, const char *name, mode_t mode);
 
+/* The stem of the names beside output @base (its temporaries
+ * ".STEM.hunion-XXXXXX", its lock file ".STEM.hunion-lock"): @base
+ * itself, or, where those names would pass NAME_MAX (@base longer than
+ * 240 bytes), its first 223 bytes, "~" and 16 hex digits of a hash of
+ * all of it.  The stem of a stem is itself. */
+#define HU_TEMP_STEM_SIZE 241
+void hu_temp_stem(const char *base, char stem[HU_TEMP_STEM_SIZE]);
 /* Create a temporary beside @base in @dirfd with @make (-1 with errno on
- * failure): named ".BASE.hunion-XXXXXX" (six hex digits), hidden and
+ * failure): named ".STEM.hunion-XXXXXX" (six hex digits), hidden and
  * recognisably ours, another name tried while one is taken.  Returns what
  * @make returned, with the malloc'd name in *@name, or -1 with errno.
  * Make it holding the lock of output BASE (hu_outlock_take): the next
@@ -369,7 +376,7 @@ bool hu_is_temp_of(const char *name, const char *base);
 
 /*
  * One writer per output (outlock.c).  A run writing output BASE in
- * @dirfd (a file or a tree) holds flock(2) on ".BASE.hunion-lock" there
+ * @dirfd (a file or a tree) holds flock(2) on ".STEM.hunion-lock" there
  * from before it makes its temporary until that is renamed in or
  * removed; another run for BASE waits.  Holding it, the run removes
  * every temporary of BASE it finds: only a killed run leaves one.  In a

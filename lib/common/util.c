@@ -539,25 +539,38 @@ out:
 
 #define TEMP_TAG ".hunion-"
 #define TEMP_DIGITS 6
+/* The longest stem: ".STEM.hunion-XXXXXX" (and the shorter
+ * ".STEM.hunion-lock") within NAME_MAX. */
+#define STEM_MAX (NAME_MAX - 1 - (sizeof(TEMP_TAG) - 1) - TEMP_DIGITS)
+#define STEM_HASH 16	/* "~" and 16 hex digits end a shortened stem */
 
-/* How much of @base a temporary name holds: all of it, unless the name
- * would then be longer than NAME_MAX. */
-static size_t temp_base_len(const char *base)
+void hu_temp_stem(const char *base, char stem[HU_TEMP_STEM_SIZE])
 {
-	size_t room = NAME_MAX - 1 - strlen(TEMP_TAG) - TEMP_DIGITS;
 	size_t len = strlen(base);
+	uint64_t h = 14695981039346656037ull;	/* FNV-1a */
 
-	return len < room ? len : room;
+	_Static_assert(HU_TEMP_STEM_SIZE == STEM_MAX + 1, "stem size");
+	if (len <= STEM_MAX) {
+		memcpy(stem, base, len + 1);
+		return;
+	}
+	for (const unsigned char *p = (const unsigned char *)base; *p; p++)
+		h = (h ^ *p) * 1099511628211ull;
+	snprintf(stem, HU_TEMP_STEM_SIZE, "%.*s~%016llx",
+		 (int)(STEM_MAX - 1 - STEM_HASH), base, (unsigned long long)h);
 }
 
 bool hu_is_temp_of(const char *name, const char *base)
 {
-	size_t blen = temp_base_len(base), tlen = strlen(TEMP_TAG);
+	char stem[HU_TEMP_STEM_SIZE];
+	size_t slen, tlen = strlen(TEMP_TAG);
 
-	if (name[0] != '.' || strncmp(name + 1, base, blen) != 0 ||
-	    strncmp(name + 1 + blen, TEMP_TAG, tlen) != 0)
+	hu_temp_stem(base, stem);
+	slen = strlen(stem);
+	if (name[0] != '.' || strncmp(name + 1, stem, slen) != 0 ||
+	    strncmp(name + 1 + slen, TEMP_TAG, tlen) != 0)
 		return false;
-	name += 1 + blen + tlen;
+	name += 1 + slen + tlen;
 	if (strlen(name) != TEMP_DIGITS)
 		return false;
 	for (; *name; name++)
@@ -570,7 +583,8 @@ int hu_make_temp(int dirfd, const char *base,
 		 int (*make)(int dirfd, const char *name, void *ctx),
 		 void *ctx, char **name)
 {
-	size_t len = strlen(base) + 32;
+	char stem[HU_TEMP_STEM_SIZE];
+	size_t len = sizeof(stem) + 32;
 	unsigned int seed = (unsigned)getpid() ^ (unsigned)time(NULL) ^
 			    (unsigned)(uintptr_t)name;
 	char *tmp = malloc(len);
@@ -579,10 +593,10 @@ int hu_make_temp(int dirfd, const char *base,
 	*name = NULL;
 	if (!tmp)
 		return errno = ENOMEM, -1;
+	hu_temp_stem(base, stem);
 	for (int tries = 0; tries < 100; tries++) {
 		seed = seed * 1103515245u + 12345u;
-		snprintf(tmp, len, ".%.*s" TEMP_TAG "%0*x",
-			 (int)temp_base_len(base), base, TEMP_DIGITS,
+		snprintf(tmp, len, ".%s" TEMP_TAG "%0*x", stem, TEMP_DIGITS,
 			 (seed >> 8) & 0xffffff);
 		rc = make(dirfd, tmp, ctx);
 		if (rc >= 0) {

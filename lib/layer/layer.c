@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -309,6 +310,32 @@ static bool readdir_fills(int fd)
 	}
 }
 
+int hu_layer_lock_change(const struct hu_layer *l, struct hu_error *e)
+{
+	if (flock(l->fd, LOCK_EX | LOCK_NB) == 0 || errno != EWOULDBLOCK)
+		return 0;	/* locked, or no locks on this filesystem */
+	return hu_error_set(e, EBUSY, l->path, "another hunion run is "
+			    "changing this layer (merge --into, whiteout "
+			    "convert --in-place)");
+}
+
+/* What an operand that is neither a directory nor a regular file is. */
+static const char *not_a_layer(mode_t mode)
+{
+	switch (mode & S_IFMT) {
+	case S_IFIFO:
+		return "is a FIFO (a pipe)";
+	case S_IFCHR:
+		return "is a character device";
+	case S_IFBLK:
+		return "is a block device";
+	case S_IFSOCK:
+		return "is a socket";
+	default:
+		return "is not a directory";
+	}
+}
+
 static int open_root(struct hu_layer *l, const char *path,
 		     const struct hu_stack *below, struct pending *p,
 		     const struct hu_stack_opts *o, struct hu_error *e)
@@ -326,8 +353,14 @@ static int open_root(struct hu_layer *l, const char *path,
 		l->readdir_fills = readdir_fills(l->fd);
 		return 0;
 	}
-	if (errno == ENOTDIR && stat(path, &st) == 0 && S_ISREG(st.st_mode))
-		return open_tarball(l, path, below, p, o, e);
+	if (errno == ENOTDIR && stat(path, &st) == 0) {
+		if (S_ISREG(st.st_mode))
+			return open_tarball(l, path, below, p, o, e);
+		return hu_error_set(e, 0, path, "%s: a layer is a directory "
+				    "or a tarball in a regular file (a piped "
+				    "tarball: save it to a file first)",
+				    not_a_layer(st.st_mode));
+	}
 	if (errno == ENOENT)
 		return hu_error_set(e, 0, path, "no such layer");
 	return hu_error_set(e, errno, path, "cannot open layer");

@@ -1079,10 +1079,7 @@ int md_merge_plain(const struct md *m, const struct hu_stack *s,
  */
 static int busy(const struct hu_layer *l, struct hu_error *e)
 {
-	if (flock(l->fd, LOCK_EX | LOCK_NB) == 0 || errno != EWOULDBLOCK)
-		return 0;
-	return hu_error_set(e, EBUSY, l->path, "another 'hunion merge "
-			    "--into' is changing this layer");
+	return hu_layer_lock_change(l, e);
 }
 
 int hu_merge_down(const struct hu_stack *s, const struct hu_mergedown_opts *o,

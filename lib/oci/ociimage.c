@@ -404,6 +404,7 @@ int hu_ociout_commit(struct hu_ociout *w, const char *tag,
 			 "%s", HU_OCI_MT_MANIFEST);
 		snprintf(manifest->digest, sizeof(manifest->digest), "%s",
 			 mdigest);
+		w->committed = true;
 	}
 out:
 	json_decref(desc);
@@ -420,6 +421,9 @@ void hu_ociout_close(struct hu_ociout *w)
 	for (size_t i = 0; i < w->n; i++)
 		free(w->layers[i].created_by);
 	free(w->layers);
-	hu_ociw_layout_close(&w->l);
+	if (w->committed)
+		hu_ociw_layout_close(&w->l);
+	else	/* a layout this run made goes again */
+		hu_ociw_layout_discard(&w->l);
 	free(w);
 }

@@ -216,6 +216,7 @@ static int check_layout_file(struct hu_ociw_layout *l, bool create,
 					      "not an OCI image layout");
 		if (check_empty(l->dirfd, l->path, e) < 0)
 			return -1;
+		l->made_layout = true;
 		return hu_ociw_replace_file(l->dirfd, "oci-layout",
 					    OCI_LAYOUT_TEXT, true, l->path, e);
 	}
@@ -264,7 +265,9 @@ static int open_dir(struct hu_ociw_layout *l, const char *dir, bool create,
 {
 	l->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (l->dirfd < 0 && errno == ENOENT && create) {
-		if (hu_wr_mkdirat(AT_FDCWD, dir, 0755) < 0 && errno != EEXIST)
+		if (hu_wr_mkdirat(AT_FDCWD, dir, 0755) == 0)
+			l->made_dir = true;
+		else if (errno != EEXIST)
 			return hu_error_set(e, errno, dir, "cannot create");
 		l->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	}
@@ -307,12 +310,28 @@ int hu_ociw_layout_open(struct hu_ociw_layout *l, const char *dir,
 	l->path = strdup(dir);
 	if (!l->path)
 		return hu_error_set(e, ENOMEM, dir, "out of memory");
-	if (open_dir(l, dir, create, e) < 0)
-		goto fail;
-	/* Before anything is made in it: gc removes temporaries. */
-	if (gc_lock && hu_ociw_lock_wait(l->dirfd, gc_lock, dir, waiting, ctx,
-					 e) < 0)
-		goto fail;
+	for (int tries = 0;; tries++) {
+		struct stat st;
+
+		if (open_dir(l, dir, create, e) < 0)
+			goto fail;
+		/* Before anything is made in it: gc removes temporaries. */
+		if (!gc_lock)
+			break;
+		if (hu_ociw_lock_wait(l->dirfd, gc_lock, dir, waiting, ctx,
+				      e) < 0)
+			goto fail;
+		if (fstat(l->dirfd, &st) < 0) {
+			hu_error_set(e, errno, dir, "cannot stat");
+			goto fail;
+		}
+		/* A failed writer that made it removed it while we waited
+		 * (hu_ociw_layout_discard): make it again. */
+		if (st.st_nlink > 0 || !create || tries == 100)
+			break;
+		close(l->dirfd);
+		l->dirfd = -1;
+	}
 	if (check_layout_file(l, create, e) < 0)
 		goto fail;
 	l->blobs_fd = open_subdir(l->dirfd, "blobs", create, dir, e);
@@ -330,8 +349,94 @@ int hu_ociw_layout_open(struct hu_ociw_layout *l, const char *dir,
 		goto fail;
 	return 0;
 fail:
-	hu_ociw_layout_close(l);
+	hu_ociw_layout_discard(l);
 	return -1;
+}
+
+/* index.json is the one a new layout is given (or not there yet). */
+static bool index_empty(int dirfd)
+{
+	static const char empty[] = HU_OCIW_INDEX_EMPTY;
+	char buf[sizeof(empty) + 1];
+	size_t len = 0;
+	ssize_t n;
+	int fd = openat(dirfd, "index.json", O_RDONLY | O_NOFOLLOW |
+			O_CLOEXEC);
+
+	if (fd < 0)
+		return errno == ENOENT;
+	while (len < sizeof(buf) &&
+	       (n = read(fd, buf + len, sizeof(buf) - len)) != 0) {
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			break;
+		len += (size_t)n;
+	}
+	close(fd);
+	return len == sizeof(empty) - 1 && !memcmp(buf, empty, len);
+}
+
+/* A blob's name (64 hex digits) or a writer's temporary. */
+static bool blob_name(const char *name)
+{
+	return strlen(name) == 64 ?
+		strspn(name, "0123456789abcdef") == 64 :
+		!strncmp(name, HU_OCIW_TMP, strlen(HU_OCIW_TMP));
+}
+
+/* Remove what a layout holds in @l->dirfd: blobs (none referenced:
+ * the index is empty), the directories, the documents, temporaries.
+ * Anything else stays, and so does its directory. */
+static void remove_layout(struct hu_ociw_layout *l)
+{
+	struct hu_names names;
+	struct hu_error ignored = { 0 };
+
+	if (l->sha_fd >= 0 &&
+	    hu_names_read(l->sha_fd, &names, l->path, &ignored) == 0) {
+		for (size_t i = 0; i < names.n; i++)
+			if (blob_name(names.v[i].name))
+				(void)hu_wr_unlinkat(l->sha_fd,
+						     names.v[i].name, 0);
+		hu_names_free(&names);
+	}
+	hu_error_clear(&ignored);
+	if (l->blobs_fd >= 0)
+		(void)hu_wr_unlinkat(l->blobs_fd, "sha256", AT_REMOVEDIR);
+	(void)hu_wr_unlinkat(l->dirfd, "blobs", AT_REMOVEDIR);
+	(void)hu_wr_unlinkat(l->dirfd, "index.json", 0);
+	if (hu_names_read(l->dirfd, &names, l->path, &ignored) == 0) {
+		for (size_t i = 0; i < names.n; i++)
+			if (!strncmp(names.v[i].name, HU_OCIW_TMP,
+				     strlen(HU_OCIW_TMP)))
+				(void)hu_wr_unlinkat(l->dirfd,
+						     names.v[i].name, 0);
+		hu_names_free(&names);
+	}
+	hu_error_clear(&ignored);
+	/* last: while it is there, the directory is a layout */
+	(void)hu_wr_unlinkat(l->dirfd, "oci-layout", 0);
+}
+
+void hu_ociw_layout_discard(struct hu_ociw_layout *l)
+{
+	struct stat st, here;
+
+	if (l->dirfd < 0 || !(l->made_dir || l->made_layout))
+		goto out;
+	/* No other writer in it (each holds it shared), nor gc; a waiting
+	 * one finds it gone and makes it again. */
+	if (flock(l->dirfd, LOCK_EX | LOCK_NB) < 0 || !index_empty(l->dirfd))
+		goto out;
+	remove_layout(l);
+	/* DIR itself when we made it and the path still names it */
+	if (l->made_dir && fstat(l->dirfd, &st) == 0 &&
+	    stat(l->path, &here) == 0 && st.st_dev == here.st_dev &&
+	    st.st_ino == here.st_ino)
+		(void)hu_wr_unlinkat(AT_FDCWD, l->path, AT_REMOVEDIR);
+out:
+	hu_ociw_layout_close(l);
 }
 
 void hu_ociw_layout_close(struct hu_ociw_layout *l)

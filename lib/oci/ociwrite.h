@@ -42,6 +42,8 @@ struct hu_ociw_layout {
 	int dirfd;		/* DIR: the gc lock */
 	int blobs_fd;		/* DIR/blobs: the index lock */
 	int sha_fd;		/* DIR/blobs/sha256 */
+	bool made_dir;		/* DIR made by this open */
+	bool made_layout;	/* DIR had no oci-layout: made by this open */
 };
 
 /* Open @dir (made, with what a layout holds, when @create and missing)
@@ -58,6 +60,12 @@ int hu_ociw_lock_wait(int fd, int op, const char *path,
 		      void (*waiting)(void *ctx, const char *dir), void *ctx,
 		      struct hu_error *e);
 void hu_ociw_layout_close(struct hu_ociw_layout *l);
+/* Close @l after a failed write: a layout this open made (DIR, or what a
+ * layout holds in an empty DIR) is removed again, when no other writer
+ * holds it (its gc lock taken exclusive without waiting) and its
+ * index.json is still the empty one (no tag written into it); else it
+ * is left as it is, for `oci gc`. */
+void hu_ociw_layout_discard(struct hu_ociw_layout *l);
 
 /* A blob being written: its temporary file in DIR/blobs/sha256. */
 struct hu_ociw_blob {
@@ -138,6 +146,7 @@ struct hu_ociout {
 	const char *base_name;
 	struct hu_ociw_layer *layers;	/* written so far, bottom first */
 	size_t n, cap;
+	bool committed;			/* the tag written */
 };
 
 /* Append a layer written (or taken) to @w's image. */

@@ -3,7 +3,8 @@
  * One writer per output, and what killed writers leave.  A run writing
  * output NAME (flatten's or diff --oci's file, merge's or convert's tree)
  * holds flock(2) on ".NAME.hunion-lock" beside it while it has a
- * temporary there.  So runs writing one output take turns, and the run
+ * temporary there (NAME shortened with a hash where it is too long for
+ * that: hu_temp_stem()).  So runs writing one output take turns, and the run
  * that holds the lock knows that every ".NAME.hunion-XXXXXX" beside it
  * was left by a run that died (SIGKILL, a crash, a power cut): no live
  * run can own one.  It removes them before it makes its own.
@@ -105,12 +106,14 @@ int hu_outlock_take(struct hu_outlock *k, int dirfd, const char *base,
 		    const char *out, struct hu_error *e)
 {
 	int rc;
+	char stem[HU_TEMP_STEM_SIZE];
 
 	k->fd = -1;
 	k->name = NULL;
 	if (hu_wr_dry_run())
 		return 0;
-	if (asprintf(&k->name, ".%s.hunion-lock", base) < 0) {
+	hu_temp_stem(base, stem);	/* fits NAME_MAX whatever @base */
+	if (asprintf(&k->name, ".%s.hunion-lock", stem) < 0) {
 		k->name = NULL;
 		return hu_error_set(e, ENOMEM, out, "out of memory");
 	}

@@ -152,7 +152,12 @@ int cv_dir_hides(const struct conv *c, struct wh_dir *d, struct hu_error *e)
 {
 	bool opaque;
 
-	d->hides_beneath = d->opaque == HU_OPAQUE_YES || cv_made_opaque(c, d) ||
+	/* an opaque root hides the layers beneath in OCI only (the view's
+	 * root_stops(): the kernel ignores an opaque root) */
+	bool opaque_here = d->opaque == HU_OPAQUE_YES &&
+			   (d->parent || c->l->format == HU_FMT_OCI);
+
+	d->hides_beneath = opaque_here || cv_made_opaque(c, d) ||
 			   (d->parent && d->parent->hides_beneath &&
 			    !d->redirect);
 	if (d->hides_beneath)
@@ -222,6 +227,21 @@ static int plan_dir(void *ctx, struct wh_dir *d, struct hu_error *e)
 
 	if (d->redirect && c->to.format != HU_FMT_OVERLAY)
 		return refuse(c, d, "", "an overlay redirect", e);
+	/* The root: OCI's opaque marker there hides every layer beneath
+	 * (image-spec layer.md), the kernel ignores an opaque xattr there
+	 * (so does the view).  Across that line the mark changes meaning. */
+	if (!d->parent && d->opaque == HU_OPAQUE_YES &&
+	    (c->l->format == HU_FMT_OCI) != (c->to.format == HU_FMT_OCI))
+		return c->l->format == HU_FMT_OCI ?
+			refuse(c, d, HU_OCI_OPAQUE, "an opaque marker on the "
+			       "layer's root (it hides every layer beneath; "
+			       "the kernel ignores an opaque root)", e) :
+			wh_fail(e, 0, c->l->path, d->path, "", "an opaque mark "
+				"on the layer's root, which hides nothing "
+				"here but would hide every layer beneath in "
+				"the oci format: clear it first ('hunion "
+				"whiteout opaque --clear'): nothing was "
+				"changed");
 	if (cv_dir_hides(c, d, e) < 0)
 		return -1;
 	if (d->opaque == HU_OPAQUE_YES && !cv_xattrs_kept(c))
@@ -390,6 +410,9 @@ int hu_wh_convert(const struct hu_layer *l, const char *out,
 	if (l->unpacked)
 		return hu_error_set(e, 0, l->path, "a tarball layer cannot be "
 				    "converted in place: use -o");
+	/* Before the plan: what it reads, another run may be changing. */
+	if (!o->dry_run && hu_layer_lock_change(l, e) < 0)
+		return -1;
 	if (wh_walk(&src, &cv_plan_ops, &c, e) < 0)
 		return -1;
 	if (o->dry_run)

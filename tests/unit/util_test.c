@@ -282,6 +282,40 @@ Test(temp_name, fits_beside_the_longest_name, .fini = tu_cleanup)
 	close(dirfd);
 }
 
+/* Two output names of 255 bytes that differ only at their end: the
+ * temporaries and locks beside one are never the other's, and the names
+ * beside them fit NAME_MAX. */
+Test(temp_name, long_names_apart, .fini = tu_cleanup)
+{
+	char a[NAME_MAX + 1], b[NAME_MAX + 1], *tmp = NULL;
+	char sa[HU_TEMP_STEM_SIZE], sb[HU_TEMP_STEM_SIZE], ss[HU_TEMP_STEM_SIZE];
+	int dirfd = open(tu_tmpdir(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int fd;
+
+	cr_assert_geq(dirfd, 0);
+	memset(a, 'n', NAME_MAX);
+	a[NAME_MAX] = '\0';
+	memcpy(b, a, sizeof(b));
+	b[NAME_MAX - 1] = 'm';
+	hu_temp_stem(a, sa);
+	hu_temp_stem(b, sb);
+	cr_expect_str_neq(sa, sb);
+	cr_expect_leq(strlen(sa) + strlen(".") + strlen(".hunion-lock"),
+		      NAME_MAX);
+	hu_temp_stem(sa, ss);
+	cr_expect_str_eq(ss, sa, "the stem of a stem is itself");
+	hu_temp_stem("short", ss);
+	cr_expect_str_eq(ss, "short");
+	fd = hu_make_temp(dirfd, a, make_file, NULL, &tmp);
+	cr_assert_geq(fd, 0, "hu_make_temp: %s", strerror(errno));
+	cr_expect(hu_is_temp_of(tmp, a));
+	cr_expect(hu_is_temp_of(tmp, sa), "fsck finds the stem in the name");
+	cr_expect_not(hu_is_temp_of(tmp, b));
+	close(fd);
+	free(tmp);
+	close(dirfd);
+}
+
 /* hu_layer_names_read() of @dirfd with short reads taken as the end,
  * against hu_names_read(), which reads to 0. */
 static void expect_same_listing(int dirfd, size_t n)
