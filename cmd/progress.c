@@ -36,7 +36,8 @@ static volatile sig_atomic_t usr1_pending;
 /* The bytes the library moves, counted where they move (copy.c, the tar
  * reader and writer) and read here at each draw: the line stays live
  * between reports, which count entries only. */
-static struct hu_progress_bytes live;
+static void report_tick(void *ctx);
+static struct hu_progress_bytes live = { .tick = report_tick };
 
 static struct {
 	bool started, finished;
@@ -353,6 +354,17 @@ static void report_progress(void *ctx, uint64_t done)
 	pg.entries = done;
 	pg.what = NULL;
 	pg.read = pg.size = 0;
+	draw(false);
+	pthread_mutex_unlock(&draw_lock);
+}
+
+/* A MiB more moved (live.tick): the line, with the entries as last
+ * reported, is drawn if it is due, during one big file too. */
+static void report_tick(void *ctx)
+{
+	(void)ctx;
+	if (!pg.started || pthread_mutex_trylock(&draw_lock))
+		return;
 	draw(false);
 	pthread_mutex_unlock(&draw_lock);
 }

@@ -56,6 +56,11 @@ void hu_error_prefix(struct hu_error *e, const char *dir);
  * reads them to draw a line. */
 struct hu_progress_bytes {
 	_Atomic uint64_t read, written;
+	/* Optional: called, from the thread that counts, each time either
+	 * count passes one more MiB, so that a front end can redraw while
+	 * one big file moves (entries are reported only between files). */
+	void (*tick)(void *ctx);
+	void *ctx;
 };
 void hu_progress_bytes_add(struct hu_progress_bytes *b, uint64_t read,
 			   uint64_t written);

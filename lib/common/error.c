@@ -130,11 +130,17 @@ void hu_progress_bytes_add(struct hu_progress_bytes *b, uint64_t read,
 {
 	/* Relaxed: the counts order nothing, and a line drawn a little
 	 * behind the workers is still right a moment later. */
+	uint64_t r0 = 0, w0 = 0;
+
 	if (!b)
 		return;
 	if (read)
-		atomic_fetch_add_explicit(&b->read, read, memory_order_relaxed);
+		r0 = atomic_fetch_add_explicit(&b->read, read,
+					       memory_order_relaxed);
 	if (written)
-		atomic_fetch_add_explicit(&b->written, written,
-					  memory_order_relaxed);
+		w0 = atomic_fetch_add_explicit(&b->written, written,
+					       memory_order_relaxed);
+	if (b->tick && (((r0 + read) >> 20) != (r0 >> 20) ||
+			((w0 + written) >> 20) != (w0 >> 20)))
+		b->tick(b->ctx);
 }

@@ -344,6 +344,9 @@ static void progress(struct tl *t)
 
 static int read_entries(struct tl *t)
 {
+	/* Named from the start: the bytes read tick the front end before
+	 * the 16th entry reports (hu_progress_bytes.tick). */
+	progress(t);
 	for (;;) {
 		int r;
 
