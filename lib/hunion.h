@@ -167,6 +167,7 @@ struct hu_layer {
 	int fd;			/* the layer's root directory */
 	dev_t dev;
 	ino_t ino;
+	struct timespec ctime;	/* its root's when opened (a directory) */
 	enum hu_format format;	/* never AUTO once opened */
 	bool userxattr;		/* markers under user.* instead of trusted.* */
 	bool deferred;		/* format not detected yet: NONE until the
@@ -359,7 +360,9 @@ void hu_stack_close(struct hu_stack *s);
 /* One run at a time changes a layer in place (merge --into, whiteout
  * convert --in-place): flock(2) on its root, taken without waiting and
  * held until the process ends or the layer is closed.  EBUSY, with the
- * layer named, while another run holds it. */
+ * layer named, while another run holds it, or when its root changed
+ * since it was opened (a run that finished meanwhile: what this one read
+ * of it, its format first, may be stale). */
 int hu_layer_lock_change(const struct hu_layer *l, struct hu_error *e);
 /* Is @l half-converted (conv_to)?  Does it read markers of format @f
  * (its own, or while half-converted the one it is converted to)? */

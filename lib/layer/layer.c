@@ -312,11 +312,26 @@ static bool readdir_fills(int fd)
 
 int hu_layer_lock_change(const struct hu_layer *l, struct hu_error *e)
 {
-	if (flock(l->fd, LOCK_EX | LOCK_NB) == 0 || errno != EWOULDBLOCK)
-		return 0;	/* locked, or no locks on this filesystem */
-	return hu_error_set(e, EBUSY, l->path, "another hunion run is "
-			    "changing this layer (merge --into, whiteout "
-			    "convert --in-place)");
+	struct stat st;
+
+	if (flock(l->fd, LOCK_EX | LOCK_NB) < 0 && errno == EWOULDBLOCK)
+		return hu_error_set(e, EBUSY, l->path, "another hunion run is "
+				    "changing this layer (merge --into, "
+				    "whiteout convert --in-place)");
+	/* Locked (or no locks on this filesystem).  A run that held the
+	 * lock while this one opened the layer has marked its root (its
+	 * record set and cleared, entries moved): what this run read
+	 * before the lock, the format first, may be stale. */
+	if (fstat(l->fd, &st) < 0)
+		return hu_error_set(e, errno, l->path, "cannot stat layer");
+	if (st.st_ctim.tv_sec != l->ctime.tv_sec ||
+	    st.st_ctim.tv_nsec != l->ctime.tv_nsec) {
+		flock(l->fd, LOCK_UN);
+		return hu_error_set(e, EBUSY, l->path, "changed since this "
+				    "run opened it (another run?): run "
+				    "again");
+	}
+	return 0;
 }
 
 /* What an operand that is neither a directory nor a regular file is. */
@@ -350,6 +365,7 @@ static int open_root(struct hu_layer *l, const char *path,
 			return hu_error_set(e, errno, path, "cannot stat layer");
 		l->dev = st.st_dev;
 		l->ino = st.st_ino;
+		l->ctime = st.st_ctim;
 		l->readdir_fills = readdir_fills(l->fd);
 		return 0;
 	}

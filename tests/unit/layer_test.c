@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /* Layers and stacks: detection of the format and refusals. */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "testutil.h"
 #include "internal.h"
@@ -338,4 +340,52 @@ Test(layer, wh_names_alone_are_ordinary_in_a_kernel_stack)
 		cr_expect_eq(f[1], HU_FMT_OCI, "defer %zu", defer);
 		cr_expect_eq(f[2], HU_FMT_NONE, "defer %zu", defer);
 	}
+}
+
+/* Set user.tick on @rel until its ctime is no longer @was (the kernel's
+ * coarse clock may take a tick to move): a change the ctime shows. */
+static void change_root(const char *rel, const struct timespec *was)
+{
+	struct stat st;
+	char v[16];
+
+	for (unsigned i = 0;; i++) {
+		snprintf(v, sizeof(v), "%u", i);
+		tu_xattr(rel, "user.tick", v);
+		cr_assert_eq(stat(tu_path(rel), &st), 0);
+		if (st.st_ctim.tv_sec != was->tv_sec ||
+		    st.st_ctim.tv_nsec != was->tv_nsec)
+			return;
+	}
+}
+
+/* A run that changes a layer in place locks it; if its root changed
+ * since this run opened it (another run finished meanwhile), what this
+ * run read of it may be stale: refused, and the lock let go. */
+Test(layer, lock_change_refuses_a_layer_changed_since_it_was_opened)
+{
+	struct hu_stack_opts o = { 0 };
+	struct hu_error e = { 0 };
+	struct hu_layer l, again;
+	struct stat st;
+
+	tu_file("up/a", "a");
+	cr_assert_eq(stat(tu_path("up"), &st), 0);
+	change_root("up", &st.st_ctim);	/* not in the tick it was made */
+	cr_assert_eq(hu_layer_open(&l, tu_path("up"), &o, &e), 0, "%s", e.msg);
+	change_root("up", &l.ctime);
+	cr_expect_eq(hu_layer_lock_change(&l, &e), -1);
+	cr_expect_eq(e.err, EBUSY);
+	cr_expect(strstr(e.msg, "changed since this run opened it"), "%s",
+		  e.msg);
+	hu_error_clear(&e);
+	/* opened afresh: locked, and a second lock is refused as busy */
+	cr_assert_eq(hu_layer_open(&again, tu_path("up"), &o, &e), 0, "%s",
+		     e.msg);
+	cr_expect_eq(hu_layer_lock_change(&again, &e), 0, "%s", e.msg);
+	cr_expect_eq(hu_layer_lock_change(&l, &e), -1);
+	cr_expect(strstr(e.msg, "another hunion run"), "%s", e.msg);
+	hu_error_clear(&e);
+	hu_layer_close(&again);
+	hu_layer_close(&l);
 }
