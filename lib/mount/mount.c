@@ -122,7 +122,7 @@ static int find_workdir(struct prep *r, struct hu_mount_plan *p,
 {
 	const struct hu_layer *up = r->d.upper;
 	const char *upath = r->paths[r->d.s->n - 1], *base;
-	char *dir;
+	char stem[HU_TEMP_STEM_SIZE], *dir;
 
 	if (o->workdir) {
 		char *a = strdup(o->workdir), *b = strdup(o->workdir);
@@ -156,7 +156,11 @@ static int find_workdir(struct prep *r, struct hu_mount_plan *p,
 				"root of its filesystem, so no directory beside "
 				"it is on that filesystem: give --workdir");
 		base = strrchr(upath, '/') + 1;
-		if (asprintf(&r->workname, ".%s.hunion-work", base) < 0) {
+		/* a long upper name shortened with a hash, as the names
+		 * beside an output are (it fits NAME_MAX, and the same upper
+		 * finds the same workdir again) */
+		hu_temp_stem(base, stem);
+		if (asprintf(&r->workname, ".%s.hunion-work", stem) < 0) {
 			r->workname = NULL;
 			return hu_error_set(e, ENOMEM, NULL, "out of memory");
 		}
