@@ -886,8 +886,8 @@ summarize() {
 			"stack" SUBSEP "fsck", 0.30, "x")
 		miss += target("fsck -n peak RSS <= 32 MiB (stack)", \
 			"stack" SUBSEP "fsck", 32, "MiB")
-		miss += target("fsck -n --all-layers wall <= 1.30x walkx (stack)", \
-			"stack" SUBSEP "fsckall", 1.30, "x")
+		miss += target("fsck -n --all-layers wall <= 1.00x walkx (stack)", \
+			"stack" SUBSEP "fsckall", 1.00, "x")
 		miss += target("progress line on a pty <= 1.01x none (flatten)", \
 			"stack" SUBSEP "prog", 1.01, "x")
 		miss += target("hunion --version wall <= 1.30x tar --version", \

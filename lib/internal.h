@@ -114,6 +114,15 @@ int hu_interrupt_check(struct hu_error *e);
  * format of most of its markers, and each marker of the other is
  * reported (formatMixed). */
 int hu_layer_detect(struct hu_layer *l, struct hu_error *e);
+/* The same in two steps, for layers detected side by side with a problem
+ * sink: the walk that counts, which reports nothing and may run in any
+ * thread, then (always, to free *@out, even after the walk failed) the
+ * finish, in the thread that may call the sink: a mixed layer's reports
+ * and the layer's fields.  Each returns 0, or -1 with @e. */
+struct hu_detect;
+int hu_layer_detect_walk(struct hu_layer *l, struct hu_detect **out,
+			 struct hu_error *e);
+int hu_layer_detect_finish(struct hu_detect *s, struct hu_error *e);
 /* The stack-wide part of detection (layer.c): the layers of @v (@n of
  * them) detected OCI for their .wh. names alone read as NONE where
  * another directory layer is union or overlay.  @self: a deferred layer

@@ -404,55 +404,104 @@ static int report_tie(struct detect *d)
 				detail, 0, d->e);
 }
 
+/* The walk that counts (no report: it may run in a thread of its own,
+ * hu_layer_detect_walk()). */
+static int detect_count(struct detect *d)
+{
+	struct hu_layer *l = d->l;
+	size_t saved;
+	int rc;
+
+	if (hu_pathbuf_push(&d->path, "", &saved) < 0)
+		return hu_error_set(d->e, ENOMEM, NULL, "out of memory");
+	rc = detect_dir(d, l->fd);
+	if (rc == 0 && d->mixed && d->files_skipped) {
+		/* The counts of a mixed layer decide: count every file. */
+		free(d->found_path);
+		free(d->wh_path);
+		*d = (struct detect){ .l = l, .path = d->path,
+				      .found = HU_FMT_NONE,
+				      .keep = HU_FMT_NONE, .files_all = true,
+				      .e = d->e };
+		rc = detect_dir(d, l->fd);
+	}
+	return rc;
+}
+
+/* The rest, after detect_count() returned @rc: a mixed layer's reports
+ * (from the thread that may call the sink), and the layer's fields. */
+static int detect_finish(struct detect *d, int rc)
+{
+	struct hu_layer *l = d->l;
+
+	if (rc == 0 && d->mixed) {
+		d->keep = d->found = majority(d);
+		if (l->format_tied)
+			rc = report_tie(d);
+		if (rc == 0)
+			rc = detect_dir(d, l->fd);
+	}
+	if (rc < 0) {
+		/* Paths in messages are relative to the layer: name it. */
+		hu_error_prefix(d->e, l->path);
+	} else if (d->found != HU_FMT_NONE) {
+		l->format = d->found;
+		if (d->seen_user && !d->seen_trusted)
+			l->userxattr = true;
+	} else {
+		l->format = d->seen_oci ? HU_FMT_OCI : HU_FMT_NONE;
+		/* whether they are markers is the stack's to say (layer.c) */
+		l->oci_by_names = d->seen_oci;
+		free(l->wh_path);
+		l->wh_path = d->wh_path;
+		d->wh_path = NULL;
+	}
+	if (rc == 0 && l->refs == HU_REFS_ASK) {
+		l->refs = d->refs ? HU_REFS_SOME : HU_REFS_NONE;
+		l->files_private = d->file_private;
+	}
+	free(d->found_path);
+	free(d->wh_path);
+	hu_pathbuf_free(&d->path);
+	return rc;
+}
+
 int hu_layer_detect(struct hu_layer *l, struct hu_error *e)
 {
 	struct detect d = { .l = l, .found = HU_FMT_NONE,
 			    .keep = HU_FMT_NONE, .e = e };
-	size_t saved;
+
+	return detect_finish(&d, detect_count(&d));
+}
+
+struct hu_detect {
+	struct detect d;
+	int rc;
+};
+
+int hu_layer_detect_walk(struct hu_layer *l, struct hu_detect **out,
+			 struct hu_error *e)
+{
+	struct hu_detect *s = calloc(1, sizeof(*s));
+
+	*out = s;
+	if (!s)
+		return hu_error_set(e, ENOMEM, NULL, "out of memory");
+	s->d = (struct detect){ .l = l, .found = HU_FMT_NONE,
+				.keep = HU_FMT_NONE, .e = e };
+	s->rc = detect_count(&s->d);
+	return s->rc;
+}
+
+int hu_layer_detect_finish(struct hu_detect *s, struct hu_error *e)
+{
 	int rc;
 
-	if (hu_pathbuf_push(&d.path, "", &saved) < 0)
-		return hu_error_set(e, ENOMEM, NULL, "out of memory");
-	rc = detect_dir(&d, l->fd);
-	if (rc == 0 && d.mixed && d.files_skipped) {
-		/* The counts of a mixed layer decide: count every file. */
-		free(d.found_path);
-		free(d.wh_path);
-		d = (struct detect){ .l = l, .path = d.path,
-				     .found = HU_FMT_NONE,
-				     .keep = HU_FMT_NONE, .files_all = true,
-				     .e = e };
-		rc = detect_dir(&d, l->fd);
-	}
-	if (rc == 0 && d.mixed) {
-		d.keep = d.found = majority(&d);
-		if (l->format_tied)
-			rc = report_tie(&d);
-		if (rc == 0)
-			rc = detect_dir(&d, l->fd);
-	}
-	if (rc < 0) {
-		/* Paths in messages are relative to the layer: name it. */
-		hu_error_prefix(e, l->path);
-	} else if (d.found != HU_FMT_NONE) {
-		l->format = d.found;
-		if (d.seen_user && !d.seen_trusted)
-			l->userxattr = true;
-	} else {
-		l->format = d.seen_oci ? HU_FMT_OCI : HU_FMT_NONE;
-		/* whether they are markers is the stack's to say (layer.c) */
-		l->oci_by_names = d.seen_oci;
-		free(l->wh_path);
-		l->wh_path = d.wh_path;
-		d.wh_path = NULL;
-	}
-	if (rc == 0 && l->refs == HU_REFS_ASK) {
-		l->refs = d.refs ? HU_REFS_SOME : HU_REFS_NONE;
-		l->files_private = d.file_private;
-	}
-	free(d.found_path);
-	free(d.wh_path);
-	hu_pathbuf_free(&d.path);
+	if (!s)
+		return -1;	/* hu_layer_detect_walk() said why */
+	s->d.e = e;
+	rc = detect_finish(&s->d, s->rc);
+	free(s);
 	return rc;
 }
 

@@ -62,17 +62,26 @@ struct pending {
 	size_t n;			/* layers opened so far */
 	struct hu_error *errs;		/* per layer */
 	atomic_size_t next;		/* the next layer a thread takes */
-	bool one_thread;		/* a problem sink: call it from this
-					 * thread only, layer after layer */
+	/* With a problem sink, which only this thread may call: the
+	 * threads walk, and this one finishes each layer in turn (its
+	 * reports), from what its walk left here. */
+	bool one_thread;
+	struct hu_detect **walked;	/* per layer, with one_thread */
 };
 
 static void *detect_worker(void *arg)
 {
 	struct pending *p = arg;
 
-	for (size_t i; (i = atomic_fetch_add(&p->next, 1)) < p->n;)
-		if (p->wait[i])
+	for (size_t i; (i = atomic_fetch_add(&p->next, 1)) < p->n;) {
+		if (!p->wait[i])
+			continue;
+		if (p->one_thread)
+			(void)hu_layer_detect_walk(&p->layers[i],
+						   &p->walked[i], &p->errs[i]);
+		else
 			(void)hu_layer_detect(&p->layers[i], &p->errs[i]);
+	}
 	return NULL;
 }
 
@@ -89,11 +98,15 @@ static int detect_pending(struct pending *p, struct hu_error *e)
 	if (nwait == 0)
 		return 0;
 	p->errs = calloc(p->n, sizeof(*p->errs));
-	if (!p->errs)
+	p->walked = p->one_thread ? calloc(p->n, sizeof(*p->walked)) : NULL;
+	if (!p->errs || (p->one_thread && !p->walked)) {
+		free(p->errs);
+		p->errs = NULL;
 		return hu_error_set(e, ENOMEM, NULL, "out of memory");
+	}
 	atomic_store(&p->next, 0);
 	/* this thread is one of the workers */
-	while (!p->one_thread && nthreads + 1 < nwait &&
+	while (nthreads + 1 < nwait &&
 	       (long)nthreads + 1 < cpus &&
 	       nthreads < sizeof(threads) / sizeof(threads[0]) &&
 	       pthread_create(&threads[nthreads], NULL, detect_worker, p) == 0)
@@ -101,6 +114,11 @@ static int detect_pending(struct pending *p, struct hu_error *e)
 	detect_worker(p);
 	while (nthreads > 0)
 		pthread_join(threads[--nthreads], NULL);
+	for (size_t i = 0; p->one_thread && i < p->n; i++)
+		if (p->wait[i])
+			(void)hu_layer_detect_finish(p->walked[i], &p->errs[i]);
+	free(p->walked);
+	p->walked = NULL;
 	for (size_t i = 0; i < p->n; i++) {
 		if (!p->wait[i])
 			continue;
