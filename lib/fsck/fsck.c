@@ -769,11 +769,16 @@ int hu_fsck(char *const paths[], size_t n, const struct hu_stack_opts *so,
 	hu_wr_set_dry_run(o->dry_run);
 	sopts.problems = &sink;
 	sopts.workdir_given = o->workdir != NULL;
-	/* The layers beneath the one checked are read where the upper has
-	 * names: each settles its format when the view meets a marker in
-	 * it, not by a walk of its own (as diff does). */
+	/* The bottom layer, where markers hide nothing (most often the base,
+	 * the biggest), is read where the upper has names: it settles its
+	 * format only when the view meets an OCI marker in it (as diff
+	 * does).  The layers between are detected with the one checked,
+	 * side by side (layer.c): deferred, each was walked all the same
+	 * once the view met its first marker (a kernel-made layer shows
+	 * them at once), stopping the check walk, whose lookups probed it
+	 * name by name until then. */
 	if (!o->all_layers && n > 1)
-		sopts.defer_below = n - 1;
+		sopts.defer_below = 1;
 	if (hu_stack_open(&s, paths, n, &sopts, e) < 0)
 		goto out;
 	opened = true;
