@@ -8,9 +8,12 @@
  * writer has written but not yet referenced in index.json is taken, and
  * the temporaries in the layout are killed writers' leftovers, removed
  * too.  Each document is read and parsed as the image reader reads it
- * (blob.c, parse.c).  A manifest, index or entry that cannot be read
- * (missing, corrupt, a cycle deeper than any real image) stops gc before
- * it removes anything: what it references is not known.
+ * (blob.c, parse.c).  An entry of an index whose type hunion does not
+ * know (an artifact manifest, a type yet to come) is read as JSON too,
+ * and every descriptor in it is kept.  A manifest, index or entry that
+ * cannot be read (missing, corrupt, not JSON, a cycle deeper than any
+ * real image) stops gc before it removes anything: what it references
+ * is not known.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -81,16 +84,93 @@ static int mark(struct gc *g, const char *digest, struct hu_error *e)
 	return 1;
 }
 
-static int walk_desc(struct gc *g, const struct hu_oci_desc *d, int depth,
-		     struct hu_error *e);
+/* @doc: an entry of an index, where a document is (a manifest, an index,
+ * or one of a type hunion does not know); else a config or a layer. */
+static int walk_desc(struct gc *g, const struct hu_oci_desc *d, bool doc,
+		     int depth, struct hu_error *e);
 
 static int walk_index(struct gc *g, const struct oci_index *x, int depth,
 		      struct hu_error *e)
 {
 	for (size_t i = 0; i < x->n; i++)
-		if (walk_desc(g, &x->v[i].desc, depth, e) < 0)
+		if (walk_desc(g, &x->v[i].desc, true, depth, e) < 0)
 			return -1;
 	return 0;
+}
+
+static bool is_hex64(const char *s);
+
+/* Every descriptor in JSON value @v of a document of a type hunion does
+ * not know: an object with a "digest" string (sha256, as parse.c takes
+ * it) and a "size".  Each is kept, and walked if it is a document hunion
+ * knows; other objects and arrays are looked into. */
+static int walk_json(struct gc *g, json_t *v, int depth, struct hu_error *e)
+{
+	json_t *dg, *sz, *mt, *x;
+	const char *key;
+	size_t i;
+
+	if (depth > GC_MAX_DEPTH)
+		return hu_error_set(e, 0, g->l.path, "a document nested "
+				    "deeper than %d: refusing to collect",
+				    GC_MAX_DEPTH);
+	if (json_is_array(v)) {
+		json_array_foreach(v, i, x)
+			if (walk_json(g, x, depth + 1, e) < 0)
+				return -1;
+		return 0;
+	}
+	if (!json_is_object(v))
+		return 0;
+	dg = json_object_get(v, "digest");
+	sz = json_object_get(v, "size");
+	mt = json_object_get(v, "mediaType");
+	if (json_is_string(dg) && json_is_integer(sz) &&
+	    json_integer_value(sz) >= 0 &&
+	    strncmp(json_string_value(dg), "sha256:", 7) == 0 &&
+	    is_hex64(json_string_value(dg) + 7)) {
+		struct hu_oci_desc d = { .size = json_integer_value(sz) };
+
+		snprintf(d.digest, sizeof(d.digest), "%s",
+			 json_string_value(dg));
+		if (json_is_string(mt))
+			snprintf(d.media_type, sizeof(d.media_type), "%s",
+				 json_string_value(mt));
+		if (walk_desc(g, &d, false, depth + 1, e) < 0)
+			return -1;
+	}
+	json_object_foreach(v, key, x)
+		if (walk_json(g, x, depth + 1, e) < 0)
+			return -1;
+	return 0;
+}
+
+/* Entry @d of an index, of a type hunion does not know. */
+static int walk_unknown(struct gc *g, const struct hu_oci_desc *d, int depth,
+			struct hu_error *e)
+{
+	char *buf, what[256];
+	size_t len;
+	json_t *j;
+	int rc;
+
+	if (oci_doc_read(g->l.dirfd, g->l.path, d, &buf, &len, e) < 0)
+		return -1;
+	snprintf(what, sizeof(what), "%s of type %s", d->digest,
+		 d->media_type);
+	j = oci_json_load(buf, len, what, e);
+	free(buf);
+	if (!j) {
+		char msg[sizeof(e->msg)];
+
+		memcpy(msg, e->msg, sizeof(msg));
+		hu_error_clear(e);
+		return hu_error_set(e, 0, g->l.path, "%s: what it references "
+				    "is not known: refusing to collect", msg);
+	}
+	rc = walk_json(g, j, depth + 1, e);
+	json_decref(j);
+	return rc;
 }
 
 /* What the document @d references: an index's entries, a manifest's
@@ -122,15 +202,15 @@ static int walk_doc(struct gc *g, const struct hu_oci_desc *d, bool index,
 		oci_index_free(&x);
 		return rc;
 	}
-	rc = walk_desc(g, &m.config, depth + 1, e);
+	rc = walk_desc(g, &m.config, false, depth + 1, e);
 	for (size_t i = 0; i < m.nlayers && rc == 0; i++)
-		rc = walk_desc(g, &m.layers[i], depth + 1, e);
+		rc = walk_desc(g, &m.layers[i], false, depth + 1, e);
 	oci_manifest_free(&m);
 	return rc;
 }
 
-static int walk_desc(struct gc *g, const struct hu_oci_desc *d, int depth,
-		     struct hu_error *e)
+static int walk_desc(struct gc *g, const struct hu_oci_desc *d, bool doc,
+		     int depth, struct hu_error *e)
 {
 	const struct oci_media_type *mt = oci_media_type(d->media_type);
 	int rc = mark(g, d->digest, e);
@@ -141,8 +221,10 @@ static int walk_desc(struct gc *g, const struct hu_oci_desc *d, int depth,
 	 * it unmarked, to be removed while still in use. */
 	if (rc < 0)
 		return -1;
-	if (rc == 0 || !mt)
+	if (rc == 0 || (!mt && !doc))
 		return 0;
+	if (!mt)
+		return walk_unknown(g, d, depth, e);
 	if (mt->kind == OCI_KIND_INDEX || mt->kind == OCI_KIND_MANIFEST)
 		return walk_doc(g, d, mt->kind == OCI_KIND_INDEX, depth, e);
 	return 0;
