@@ -48,6 +48,7 @@ static struct {
 	uint64_t start_ns;
 	struct progress_gate term, plain, json, comp;
 	bool shown;			/* the terminal line is drawn */
+	atomic_bool reported;		/* a report came (not only a tick) */
 	uint64_t entries, read, size;	/* as last reported */
 	const char *what;		/* the tarball read, or NULL */
 } pg = { .fd = -1, .cfd = -1 };
@@ -325,7 +326,7 @@ static void draw(bool final)
 		status_text(line, sizeof(line), now);
 		fprintf(stderr, "%s\n", line);
 	}
-	if (final)
+	if (final || !atomic_load(&pg.reported))
 		return;
 	if (front.progress && progress_gate_due(&pg.term, now)) {
 		status_text(line, sizeof(line), now);
@@ -351,6 +352,7 @@ static void report_progress(void *ctx, uint64_t done)
 	(void)ctx;
 	if (!pg.started || pthread_mutex_trylock(&draw_lock))
 		return;
+	atomic_store(&pg.reported, true);
 	pg.entries = done;
 	pg.what = NULL;
 	pg.read = pg.size = 0;
@@ -359,11 +361,17 @@ static void report_progress(void *ctx, uint64_t done)
 }
 
 /* A MiB more moved (live.tick): the line, with the entries as last
- * reported, is drawn if it is due, during one big file too. */
+ * reported, is drawn if it is due, during one big file too.  Never
+ * before the run's first report: a reader thread (tarsrc's producer)
+ * ticks while the run still opens, and the first line drawn is the one
+ * naming what is read, whichever thread is faster.  Nor does it take
+ * the lock then, which would make that first report pass by; a SIGUSR1
+ * is answered at once all the same. */
 static void report_tick(void *ctx)
 {
 	(void)ctx;
-	if (!pg.started || pthread_mutex_trylock(&draw_lock))
+	if (!pg.started || (!atomic_load(&pg.reported) && !usr1_pending) ||
+	    pthread_mutex_trylock(&draw_lock))
 		return;
 	draw(false);
 	pthread_mutex_unlock(&draw_lock);
@@ -375,6 +383,7 @@ static void report_progress_read(void *ctx, const char *what, uint64_t done,
 	(void)ctx;
 	if (!pg.started || pthread_mutex_trylock(&draw_lock))
 		return;
+	atomic_store(&pg.reported, true);
 	pg.entries = done;
 	pg.what = what;
 	pg.read = read;
