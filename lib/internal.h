@@ -191,6 +191,17 @@ int hu_layer_probe_entry(const struct hu_layer *l, int dirfd,
 /* The same for a regular file whose xattr names (@len bytes) are read. */
 int hu_layer_probe_xattr_names(const struct hu_layer *l, const char *names,
 			       size_t len, struct hu_error *e);
+/* Entry @name of @l's own walk, of type @type (S_IFMT bits): its .wh.
+ * name, then what hu_layer_probe_entry() looks at, with the syscalls
+ * detection spends on it (a readlink for a symlink, an xattr listing for
+ * a regular file, a stat for a character device). */
+int hu_layer_probe_own(const struct hu_layer *l, int dirfd, const char *name,
+		       mode_t type, struct hu_error *e);
+/* A deferred layer whose own walk probed each of its directories (their
+ * xattr names) and entries (hu_layer_probe_own) and never settled it: it
+ * is NONE, as its detection would find, and settled so (hu_layer.refs
+ * not asked: that needs detection's walk). */
+void hu_layer_settle_plain(const struct hu_layer *l);
 
 /* Close @d's fds, and nothing else: @d is then only fit for
  * hu_vdir_close(), which frees the rest. */

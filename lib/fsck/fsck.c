@@ -21,6 +21,12 @@
 
 #include "fsck/fsck.h"
 
+/* A finding held while the walk settles the layer's format. */
+struct fsck_held {
+	struct hu_fsck_finding f;
+	char *path, *detail;
+};
+
 /* One directory of the walk: the view beneath it, kept while inside. */
 struct fsck_level {
 	struct wh_dir *wd;
@@ -51,6 +57,20 @@ struct fsck_run {
 	unsigned int pass;
 	char **told;
 	size_t ntold, cap_told, nsorted;
+	/*
+	 * The layer checked reads as NONE while this walk settles its
+	 * format (a deferred bottom layer, -n): each directory and entry is
+	 * probed as the view probes a deferred layer, and what is found is
+	 * held (@held) until the walk ends with the layer NONE.  A probe
+	 * that settles it in another format makes the walk start again in
+	 * that one (@restart), its findings and counts dropped.
+	 */
+	bool spec;
+	bool spec_partial;		/* a directory it did not descend */
+	bool restart;
+	struct hu_fsck_stats spec_counted;	/* counted meanwhile */
+	struct fsck_held *held;
+	size_t nheld, cap_held;
 	/* fsck_entry_facts() of the entry at hand */
 	struct fsck_facts facts;
 	int facts_dirfd;
@@ -103,9 +123,58 @@ static bool repair_allowed(const struct fsck_run *r, enum hu_problem_id id,
 	return r->o->mode >= HU_FSCK_PREEN;
 }
 
+/* Hold @f (a check's, -n: no repair, no why) until the walk settles. */
+static int hold(struct fsck_run *r, const struct hu_fsck_finding *f,
+		struct hu_error *e)
+{
+	struct fsck_held *h;
+
+	if (r->nheld == r->cap_held) {
+		size_t cap = r->cap_held ? 2 * r->cap_held : 16;
+
+		h = realloc(r->held, cap * sizeof(*h));
+		if (!h)
+			return hu_error_set(e, ENOMEM, NULL, "out of memory");
+		r->held = h;
+		r->cap_held = cap;
+	}
+	h = &r->held[r->nheld];
+	h->f = *f;
+	h->path = strdup(f->path);
+	h->detail = f->detail ? strdup(f->detail) : NULL;
+	if (!h->path || (f->detail && !h->detail)) {
+		free(h->path);
+		free(h->detail);
+		return hu_error_set(e, ENOMEM, NULL, "out of memory");
+	}
+	h->f.path = h->path;
+	h->f.detail = h->detail;
+	r->nheld++;
+	return 0;
+}
+
+/* The held findings told (@tell) in order, or dropped; freed. */
+static int held_end(struct fsck_run *r, bool tell, struct hu_error *e)
+{
+	int rc = 0;
+
+	for (size_t i = 0; i < r->nheld; i++) {
+		if (tell && rc == 0 && r->o->finding)
+			rc = r->o->finding(r->o->ctx, &r->held[i].f, e);
+		free(r->held[i].path);
+		free(r->held[i].detail);
+	}
+	free(r->held);
+	r->held = NULL;
+	r->nheld = r->cap_held = 0;
+	return rc < 0 ? -1 : 0;
+}
+
 static int tell(struct fsck_run *r, const struct hu_fsck_finding *f,
 		struct hu_error *e)
 {
+	if (r->spec)
+		return hold(r, f, e);
 	if (r->o->finding && r->o->finding(r->o->ctx, f, e) < 0)
 		return -1;
 	return 0;
@@ -240,6 +309,7 @@ int fsck_found(struct fsck_run *r, enum hu_problem_id id, const char *dir,
 		return 0;
 	}
 	r->st->found[sev]++;
+	r->spec_counted.found[sev] += r->spec;
 	f.path = path;
 	if (repair_allowed(r, id, sev)) {
 		free(key);
@@ -256,8 +326,10 @@ int fsck_found(struct fsck_run *r, enum hu_problem_id id, const char *dir,
 		r->pending = true;
 		return 1;
 	}
-	if (sev >= HU_SEV_WARNING)
+	if (sev >= HU_SEV_WARNING) {
 		r->st->left++;
+		r->spec_counted.left += r->spec;
+	}
 	rc = tell(r, &f, e);
 	free(path);
 	if (rc < 0)
@@ -378,6 +450,32 @@ static struct fsck_level *level(struct fsck_run *r)
 	return &r->lv[r->depth - 1];
 }
 
+/* After a probe of the layer checked (@rc its result, in @dir): settled
+ * in a format other than NONE, the walk so far read it wrong. */
+static int spec_probed(struct fsck_run *r, int rc, const char *dir,
+		       struct hu_error *e)
+{
+	const struct hu_layer *l = fsck_layer(r);
+
+	if (rc < 0)
+		return wh_prefix(e, l->path, dir);
+	if (hu_layer_is_deferred(l) || l->format == HU_FMT_NONE)
+		return 0;
+	r->restart = true;
+	return hu_error_set(e, EAGAIN, NULL, "read again in its format");
+}
+
+/* The xattrs of directory @wd, as its walk listed them. */
+static int probe_dir(struct fsck_run *r, const struct wh_dir *wd,
+		     struct hu_error *e)
+{
+	const struct hu_layer *l = fsck_layer(r);
+
+	if (!wd->xlisted)
+		return hu_layer_probe_dir(l, wd->fd, e);
+	return hu_layer_probe_xattr_names(l, wd->xattrs, wd->xlen, e);
+}
+
 static int dir_pre(void *ctx, struct wh_dir *wd, struct hu_error *e)
 {
 	struct fsck_run *r = ctx;
@@ -394,6 +492,8 @@ static int dir_pre(void *ctx, struct wh_dir *wd, struct hu_error *e)
 		r->lv = v;
 		r->cap = cap;
 	}
+	if (r->spec && spec_probed(r, probe_dir(r, wd, e), wd->path, e) < 0)
+		return -1;
 	if (!up)
 		below = r->below_root;
 	else if (below_of(r, up, wd, &below, e) < 0)
@@ -434,6 +534,7 @@ void fsck_entry_checked(struct fsck_run *r)
 	const struct hu_report *rep = r->o->report;
 
 	r->st->entries++;
+	r->spec_counted.entries += r->spec;
 	if (rep && rep->progress && (r->st->entries & 255) == 0)
 		rep->progress(rep->ctx, r->st->entries);
 }
@@ -448,41 +549,116 @@ static int entry(void *ctx, struct wh_dir *wd, const struct wh_ent *ent,
 
 	fsck_entry_checked(r);
 	facts_forget(r);
+	if (r->spec &&
+	    spec_probed(r, hu_layer_probe_own(fsck_layer(r), wd->fd, ent->name,
+					      ent->type, e), wd->path, e) < 0)
+		return -1;
 	rc = fsck_marker_entry(r, &d, ent, e);
 	if (rc < 0)
 		return -1;
-	if (rc > 0)	/* not the layer's own: no more checks, no descent */
+	if (rc > 0) {	/* not the layer's own: no more checks, no descent */
+		r->spec_partial |= S_ISDIR(ent->type);
 		return hu_interrupt_check(e);
+	}
 	rc = fsck_overlay_entry(r, &d, ent, e) < 0 ||
 	     fsck_vacuum_entry(r, &d, ent, e) < 0 ||
 	     hu_interrupt_check(e) < 0;
 	facts_forget(r);
 	if (rc)
 		return -1;
-	return ent->kind == HU_MARK_NONE && S_ISDIR(ent->type);
+	if (ent->kind == HU_MARK_NONE && S_ISDIR(ent->type))
+		return 1;
+	r->spec_partial |= S_ISDIR(ent->type);
+	return 0;
 }
 
 /* ---- one layer ------------------------------------------------------------ */
 
-static int check_layer(struct fsck_run *r, struct hu_error *e)
+static int walk_layer(struct fsck_run *r, struct hu_error *e)
 {
 	static const struct wh_walk_ops ops = {
 		.dir_pre = dir_pre, .entry = entry, .dir_post = dir_post,
 		.dir_abort = dir_abort, .oci_invalid_as_entries = true,
 	};
-	const struct hu_layer *l = fsck_layer(r);
 	int rc;
 
-	if (l->unpacked)
-		return fsck_tarball(r, l, e);
 	r->below_root = NULL;
 	if (r->k > 0 && hu_vdir_open_root(&r->below, &r->below_root, e) < 0)
 		return -1;
-	rc = wh_walk(l, &ops, r, e);
+	rc = wh_walk(fsck_layer(r), &ops, r, e);
 	while (r->depth)
 		level_pop(r);
 	hu_vdir_close(r->below_root);
 	r->below_root = NULL;
+	return rc;
+}
+
+/* The walk is over and the layer still deferred: settled NONE if the
+ * probes saw all of it, else by detection, read again if not NONE. */
+static int spec_end(struct fsck_run *r, struct hu_error *e)
+{
+	const struct hu_layer *l = fsck_layer(r);
+
+	if (!hu_layer_is_deferred(l))
+		return 0;	/* settled NONE on the way */
+	if (!r->spec_partial && l->refs != HU_REFS_ASK) {
+		hu_layer_settle_plain(l);
+		return 0;
+	}
+	if (hu_layer_settle(l, e) < 0)
+		return -1;
+	r->restart = l->format != HU_FMT_NONE;
+	return 0;
+}
+
+/* Start the layer's walk again, as if it had not been read. */
+static void spec_undo(struct fsck_run *r, size_t ntold)
+{
+	struct hu_fsck_stats *st = r->st;
+	const struct hu_fsck_stats *c = &r->spec_counted;
+
+	(void)held_end(r, false, NULL);
+	st->entries -= c->entries;
+	st->left -= c->left;
+	for (size_t i = 0; i <= HU_SEV_ERROR; i++)
+		st->found[i] -= c->found[i];
+	while (r->ntold > ntold)
+		free(r->told[--r->ntold]);
+	r->spec = r->restart = false;
+}
+
+static int check_layer(struct fsck_run *r, struct hu_error *e)
+{
+	const struct hu_layer *l = fsck_layer(r);
+	size_t ntold = r->ntold;
+	int rc;
+
+	if (l->unpacked)
+		return fsck_tarball(r, l, e);
+	/*
+	 * A deferred layer (the bottom one, -n) is settled by its check's
+	 * walk, not walked first by detection: at most once more, where
+	 * its probes settle it in a format other than NONE.  A repair
+	 * needs the format before it plans one.
+	 */
+	r->spec = hu_layer_is_deferred(l) && r->o->mode == HU_FSCK_CHECK;
+	if (!r->spec && hu_layer_settle(l, e) < 0)
+		return -1;
+	memset(&r->spec_counted, 0, sizeof(r->spec_counted));
+	r->spec_partial = false;
+	rc = walk_layer(r, e);
+	if (rc == 0 && r->spec)
+		rc = spec_end(r, e);
+	if (r->restart) {
+		hu_error_clear(e);
+		spec_undo(r, ntold);
+		rc = walk_layer(r, e);
+	}
+	if (r->spec) {
+		r->spec = false;
+		if (held_end(r, rc == 0, e) < 0)
+			rc = -1;
+	}
 	if (rc == 0)
 		rc = fsck_overlay_layer(r, e);
 	return rc;
@@ -776,8 +952,9 @@ int hu_fsck(char *const paths[], size_t n, const struct hu_stack_opts *so,
 	 * side by side (layer.c): deferred, each was walked all the same
 	 * once the view met its first marker (a kernel-made layer shows
 	 * them at once), stopping the check walk, whose lookups probed it
-	 * name by name until then. */
-	if (!o->all_layers && n > 1)
+	 * name by name until then.  Checked (-n, --all-layers or alone), the
+	 * bottom layer is settled by its check's walk (check_layer()). */
+	if ((!o->all_layers && n > 1) || o->mode == HU_FSCK_CHECK)
 		sopts.defer_below = 1;
 	if (hu_stack_open(&s, paths, n, &sopts, e) < 0)
 		goto out;

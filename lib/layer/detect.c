@@ -626,29 +626,65 @@ int hu_layer_probe_name(const struct hu_layer *l, int dirfd,
 	return 0;
 }
 
+/* Settle @l if symlink @name points where a union whiteout does. */
+static int probe_link(const struct hu_layer *l, int dirfd, const char *name,
+		      struct hu_error *e)
+{
+	char target[sizeof(HU_UNION_WHITEOUT_TARGET) + 1];
+	ssize_t n = readlinkat(dirfd, name, target, sizeof(target));
+
+	if (n < 0)
+		return hu_error_set(e, errno, name, "cannot read symlink");
+	if ((size_t)n == strlen(HU_UNION_WHITEOUT_TARGET) &&
+	    memcmp(target, HU_UNION_WHITEOUT_TARGET, n) == 0)
+		return hu_layer_settle(l, e);
+	return 0;
+}
+
 int hu_layer_probe_entry(const struct hu_layer *l, int dirfd,
 			 const char *name, const struct stat *st,
 			 struct hu_error *e)
 {
-	char target[sizeof(HU_UNION_WHITEOUT_TARGET) + 1];
-	ssize_t n;
-
 	if (!l->deferred)
 		return 0;
 	if (S_ISCHR(st->st_mode) && st->st_rdev == makedev(0, 0))
 		return hu_layer_settle(l, e);
 	if (S_ISLNK(st->st_mode) &&
-	    st->st_size == (off_t)strlen(HU_UNION_WHITEOUT_TARGET)) {
-		n = readlinkat(dirfd, name, target, sizeof(target));
-		if (n < 0)
-			return hu_error_set(e, errno, name,
-					    "cannot read symlink");
-		if ((size_t)n == strlen(HU_UNION_WHITEOUT_TARGET) &&
-		    memcmp(target, HU_UNION_WHITEOUT_TARGET, n) == 0)
-			return hu_layer_settle(l, e);
-	}
+	    st->st_size == (off_t)strlen(HU_UNION_WHITEOUT_TARGET))
+		return probe_link(l, dirfd, name, e);
 	/* metacopy files and xattr whiteouts */
 	if (S_ISREG(st->st_mode))
 		return probe_xattrs(l, dirfd, name, e);
 	return 0;
+}
+
+int hu_layer_probe_own(const struct hu_layer *l, int dirfd, const char *name,
+		       mode_t type, struct hu_error *e)
+{
+	struct stat st;
+
+	if (!l->deferred)
+		return 0;
+	/* the layer's own .wh. name: detection's seen_oci */
+	if (hu_oci_is_marker(name))
+		return hu_layer_settle(l, e);
+	if (S_ISLNK(type))	/* one readlink, as detection reads it */
+		return probe_link(l, dirfd, name, e);
+	if (S_ISCHR(type)) {
+		if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			return hu_error_set(e, errno, name, "cannot stat");
+		return hu_layer_probe_entry(l, dirfd, name, &st, e);
+	}
+	if (S_ISREG(type))
+		return probe_xattrs(l, dirfd, name, e);
+	return 0;
+}
+
+void hu_layer_settle_plain(const struct hu_layer *cl)
+{
+	struct hu_layer *l = (struct hu_layer *)cl;
+
+	/* Its format stays NONE, what detection finds in a layer where no
+	 * probe fires.  Released as hu_layer_settle() releases it. */
+	__atomic_store_n(&l->deferred, false, __ATOMIC_RELEASE);
 }

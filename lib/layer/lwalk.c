@@ -166,7 +166,9 @@ static int scan_self(const struct hu_layer *l, struct wh_dir *d,
 
 	if (fstat(d->fd, &d->st) < 0)
 		return hu_error_set(e, errno, NULL, "cannot stat directory");
-	if (l->format == HU_FMT_UNION || l->format == HU_FMT_OVERLAY) {
+	/* A deferred layer's too: its walk probes them (fsck.c). */
+	if (l->format == HU_FMT_UNION || l->format == HU_FMT_OVERLAY ||
+	    l->deferred) {
 		if (list_xattrs(d, e) < 0)
 			return -1;
 	}

@@ -89,6 +89,30 @@ fsck_run() {	# ARGS...
 	echo "[exit $rc]"
 }
 
+# What fsck ARGS finds, its repairs and their count left out.
+findings() {	# -n|-y --dry-run, ARGS...
+	"$HUNION" fsck "$@" 2>&1 |
+		sed 's/ -- .*$//; s/): [0-9]* \(would be \)\{0,1\}repaired.*$/)/'
+}
+
+# fsck -n reads a checked bottom layer (--all-layers, or the layer alone)
+# as having no markers while its own walk probes it, and walks it again
+# where a probe settles it otherwise; a repair mode (-y --dry-run here)
+# detects each layer first.  Both must find the same.  Where the dry run
+# refuses (a tarball layer: read only), there is nothing to compare.
+same_findings() {	# ARGS...
+	"$HUNION" fsck -y --dry-run "$@" >/dev/null 2>&1
+	[ $? -ge 8 ] && return 0
+	findings -n "$@" >$R/find-n
+	findings -y --dry-run "$@" >$R/find-y
+	if ! diff -u $R/find-y $R/find-n >$R/find-diff; then
+		echo "fsck -n $* finds what fsck -y --dry-run does not:"
+		head -n 20 $R/find-diff
+		return 1
+	fi
+	rm -f $R/find-n $R/find-y $R/find-diff
+}
+
 # The merged view of the stack, as a manifest, through hunion merge -o.
 merged() {	# OUTDIR LAYERS...
 	local out=$1
@@ -226,6 +250,8 @@ for name in "${cases[@]}"; do
 			bad=1
 		fi
 		rm -f $R/snap-before $R/snap-after $R/snap-diff
+		same_findings "${opts[@]}" --all-layers "${layers[@]}" || bad=1
+		same_findings "${opts[@]}" "${layers[-1]}" || bad=1
 
 		fsck_run -y "${opts[@]}" "${layers[@]}" >$R/out1
 		fsck_run -y "${opts[@]}" "${layers[@]}" >$R/out2
