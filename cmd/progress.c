@@ -301,15 +301,19 @@ static void json_line(uint64_t now, bool done, uint64_t written)
 		pg.fd = -1;
 }
 
-/* e2fsck -C: "PASS CURRENT MAX DEVICE", one pass, the entries checked;
- * the total is not known before the walk, so MAX is CURRENT. */
-static void completion_line(void)
+/* e2fsck -C: "PASS CURRENT MAX DEVICE", one pass.  While a tarball is
+ * read, its bytes read of its size, so that front ends show a share;
+ * else the entries checked, whose total is not known before the walk,
+ * so MAX is CURRENT (and so at the end). */
+static void completion_line(bool final)
 {
+	bool bytes = !final && pg.what && pg.size;
+	uint64_t cur = bytes ? pg.read : pg.entries;
 	char buf[4096];
 
 	snprintf(buf, sizeof(buf), "1 %llu %llu %s\n",
-		 (unsigned long long)pg.entries,
-		 (unsigned long long)pg.entries,
+		 (unsigned long long)cur,
+		 (unsigned long long)(bytes ? pg.size : cur),
 		 pg.device ? pg.device : "-");
 	if (!write_quiet(pg.cfd, buf, strlen(buf)))
 		pg.cfd = -1;
@@ -340,7 +344,7 @@ static void draw(bool final)
 	if (pg.fd >= 0 && progress_gate_due(&pg.json, now))
 		json_line(now, false, PROGRESS_UNKNOWN);
 	if (pg.cfd >= 0 && progress_gate_due(&pg.comp, now))
-		completion_line();
+		completion_line(false);
 }
 
 /* merge --into reports from its worker threads: one draws, the others
@@ -413,7 +417,7 @@ void progress_finish(uint64_t entries, uint64_t written)
 	if (pg.fd >= 0)
 		json_line(now, true, written);
 	if (pg.cfd >= 0)
-		completion_line();
+		completion_line(true);
 	pg.term.interval_ns = pg.plain.interval_ns = 0;
 }
 
