@@ -170,11 +170,36 @@ static int held_end(struct fsck_run *r, bool tell, struct hu_error *e)
 	return rc < 0 ? -1 : 0;
 }
 
+/*
+ * Findings held at most: past them the layer is settled at once (the
+ * walk of detection), so that a layer full of problems costs no more
+ * memory than its walk.  NONE: the findings are told, and the next ones
+ * as they come; else the check walks the layer again in its format.
+ */
+#define HELD_MAX 4096
+
+static int spec_settle_now(struct fsck_run *r, struct hu_error *e)
+{
+	const struct hu_layer *l = fsck_layer(r);
+
+	if (hu_layer_settle(l, e) < 0)
+		return -1;
+	if (l->format != HU_FMT_NONE) {
+		r->restart = true;
+		return hu_error_set(e, EAGAIN, NULL, "read again in its format");
+	}
+	r->spec = false;
+	return held_end(r, true, e);
+}
+
 static int tell(struct fsck_run *r, const struct hu_fsck_finding *f,
 		struct hu_error *e)
 {
-	if (r->spec)
-		return hold(r, f, e);
+	if (r->spec) {
+		if (hold(r, f, e) < 0)
+			return -1;
+		return r->nheld < HELD_MAX ? 0 : spec_settle_now(r, e);
+	}
 	if (r->o->finding && r->o->finding(r->o->ctx, f, e) < 0)
 		return -1;
 	return 0;
