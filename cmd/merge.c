@@ -172,9 +172,15 @@ int cmd_merge(const struct cmd *c, int argc, char **argv)
 		return merge_stream(&a, argv + first, (size_t)(argc - first),
 				    &mo);
 	/* --into reads the layers beneath the target only where the upper
-	 * leads: their formats are detected there, not by a walk of each */
+	 * leads: their formats are detected there, not by a walk of each.
+	 * -o reads the bottom layer whole, but what its format changes is
+	 * only which of its own entries are markers: it is detected if the
+	 * walk meets one (a base image seldom has any), as flatten does,
+	 * which saves a walk of it before the merge's own. */
 	if (a.into && a.lo.stack.format == HU_FMT_AUTO)
 		a.lo.stack.defer_below = (size_t)(argc - first) - 2;
+	else if (a.lo.stack.format == HU_FMT_AUTO)
+		a.lo.stack.defer_below = 1;
 	/* the upper's detection tells whether phase 1 has anything to do */
 	a.lo.stack.find_refs = a.into;
 	if (hu_stack_open(&s, argv + first, argc - first, &a.lo.stack,

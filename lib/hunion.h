@@ -81,6 +81,10 @@ struct hu_report {
 void hu_report_warn(const struct hu_report *r, int err, const char *dir,
 		    const char *name, const char *fmt, ...)
 	__attribute__((format(printf, 5, 6)));
+/* @n entries done, the @n-th begun: reported at the first (so that a front
+ * end shows a line from the start, and its byte ticks redraw it while a
+ * first big file moves) and then every 256th. */
+void hu_report_progress(const struct hu_report *r, uint64_t n);
 
 /* ---- problems: the inconsistencies a layer can hold (problem.c) -------- */
 

@@ -90,6 +90,12 @@ void hu_report_warn(const struct hu_report *r, int err, const char *dir,
 	hu_error_clear(&w);
 }
 
+void hu_report_progress(const struct hu_report *r, uint64_t n)
+{
+	if (r && r->progress && (n == 1 || n % 256 == 0))
+		r->progress(r->ctx, n);
+}
+
 /* "dir/name", "name" when dir is empty, "dir" when name is empty; NULL
  * only when memory runs out. */
 char *hu_path_join(const char *dir, const char *name)

@@ -46,10 +46,7 @@ int chg_nomem(struct hu_error *e)
 
 static void seen(struct chg_walk *w)
 {
-	const struct hu_report *r = w->report;
-
-	if (++w->seen % 256 == 0 && r && r->progress)
-		r->progress(r->ctx, w->seen);
+	hu_report_progress(w->report, ++w->seen);
 }
 
 /* Change @c, named @name in the current directory, to @fn. */

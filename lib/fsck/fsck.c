@@ -556,12 +556,9 @@ static void dir_abort(void *ctx, struct wh_dir *wd)
 
 void fsck_entry_checked(struct fsck_run *r)
 {
-	const struct hu_report *rep = r->o->report;
-
 	r->st->entries++;
 	r->spec_counted.entries += r->spec;
-	if (rep && rep->progress && (r->st->entries & 255) == 0)
-		rep->progress(rep->ctx, r->st->entries);
+	hu_report_progress(r->o->report, r->st->entries);
 }
 
 static int entry(void *ctx, struct wh_dir *wd, const struct wh_ent *ent,

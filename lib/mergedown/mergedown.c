@@ -171,11 +171,8 @@ int md_open_parent(int rootfd, const char *path, const char **leaf)
 
 static void progress(struct md *m)
 {
-	const struct hu_report *r = m->o->report;
-	uint64_t n = m->pool ? md_pool_tick(m->pool) : ++m->done;
-
-	if (n % 256 == 0 && r && r->progress)
-		r->progress(r->ctx, n);
+	hu_report_progress(m->o->report,
+			   m->pool ? md_pool_tick(m->pool) : ++m->done);
 }
 
 /* Remove the target's entry @name, which the upper hides. */

@@ -35,10 +35,7 @@ static int ffail(struct flatten *f, size_t layer, struct hu_error *e)
 
 static void progress(struct flatten *f)
 {
-	const struct hu_report *r = f->report;
-
-	if (++f->stats->entries % 256 == 0 && r && r->progress)
-		r->progress(r->ctx, f->stats->entries);
+	hu_report_progress(f->report, ++f->stats->entries);
 }
 
 static void count(struct hu_flatten_stats *st, const struct stat *s)

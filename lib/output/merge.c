@@ -32,10 +32,7 @@ static const struct hu_treeout_words merge_words = {
 
 static void progress(struct merge *m)
 {
-	const struct hu_report *r = m->o->report;
-
-	if (++m->done % 256 == 0 && r && r->progress)
-		r->progress(r->ctx, m->done);
+	hu_report_progress(m->o->report, ++m->done);
 }
 
 /* --link: the output shares the source inode. */

@@ -28,10 +28,7 @@ static const struct hu_treeout_words convert_words = {
 
 static void progress(struct conv *c)
 {
-	const struct hu_report *r = c->o->report;
-
-	if (++c->st->entries % 256 == 0 && r && r->progress)
-		r->progress(r->ctx, c->st->entries);
+	hu_report_progress(c->o->report, ++c->st->entries);
 }
 
 /* ---- ordinary entries ------------------------------------------------ */
