@@ -314,6 +314,13 @@ struct hu_stack_opts {
 				 * in them, so that a command that reads a
 				 * few paths of a huge lower does not walk
 				 * it whole (diff) */
+	size_t defer_look;	/* with defer_below: at the open, beside the
+				 * other layers' detections, each deferred
+				 * layer's first N directories are looked at;
+				 * one that shows a marker-like entry there is
+				 * detected then and there (fsck -n
+				 * --all-layers: a bottom layer with markers
+				 * keeps its detection side by side) */
 	bool workdir_given;	/* an overlay workdir was given: a layer
 				 * with as many union as overlay markers
 				 * is overlay (detect.c) */

@@ -202,6 +202,12 @@ int hu_layer_probe_own(const struct hu_layer *l, int dirfd, const char *name,
  * is NONE, as its detection would find, and settled so (hu_layer.refs
  * not asked: that needs detection's walk). */
 void hu_layer_settle_plain(const struct hu_layer *l);
+/* Does the walk of @l, within its first @max_dirs directories, meet
+ * what the probes settle a deferred layer on?  1 yes, 0 no, -1 error.
+ * Nothing is settled: a stack detects a layer found so with the others,
+ * side by side (hu_stack_opts.defer_look). */
+int hu_layer_marked_early(const struct hu_layer *l, size_t max_dirs,
+			  struct hu_error *e);
 
 /* Close @d's fds, and nothing else: @d is then only fit for
  * hu_vdir_close(), which frees the rest. */

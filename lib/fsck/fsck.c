@@ -978,6 +978,11 @@ int hu_fsck(char *const paths[], size_t n, const struct hu_stack_opts *so,
 	 * bottom layer is settled by its check's walk (check_layer()). */
 	if ((!o->all_layers && n > 1) || o->mode == HU_FSCK_CHECK)
 		sopts.defer_below = 1;
+	/* ... unless its first directories show a marker: it would settle
+	 * at once, then detected alone, where at the open its detection
+	 * runs beside the others'. */
+	if (o->all_layers && o->mode == HU_FSCK_CHECK)
+		sopts.defer_look = 64;
 	if (hu_stack_open(&s, paths, n, &sopts, e) < 0)
 		goto out;
 	opened = true;

@@ -558,9 +558,10 @@ static bool marker_xattr(const struct hu_layer *l, const char *a)
 	       strncmp(rest, "union.", 6) == 0;
 }
 
-/* Settle @l if the xattrs of @fd (or of @name in it) hold a marker one. */
-static int probe_xattrs(const struct hu_layer *l, int fd, const char *name,
-			struct hu_error *e)
+/* Do the xattrs of @fd (or of @name in it) hold a marker one?  1 yes,
+ * 0 no, -1 error. */
+static int marked_xattrs(const struct hu_layer *l, int fd, const char *name,
+			 struct hu_error *e)
 {
 	bool found = false;
 	char small[512], *list;
@@ -572,7 +573,20 @@ static int probe_xattrs(const struct hu_layer *l, int fd, const char *name,
 		found = marker_xattr(l, a);
 	if (list != small)
 		free(list);
-	return found ? hu_layer_settle(l, e) : 0;
+	return found;
+}
+
+/* Settle @l if @rc (a test above) says yes. */
+static int settle_if(const struct hu_layer *l, int rc, struct hu_error *e)
+{
+	return rc > 0 ? hu_layer_settle(l, e) : rc;
+}
+
+/* Settle @l if the xattrs of @fd (or of @name in it) hold a marker one. */
+static int probe_xattrs(const struct hu_layer *l, int fd, const char *name,
+			struct hu_error *e)
+{
+	return settle_if(l, marked_xattrs(l, fd, name, e), e);
 }
 
 int hu_layer_probe_xattr_names(const struct hu_layer *l, const char *names,
@@ -626,19 +640,23 @@ int hu_layer_probe_name(const struct hu_layer *l, int dirfd,
 	return 0;
 }
 
-/* Settle @l if symlink @name points where a union whiteout does. */
-static int probe_link(const struct hu_layer *l, int dirfd, const char *name,
-		      struct hu_error *e)
+/* Does symlink @name point where a union whiteout does?  1, 0, -1. */
+static int whiteout_link(int dirfd, const char *name, struct hu_error *e)
 {
 	char target[sizeof(HU_UNION_WHITEOUT_TARGET) + 1];
 	ssize_t n = readlinkat(dirfd, name, target, sizeof(target));
 
 	if (n < 0)
 		return hu_error_set(e, errno, name, "cannot read symlink");
-	if ((size_t)n == strlen(HU_UNION_WHITEOUT_TARGET) &&
-	    memcmp(target, HU_UNION_WHITEOUT_TARGET, n) == 0)
-		return hu_layer_settle(l, e);
-	return 0;
+	return (size_t)n == strlen(HU_UNION_WHITEOUT_TARGET) &&
+	       memcmp(target, HU_UNION_WHITEOUT_TARGET, n) == 0;
+}
+
+/* Settle @l if symlink @name points where a union whiteout does. */
+static int probe_link(const struct hu_layer *l, int dirfd, const char *name,
+		      struct hu_error *e)
+{
+	return settle_if(l, whiteout_link(dirfd, name, e), e);
 }
 
 int hu_layer_probe_entry(const struct hu_layer *l, int dirfd,
@@ -658,26 +676,111 @@ int hu_layer_probe_entry(const struct hu_layer *l, int dirfd,
 	return 0;
 }
 
-int hu_layer_probe_own(const struct hu_layer *l, int dirfd, const char *name,
-		       mode_t type, struct hu_error *e)
+/* Is entry @name of @l's own walk, of type @type, one the probes settle
+ * @l on?  1, 0, -1.  The syscalls detection spends on it. */
+static int own_marked(const struct hu_layer *l, int dirfd, const char *name,
+		      mode_t type, struct hu_error *e)
 {
 	struct stat st;
 
-	if (!l->deferred)
-		return 0;
 	/* the layer's own .wh. name: detection's seen_oci */
 	if (hu_oci_is_marker(name))
-		return hu_layer_settle(l, e);
+		return 1;
 	if (S_ISLNK(type))	/* one readlink, as detection reads it */
-		return probe_link(l, dirfd, name, e);
+		return whiteout_link(dirfd, name, e);
 	if (S_ISCHR(type)) {
 		if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 			return hu_error_set(e, errno, name, "cannot stat");
-		return hu_layer_probe_entry(l, dirfd, name, &st, e);
+		return S_ISCHR(st.st_mode) && st.st_rdev == makedev(0, 0);
 	}
 	if (S_ISREG(type))
-		return probe_xattrs(l, dirfd, name, e);
+		return marked_xattrs(l, dirfd, name, e);
 	return 0;
+}
+
+int hu_layer_probe_own(const struct hu_layer *l, int dirfd, const char *name,
+		       mode_t type, struct hu_error *e)
+{
+	if (!l->deferred)
+		return 0;
+	return settle_if(l, own_marked(l, dirfd, name, type, e), e);
+}
+
+/* The early look's walk: directory @fd, @path in messages; *@left the
+ * directories it may still open. */
+static int early_dir(const struct hu_layer *l, int fd, struct hu_pathbuf *path,
+		     size_t *left, struct hu_error *e)
+{
+	struct hu_names names;
+	int rc;
+
+	(*left)--;
+	rc = marked_xattrs(l, fd, NULL, e);
+	if (rc != 0)
+		return rc;
+	if (hu_layer_names_read(l, fd, fd != l->fd, &names, path->s, e) < 0)
+		return -1;
+	for (size_t i = 0; i < names.n && rc == 0; i++) {
+		const char *name = names.v[i].name;
+		mode_t type = names.v[i].type == DT_UNKNOWN ? 0 :
+			      DTTOIF(names.v[i].type);
+		struct stat st;
+		size_t saved;
+		int sub;
+
+		if (!type) {
+			if (fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+				rc = hu_error_setat(e, errno, path->s, name,
+						    "cannot stat");
+				break;
+			}
+			type = st.st_mode & S_IFMT;
+		}
+		if (!S_ISDIR(type)) {
+			rc = own_marked(l, fd, name, type, e);
+			if (rc < 0)
+				hu_error_prefix(e, path->s);
+			continue;
+		}
+		if (hu_oci_is_marker(name)) {
+			rc = 1;
+			continue;
+		}
+		if (*left == 0)
+			continue;
+		sub = hu_open_dir_at(fd, name);
+		if (sub < 0) {
+			rc = hu_error_setat(e, errno, path->s, name,
+					    "cannot open directory");
+			break;
+		}
+		if (hu_pathbuf_push(path, name, &saved) < 0) {
+			close(sub);
+			rc = hu_error_set(e, ENOMEM, NULL, "out of memory");
+			break;
+		}
+		rc = early_dir(l, sub, path, left, e);
+		hu_pathbuf_pop(path, saved);
+		close(sub);
+	}
+	hu_names_free(&names);
+	return rc;
+}
+
+int hu_layer_marked_early(const struct hu_layer *l, size_t max_dirs,
+			  struct hu_error *e)
+{
+	struct hu_pathbuf path = { 0 };
+	size_t saved, left = max_dirs;
+	int rc;
+
+	if (hu_pathbuf_push(&path, "", &saved) < 0)
+		return hu_error_set(e, ENOMEM, NULL, "out of memory");
+	rc = early_dir(l, l->fd, &path, &left, e);
+	hu_pathbuf_free(&path);
+	if (rc < 0)
+		hu_error_prefix(e, l->path);
+	return rc;
 }
 
 void hu_layer_settle_plain(const struct hu_layer *cl)

@@ -67,6 +67,7 @@ struct pending {
 	 * reports), from what its walk left here. */
 	bool one_thread;
 	struct hu_detect **walked;	/* per layer, with one_thread */
+	size_t look;			/* hu_stack_opts.defer_look */
 };
 
 static void *detect_worker(void *arg)
@@ -74,8 +75,16 @@ static void *detect_worker(void *arg)
 	struct pending *p = arg;
 
 	for (size_t i; (i = atomic_fetch_add(&p->next, 1)) < p->n;) {
+		struct hu_layer *l = &p->layers[i];
+
 		if (!p->wait[i])
 			continue;
+		/* A deferred layer looked at early: detected here only where
+		 * it shows a marker at once; else it stays deferred. */
+		if (l->deferred &&
+		    hu_layer_marked_early(l, p->look, &p->errs[i]) != 1)
+			continue;
+		l->deferred = false;	/* the stack is not handed out yet */
 		if (p->one_thread)
 			(void)hu_layer_detect_walk(&p->layers[i],
 						   &p->walked[i], &p->errs[i]);
@@ -115,7 +124,7 @@ static int detect_pending(struct pending *p, struct hu_error *e)
 	while (nthreads > 0)
 		pthread_join(threads[--nthreads], NULL);
 	for (size_t i = 0; p->one_thread && i < p->n; i++)
-		if (p->wait[i])
+		if (p->wait[i] && !p->layers[i].deferred)
 			(void)hu_layer_detect_finish(p->walked[i], &p->errs[i]);
 	free(p->walked);
 	p->walked = NULL;
@@ -458,6 +467,8 @@ static int layer_open(struct hu_layer *l, const struct layer_src *src,
 		 * settles the layer: without them, detect now. */
 		l->format = HU_FMT_NONE;
 		l->deferred = true;
+		if (p && o->defer_look)
+			p->wait[below->n] = true;	/* a look first */
 		return 0;
 	} else if (p) {
 		p->wait[below->n] = true;
@@ -600,6 +611,7 @@ int hu_stack_open(struct hu_stack *s, char *const paths[], size_t nops,
 	}
 	p.layers = s->layers;
 	p.one_thread = o->problems != NULL;
+	p.look = o->defer_look;
 	for (size_t i = 0; i < n; i++) {
 		struct hu_stack below = { .n = i, .layers = s->layers,
 					  .problems = o->problems };

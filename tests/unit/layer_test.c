@@ -389,3 +389,75 @@ Test(layer, lock_change_refuses_a_layer_changed_since_it_was_opened)
 	hu_layer_close(&again);
 	hu_layer_close(&l);
 }
+
+/* hu_layer_marked_early() of layer @rel (read as NONE) within @dirs. */
+static int marked_early(const char *rel, size_t dirs)
+{
+	struct hu_stack_opts o = { .format = HU_FMT_NONE };
+	struct hu_error e = { 0 };
+	struct hu_layer l;
+	int rc;
+
+	cr_assert_eq(hu_layer_open(&l, tu_path(rel), &o, &e), 0, "%s", e.msg);
+	rc = hu_layer_marked_early(&l, dirs, &e);
+	cr_assert_geq(rc, 0, "%s: %s", e.path, e.msg);
+	hu_layer_close(&l);
+	return rc;
+}
+
+Test(layer, early_look_sees_markers_within_its_directories)
+{
+	tu_file("plain/a/b/c", "x");
+	tu_symlink("c", "plain/a/b/l");
+	tu_wh_overlay("dev/a/b/x");
+	tu_wh_union("lnk/a/x");
+	tu_file("oci/a/.wh.x", "");
+	tu_mkdir("dirx/a/b");
+	tu_xattr("dirx/a/b", "trusted.overlay.opaque", "y");
+	tu_file("filex/a/f", "");
+	tu_xattr("filex/a/f", "user.overlay.metacopy", "");
+	cr_expect_eq(marked_early("plain", 64), 0);
+	cr_expect_eq(marked_early("dev", 64), 1);
+	cr_expect_eq(marked_early("dev", 2), 0, "the third directory holds it");
+	cr_expect_eq(marked_early("dev", 3), 1);
+	cr_expect_eq(marked_early("lnk", 64), 1);
+	cr_expect_eq(marked_early("oci", 64), 1);
+	cr_expect_eq(marked_early("dirx", 64), 1);
+	cr_expect_eq(marked_early("dirx", 2), 0);
+	cr_expect_eq(marked_early("filex", 64), 1);
+}
+
+/* A stack of @bottom and "top", the bottom deferred with a look: is it
+ * still deferred after the open, and in what format? */
+static bool deferred_after_look(const char *bottom, enum hu_format *f)
+{
+	char *paths[] = { strdup(tu_path(bottom)), strdup(tu_path("top")) };
+	struct hu_stack_opts o = { .defer_below = 1, .defer_look = 64 };
+	struct hu_error e = { 0 };
+	struct hu_stack s;
+	bool deferred;
+	int rc;
+
+	cr_assert(paths[0] && paths[1]);
+	rc = hu_stack_open(&s, paths, 2, &o, &e);
+	free(paths[0]);
+	free(paths[1]);
+	cr_assert_eq(rc, 0, "%s", e.msg);
+	deferred = hu_layer_is_deferred(&s.layers[0]);
+	*f = s.layers[0].format;
+	hu_stack_close(&s);
+	return deferred;
+}
+
+Test(layer, a_deferred_layer_showing_a_marker_is_detected_at_the_open)
+{
+	enum hu_format f;
+
+	tu_file("top/a", "a");
+	tu_file("plain/d/a", "x");
+	tu_wh_overlay("marked/d/x");
+	cr_expect(deferred_after_look("plain", &f));
+	cr_expect_eq(f, HU_FMT_NONE);
+	cr_expect_not(deferred_after_look("marked", &f));
+	cr_expect_eq(f, HU_FMT_OVERLAY);
+}
