@@ -716,6 +716,8 @@ static int early_dir(const struct hu_layer *l, int fd, struct hu_pathbuf *path,
 
 	(*left)--;
 	rc = marked_xattrs(l, fd, NULL, e);
+	if (rc < 0)
+		hu_error_prefix(e, path->s);
 	if (rc != 0)
 		return rc;
 	if (hu_layer_names_read(l, fd, fd != l->fd, &names, path->s, e) < 0)
