@@ -51,7 +51,8 @@ DEB_PKGS = build-essential clang pkg-config libarchive-dev libattr1-dev \
            libzstd-dev libssl-dev zlib1g-dev libcriterion-dev scdoc attr python3 \
            libarchive-tools e2fsprogs util-linux kmod rsync zstd umoci time \
            zsh fish xfsprogs libcap2-bin cppcheck shellcheck fuse-overlayfs \
-           libjansson-dev skopeo podman busybox-static
+           libjansson-dev skopeo podman busybox-static \
+           docker-registry
 
 .PHONY: all deps check check-plain check-asan demo bench install lint \
         clean completions man unit-bin fuzz fuzz-replay

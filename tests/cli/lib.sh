@@ -210,3 +210,82 @@ needs_cmd() {
 		fi
 	done
 }
+
+# ---- a registry of the case's own
+
+# registry_start: Debian's docker-registry (make deps) on 127.0.0.1,
+# its storage and log in $TMPD/registry, and REGISTRY set to its
+# 127.0.0.1:PORT.  It listens on port 0, the port the kernel gives it,
+# which it logs: no other process can take the port between a choice
+# and the start.  Ready once its log names the port and its /v2/
+# answers as a registry does (polled by await: no time is given).  The
+# case's EXIT trap must call registry_stop.  Where it cannot start, the
+# case is skipped with its last log line.
+registry_start() {
+	local dir=$TMPD/registry
+	needs_cmd docker-registry
+	mkdir -p "$dir/storage" || exit 1
+	# No upload purging: nothing of the registry's own runs beside the test.
+	cat >"$dir/config.yml" <<-EOC || exit 1
+	version: 0.1
+	log:
+	  level: info
+	  formatter: text
+	storage:
+	  filesystem:
+	    rootdirectory: $dir/storage
+	  maintenance:
+	    uploadpurging:
+	      enabled: false
+	http:
+	  addr: 127.0.0.1:0
+	EOC
+	REGISTRY=
+	docker-registry serve "$dir/config.yml" >"$dir/log" 2>&1 &
+	REGISTRY_PID=$!
+	await _registry_up_or_gone
+	if [ -z "$REGISTRY" ]; then
+		registry_stop
+		echo "SKIP: docker-registry cannot start: $(tail -n 1 "$dir/log")"
+		exit 77
+	fi
+}
+
+# True when the registry answers on its port (REGISTRY is set then) or
+# its process has ended.
+_registry_up_or_gone() {
+	local port
+	kill -0 "$REGISTRY_PID" 2>/dev/null || return 0
+	port=$(sed -n 's/.*msg="listening on 127\.0\.0\.1:\([0-9]*\)".*/\1/p' \
+		"$TMPD/registry/log")
+	[ -n "$port" ] && _registry_answers "$port" &&
+		REGISTRY=127.0.0.1:$port
+}
+
+# _registry_answers PORT: GET /v2/ on 127.0.0.1:PORT is "200" with the
+# header of a registry of the v2 API.
+_registry_answers() {
+	local fd line status=0 api=0
+	{ exec {fd}<>"/dev/tcp/127.0.0.1/$1"; } 2>/dev/null || return 1
+	printf 'GET /v2/ HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' >&"$fd"
+	# -t: a guard against a hang, as await's bound
+	while IFS= read -r -t 600 line <&"$fd"; do
+		line=${line%$'\r'}
+		[ -z "$line" ] && break
+		[[ $line == HTTP/1.[01]\ 200\ * ]] && status=1
+		shopt -s nocasematch
+		[[ $line == "docker-distribution-api-version: registry/2.0" ]] &&
+			api=1
+		shopt -u nocasematch
+	done
+	exec {fd}>&-
+	[ $status = 1 ] && [ $api = 1 ]
+}
+
+# registry_stop: the registry ends (SIGTERM) and is waited for.
+registry_stop() {
+	[ -n "${REGISTRY_PID:-}" ] || return 0
+	kill "$REGISTRY_PID" 2>/dev/null
+	wait "$REGISTRY_PID" 2>/dev/null
+	REGISTRY_PID=
+}
