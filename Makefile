@@ -52,7 +52,7 @@ DEB_PKGS = build-essential clang pkg-config libarchive-dev libattr1-dev \
            libarchive-tools e2fsprogs util-linux kmod rsync zstd umoci time \
            zsh fish xfsprogs libcap2-bin cppcheck shellcheck fuse-overlayfs \
            libjansson-dev skopeo podman busybox-static \
-           docker-registry
+           docker-registry runc
 
 .PHONY: all deps check check-plain check-asan demo bench install lint \
         clean completions man unit-bin fuzz fuzz-replay
