@@ -48,6 +48,7 @@ static struct {
 	uint64_t start_ns;
 	struct progress_gate term, plain, json, comp;
 	bool shown;			/* the terminal line is drawn */
+	bool walk;			/* the last report was a walk's */
 	atomic_bool reported;		/* a report came (not only a tick) */
 	uint64_t entries, read, size;	/* as last reported */
 	const char *what;		/* the tarball read, or NULL */
@@ -244,8 +245,9 @@ static void status_text(char *buf, size_t len, uint64_t now)
 			snprintf(eta, sizeof(eta), ", ETA %s", t);
 		}
 		fmt_written(wr, sizeof(wr), w);
-		snprintf(buf + n, len - (size_t)n, "%.0f%%, %llu entries, "
-			 "%s of %s read%s%s, %s%s", frac * 100,
+		/* rounded down: 100% only once the last entry is in */
+		snprintf(buf + n, len - (size_t)n, "%u%%, %llu entries, "
+			 "%s of %s read%s%s, %s%s", (unsigned)(frac * 100),
 			 (unsigned long long)pg.entries, a, b, wr, rate, el,
 			 eta);
 		return;
@@ -288,12 +290,14 @@ static void json_line(uint64_t now, bool done, uint64_t written)
 		     (unsigned long long)pg.entries,
 		     (unsigned long long)live_load(&live.read),
 		     (unsigned long long)written);
-	if (pg.size)
+	/* of every tarball opened so far, on every line from the first
+	 * one's on: on the last, all of them */
+	if (live_load(&live.tarball_size))
 		n += snprintf(buf + n, sizeof(buf) - (size_t)n,
 			      ",\"tarball_bytes_read\":%llu,"
 			      "\"bytes_total\":%llu",
-			      (unsigned long long)pg.read,
-			      (unsigned long long)pg.size);
+			      (unsigned long long)live_load(&live.tarball_done),
+			      (unsigned long long)live_load(&live.tarball_size));
 	snprintf(buf + n, sizeof(buf) - (size_t)n,
 		 ",\"elapsed\":%.3f,\"done\":%s}\n",
 		 (double)(now - pg.start_ns) / 1e9, done ? "true" : "false");
@@ -359,6 +363,7 @@ static void report_progress(void *ctx, uint64_t done)
 	atomic_store(&pg.reported, true);
 	pg.entries = done;
 	pg.what = NULL;
+	pg.walk = true;
 	pg.read = pg.size = 0;
 	draw(false);
 	pthread_mutex_unlock(&draw_lock);
@@ -389,6 +394,7 @@ static void report_progress_read(void *ctx, const char *what, uint64_t done,
 		return;
 	atomic_store(&pg.reported, true);
 	pg.entries = done;
+	pg.walk = false;
 	pg.what = what;
 	pg.read = read;
 	pg.size = size;
@@ -411,6 +417,10 @@ void progress_finish(uint64_t entries, uint64_t written)
 	if (!pg.started || pg.finished)
 		return;
 	pg.finished = true;
+	/* no summary count: a walk's last one, which came to the library's
+	 * counter but perhaps not to a report (every 256th) */
+	if (entries == PROGRESS_UNKNOWN && pg.walk)
+		entries = live_load(&live.entries);
 	if (entries != PROGRESS_UNKNOWN)
 		pg.entries = entries;
 	draw(true);
