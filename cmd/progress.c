@@ -8,7 +8,8 @@
  *    the end (--progress=auto on a terminal, or always);
  *  - a plain line every 10 s when stderr is no terminal (--progress=always);
  *  - JSON lines on --progress-fd, at most one a second, and a final one;
- *  - e2fsck's completion lines on fsck's -C FD;
+ *  - e2fsck's completion lines on fsck's -C FD, or with -C 0 its bar on
+ *    standard output when that is a terminal;
  *  - one status line on stderr after SIGUSR1, as dd does.
  * A write error on a progress fd turns that form off; it never fails the
  * run, and SIGPIPE is held off while writing.
@@ -43,12 +44,14 @@ static struct {
 	bool started, finished;
 	enum progress_mode mode;
 	int fd, cfd;			/* --progress-fd, fsck's -C; -1 */
+	bool bar;			/* -C 0: e2fsck's bar on stdout */
 	const char *command;		/* "merge", "whiteout convert" */
-	const char *device;		/* -C's last field */
+	const char *device;		/* -C's last field, the bar's label */
 	uint64_t start_ns;
-	struct progress_gate term, plain, json, comp;
-	bool shown;			/* the terminal line is drawn */
+	struct progress_gate term, plain, json, comp, bar_gate;
+	bool shown, bar_shown;		/* the line, the bar is drawn */
 	bool walk;			/* the last report was a walk's */
+	unsigned spin;			/* the bar's spinner */
 	atomic_bool reported;		/* a report came (not only a tick) */
 	uint64_t entries, read, size;	/* as last reported */
 	const char *what;		/* the tarball read, or NULL */
@@ -87,10 +90,17 @@ int progress_opt(const struct cmd *c, const struct parsed_opt *o)
 	}
 	if (strcmp(o->name, "progress-fd") && strcmp(o->name, "completion-fd"))
 		return 0;
+	/* e2fsck's -C 0: its bar on standard output */
+	if (!strcmp(o->name, "completion-fd") && parse_num(o->arg, 0, 0, &v)) {
+		pg.bar = true;
+		return 1;
+	}
 	if (!parse_num(o->arg, 0, INT32_MAX, &v) || v <= 2 ||
 	    fcntl((int)v, F_GETFD) < 0)
-		return cmd_usage_error(c, "invalid --%s '%s' (an open file "
-				       "descriptor above 2)", o->name, o->arg);
+		return cmd_usage_error(c, "invalid --%s '%s' (%san open file "
+				       "descriptor above 2)", o->name, o->arg,
+				       strcmp(o->name, "completion-fd") ? "" :
+				       "0 for a bar on standard output, or ");
 	if (!strcmp(o->name, "progress-fd"))
 		pg.fd = (int)v;
 	else
@@ -121,6 +131,15 @@ void progress_start(const struct cmd *c, const char *device)
 		pg.json.interval_ns = 1000 * MS;
 	if (pg.cfd >= 0)
 		pg.comp.interval_ns = 200 * MS;
+	/* as e2fsck, whatever --progress and -q say: asked for by name;
+	 * but only on a terminal, where the data on stdout (findings,
+	 * --json) is read by a person, and instead of the line on stderr,
+	 * which would draw over it */
+	pg.bar = pg.bar && isatty(STDOUT_FILENO);
+	if (pg.bar) {
+		pg.bar_gate.interval_ns = 200 * MS;
+		front.progress = false;
+	}
 	sigemptyset(&sa.sa_mask);
 	(void)sigaction(SIGUSR1, &sa, NULL);
 }
@@ -323,6 +342,41 @@ static void completion_line(bool final)
 		pg.cfd = -1;
 }
 
+/* e2fsck -C 0 (e2fsck/unix.c, e2fsck_simple_progress): "DEVICE: |===
+ * / 45.2%", a bar of a width in eighths, a spinner, redrawn over
+ * itself.  The share is known while a tarball is read; while entries
+ * are checked their total is not, and the count stands for it. */
+static void bar_line(void)
+{
+	static const char spinner[] = "\\|/-";
+	const char *label = pg.device ? pg.device : "-";
+	size_t l = strlen(label);
+	int width = l < 58 ? (int)(66 - l) / 8 * 8 : 8, full = 0;
+	char tail[48];
+
+	pg.spin = (pg.spin + 1) & 3;
+	if (pg.what && pg.size) {
+		/* in tenths, rounded down as the line's percent */
+		double percent = (double)(1000 * pg.read / pg.size) / 10;
+
+		full = (int)((percent * width + 50) / 100);
+		if (full > width)
+			full = width;
+		snprintf(tail, sizeof(tail), " %4.1f%%  ", percent);
+	} else {
+		snprintf(tail, sizeof(tail), " %llu entr%s ",
+			 (unsigned long long)pg.entries,
+			 pg.entries == 1 ? "y" : "ies");
+	}
+	putchar('\r');
+	print_path_escaped(stdout, label);
+	printf(": |%.*s%*s%c%s\r", full,
+	       "================================================================",
+	       width - full, "", spinner[pg.spin], tail);
+	fflush(stdout);
+	pg.bar_shown = true;
+}
+
 static void draw(bool final)
 {
 	uint64_t now = now_ns();
@@ -349,6 +403,8 @@ static void draw(bool final)
 		json_line(now, false, PROGRESS_UNKNOWN);
 	if (pg.cfd >= 0 && progress_gate_due(&pg.comp, now))
 		completion_line(false);
+	if (pg.bar && progress_gate_due(&pg.bar_gate, now))
+		bar_line();
 }
 
 /* merge --into reports from its worker threads: one draws, the others
@@ -407,6 +463,11 @@ void front_progress_done(void)
 	if (pg.shown)
 		fputs("\r\033[K", stderr);
 	pg.shown = false;
+	if (pg.bar_shown) {
+		fputs("\r\033[K", stdout);
+		fflush(stdout);
+	}
+	pg.bar_shown = false;
 }
 
 void progress_finish(uint64_t entries, uint64_t written)
