@@ -173,10 +173,10 @@ int cmd_flatten(const struct cmd *c, int argc, char **argv)
 		rc = tar_write(&a.tar, a.out, &s, &to, fill, &f, &d, &e);
 	/* The bytes written: the live count, every byte that reached the
 	 * output, which is the tarball's size (d.size); the progress-fd
-	 * case holds the two equal. */
-	if (rc >= 0 && !a.image)
-		progress_finish(a.base ? PROGRESS_UNKNOWN : f.st.entries + 1,
-				PROGRESS_UNKNOWN);
+	 * case holds the two equal.  The entries: the summary's, an
+	 * image's layer's too. */
+	if (rc >= 0 && !a.base)
+		progress_finish(f.st.entries + 1, PROGRESS_UNKNOWN);
 	else
 		progress_finish(PROGRESS_UNKNOWN, PROGRESS_UNKNOWN);
 	if (rc < 0)

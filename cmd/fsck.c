@@ -177,6 +177,7 @@ static int print_finding(void *ctx, const struct hu_fsck_finding *f,
 	const struct fsck_args *a = ctx;
 	const struct hu_problem_info *pi = hu_problem_info(f->id);
 
+	front_progress_done();	/* -C 0's bar, on stdout too */
 	if (a->lo.json) {
 		print_json(f, pi);
 		return 0;

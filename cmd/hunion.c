@@ -130,7 +130,8 @@ static const struct cmd_opt fsck_opts[] = {
 	  "overlay uses the layer" },
 	OPT_FORMAT, OPT_PLATFORM, OPT_USERXATTR, OPT_VERBOSE, OPT_QUIET, OPT_PROGRESS,
 	{ "completion-fd", 'C', OPT_REQUIRED, "FD", NULL,
-	  "e2fsck's completion lines (PASS CURRENT MAX DEVICE) on FD" },
+	  "e2fsck's completion lines (PASS CURRENT MAX DEVICE) on FD, or "
+	  "with 0 its bar on standard output (a terminal)" },
 	OPT_HELP, OPT_END
 };
 

@@ -8,7 +8,8 @@
  *    the end (--progress=auto on a terminal, or always);
  *  - a plain line every 10 s when stderr is no terminal (--progress=always);
  *  - JSON lines on --progress-fd, at most one a second, and a final one;
- *  - e2fsck's completion lines on fsck's -C FD;
+ *  - e2fsck's completion lines on fsck's -C FD, or with -C 0 its bar on
+ *    standard output when that is a terminal;
  *  - one status line on stderr after SIGUSR1, as dd does.
  * A write error on a progress fd turns that form off; it never fails the
  * run, and SIGPIPE is held off while writing.
@@ -43,11 +44,14 @@ static struct {
 	bool started, finished;
 	enum progress_mode mode;
 	int fd, cfd;			/* --progress-fd, fsck's -C; -1 */
+	bool bar;			/* -C 0: e2fsck's bar on stdout */
 	const char *command;		/* "merge", "whiteout convert" */
-	const char *device;		/* -C's last field */
+	const char *device;		/* -C's last field, the bar's label */
 	uint64_t start_ns;
-	struct progress_gate term, plain, json, comp;
-	bool shown;			/* the terminal line is drawn */
+	struct progress_gate term, plain, json, comp, bar_gate;
+	bool shown, bar_shown;		/* the line, the bar is drawn */
+	bool walk;			/* the last report was a walk's */
+	unsigned spin;			/* the bar's spinner */
 	atomic_bool reported;		/* a report came (not only a tick) */
 	uint64_t entries, read, size;	/* as last reported */
 	const char *what;		/* the tarball read, or NULL */
@@ -86,10 +90,17 @@ int progress_opt(const struct cmd *c, const struct parsed_opt *o)
 	}
 	if (strcmp(o->name, "progress-fd") && strcmp(o->name, "completion-fd"))
 		return 0;
+	/* e2fsck's -C 0: its bar on standard output */
+	if (!strcmp(o->name, "completion-fd") && parse_num(o->arg, 0, 0, &v)) {
+		pg.bar = true;
+		return 1;
+	}
 	if (!parse_num(o->arg, 0, INT32_MAX, &v) || v <= 2 ||
 	    fcntl((int)v, F_GETFD) < 0)
-		return cmd_usage_error(c, "invalid --%s '%s' (an open file "
-				       "descriptor above 2)", o->name, o->arg);
+		return cmd_usage_error(c, "invalid --%s '%s' (%san open file "
+				       "descriptor above 2)", o->name, o->arg,
+				       strcmp(o->name, "completion-fd") ? "" :
+				       "0 for a bar on standard output, or ");
 	if (!strcmp(o->name, "progress-fd"))
 		pg.fd = (int)v;
 	else
@@ -120,6 +131,15 @@ void progress_start(const struct cmd *c, const char *device)
 		pg.json.interval_ns = 1000 * MS;
 	if (pg.cfd >= 0)
 		pg.comp.interval_ns = 200 * MS;
+	/* as e2fsck, whatever --progress and -q say: asked for by name;
+	 * but only on a terminal, where the data on stdout (findings,
+	 * --json) is read by a person, and instead of the line on stderr,
+	 * which would draw over it */
+	pg.bar = pg.bar && isatty(STDOUT_FILENO);
+	if (pg.bar) {
+		pg.bar_gate.interval_ns = 200 * MS;
+		front.progress = false;
+	}
 	sigemptyset(&sa.sa_mask);
 	(void)sigaction(SIGUSR1, &sa, NULL);
 }
@@ -244,8 +264,9 @@ static void status_text(char *buf, size_t len, uint64_t now)
 			snprintf(eta, sizeof(eta), ", ETA %s", t);
 		}
 		fmt_written(wr, sizeof(wr), w);
-		snprintf(buf + n, len - (size_t)n, "%.0f%%, %llu entries, "
-			 "%s of %s read%s%s, %s%s", frac * 100,
+		/* rounded down: 100% only once the last entry is in */
+		snprintf(buf + n, len - (size_t)n, "%u%%, %llu entries, "
+			 "%s of %s read%s%s, %s%s", (unsigned)(frac * 100),
 			 (unsigned long long)pg.entries, a, b, wr, rate, el,
 			 eta);
 		return;
@@ -288,12 +309,14 @@ static void json_line(uint64_t now, bool done, uint64_t written)
 		     (unsigned long long)pg.entries,
 		     (unsigned long long)live_load(&live.read),
 		     (unsigned long long)written);
-	if (pg.size)
+	/* of every tarball opened so far, on every line from the first
+	 * one's on: on the last, all of them */
+	if (live_load(&live.tarball_size))
 		n += snprintf(buf + n, sizeof(buf) - (size_t)n,
 			      ",\"tarball_bytes_read\":%llu,"
 			      "\"bytes_total\":%llu",
-			      (unsigned long long)pg.read,
-			      (unsigned long long)pg.size);
+			      (unsigned long long)live_load(&live.tarball_done),
+			      (unsigned long long)live_load(&live.tarball_size));
 	snprintf(buf + n, sizeof(buf) - (size_t)n,
 		 ",\"elapsed\":%.3f,\"done\":%s}\n",
 		 (double)(now - pg.start_ns) / 1e9, done ? "true" : "false");
@@ -317,6 +340,41 @@ static void completion_line(bool final)
 		 pg.device ? pg.device : "-");
 	if (!write_quiet(pg.cfd, buf, strlen(buf)))
 		pg.cfd = -1;
+}
+
+/* e2fsck -C 0 (e2fsck/unix.c, e2fsck_simple_progress): "DEVICE: |===
+ * / 45.2%", a bar of a width in eighths, a spinner, redrawn over
+ * itself.  The share is known while a tarball is read; while entries
+ * are checked their total is not, and the count stands for it. */
+static void bar_line(void)
+{
+	static const char spinner[] = "\\|/-";
+	const char *label = pg.device ? pg.device : "-";
+	size_t l = strlen(label);
+	int width = l < 58 ? (int)(66 - l) / 8 * 8 : 8, full = 0;
+	char tail[48];
+
+	pg.spin = (pg.spin + 1) & 3;
+	if (pg.what && pg.size) {
+		/* in tenths, rounded down as the line's percent */
+		double percent = (double)(1000 * pg.read / pg.size) / 10;
+
+		full = (int)((percent * width + 50) / 100);
+		if (full > width)
+			full = width;
+		snprintf(tail, sizeof(tail), " %4.1f%%  ", percent);
+	} else {
+		snprintf(tail, sizeof(tail), " %llu entr%s ",
+			 (unsigned long long)pg.entries,
+			 pg.entries == 1 ? "y" : "ies");
+	}
+	putchar('\r');
+	print_path_escaped(stdout, label);
+	printf(": |%.*s%*s%c%s\r", full,
+	       "================================================================",
+	       width - full, "", spinner[pg.spin], tail);
+	fflush(stdout);
+	pg.bar_shown = true;
 }
 
 static void draw(bool final)
@@ -345,6 +403,8 @@ static void draw(bool final)
 		json_line(now, false, PROGRESS_UNKNOWN);
 	if (pg.cfd >= 0 && progress_gate_due(&pg.comp, now))
 		completion_line(false);
+	if (pg.bar && progress_gate_due(&pg.bar_gate, now))
+		bar_line();
 }
 
 /* merge --into reports from its worker threads: one draws, the others
@@ -359,6 +419,7 @@ static void report_progress(void *ctx, uint64_t done)
 	atomic_store(&pg.reported, true);
 	pg.entries = done;
 	pg.what = NULL;
+	pg.walk = true;
 	pg.read = pg.size = 0;
 	draw(false);
 	pthread_mutex_unlock(&draw_lock);
@@ -389,6 +450,7 @@ static void report_progress_read(void *ctx, const char *what, uint64_t done,
 		return;
 	atomic_store(&pg.reported, true);
 	pg.entries = done;
+	pg.walk = false;
 	pg.what = what;
 	pg.read = read;
 	pg.size = size;
@@ -401,6 +463,11 @@ void front_progress_done(void)
 	if (pg.shown)
 		fputs("\r\033[K", stderr);
 	pg.shown = false;
+	if (pg.bar_shown) {
+		fputs("\r\033[K", stdout);
+		fflush(stdout);
+	}
+	pg.bar_shown = false;
 }
 
 void progress_finish(uint64_t entries, uint64_t written)
@@ -411,6 +478,10 @@ void progress_finish(uint64_t entries, uint64_t written)
 	if (!pg.started || pg.finished)
 		return;
 	pg.finished = true;
+	/* no summary count: a walk's last one, which came to the library's
+	 * counter but perhaps not to a report (every 256th) */
+	if (entries == PROGRESS_UNKNOWN && pg.walk)
+		entries = live_load(&live.entries);
 	if (entries != PROGRESS_UNKNOWN)
 		pg.entries = entries;
 	draw(true);

@@ -105,7 +105,7 @@ complete -c hunion -n '__fish_seen_subcommand_from fsck' -s v -l verbose -d 'say
 complete -c hunion -n '__fish_seen_subcommand_from fsck' -s q -l quiet -d 'print errors only, no warnings'
 complete -c hunion -n '__fish_seen_subcommand_from fsck' -l progress -x -a 'auto always never' -d 'progress on stderr: on a terminal (auto), also as a line every 10 s elsewhere (always), or not'
 complete -c hunion -n '__fish_seen_subcommand_from fsck' -l progress-fd -x -a '' -d 'JSON progress lines on file descriptor FD'
-complete -c hunion -n '__fish_seen_subcommand_from fsck' -s C -l completion-fd -x -a '' -d 'e2fsck\'s completion lines (PASS CURRENT MAX DEVICE) on FD'
+complete -c hunion -n '__fish_seen_subcommand_from fsck' -s C -l completion-fd -x -a '' -d 'e2fsck\'s completion lines (PASS CURRENT MAX DEVICE) on FD, or with 0 its bar on standard output (a terminal)'
 complete -c hunion -n '__fish_seen_subcommand_from fsck' -s h -l help -d 'show this help'
 complete -c hunion -n '__fish_seen_subcommand_from fsck' -x -a '(__hunion_layers)'
 

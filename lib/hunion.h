@@ -56,6 +56,13 @@ void hu_error_prefix(struct hu_error *e, const char *dir);
  * reads them to draw a line. */
 struct hu_progress_bytes {
 	_Atomic uint64_t read, written;
+	/* The entries done as hu_report_progress() was last told, every
+	 * call (the callback sees every 256th), so that the last line can
+	 * say the last count. */
+	_Atomic uint64_t entries;
+	/* The tarballs read (tarlayer.c): the stored bytes behind the
+	 * entries taken from them so far, and their sizes. */
+	_Atomic uint64_t tarball_done, tarball_size;
 	/* Optional: called, from the thread that counts, each time either
 	 * count passes one more MiB, so that a front end can redraw while
 	 * one big file moves (entries are reported only between files). */
@@ -69,7 +76,9 @@ struct hu_report {
 	void (*warn)(void *ctx, const struct hu_error *w);
 	void (*progress)(void *ctx, uint64_t entries_done);
 	/* Optional, instead of progress while a tarball @what is read:
-	 * its entries so far, and its bytes read of @size (the file's). */
+	 * its entries so far, and of its @size (the file's) the stored
+	 * bytes behind them (those read ahead not counted: what is left
+	 * is @size - @read); @read is @size once its last entry is in. */
 	void (*progress_read)(void *ctx, const char *what,
 			      uint64_t entries_done, uint64_t read,
 			      uint64_t size);
@@ -83,7 +92,9 @@ void hu_report_warn(const struct hu_report *r, int err, const char *dir,
 	__attribute__((format(printf, 5, 6)));
 /* @n entries done, the @n-th begun: reported at the first (so that a front
  * end shows a line from the start, and its byte ticks redraw it while a
- * first big file moves) and then every 256th. */
+ * first big file moves) and then every 256th; each @n is kept in
+ * r->bytes->entries (1 starts a new count; else the highest stays, as
+ * worker threads report out of order). */
 void hu_report_progress(const struct hu_report *r, uint64_t n);
 
 /* ---- problems: the inconsistencies a layer can hold (problem.c) -------- */

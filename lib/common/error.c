@@ -90,8 +90,26 @@ void hu_report_warn(const struct hu_report *r, int err, const char *dir,
 	hu_error_clear(&w);
 }
 
+/* Keep @n in @b->entries: n == 1 starts a count, else the highest. */
+static void entries_keep(struct hu_progress_bytes *b, uint64_t n)
+{
+	uint64_t had;
+
+	if (n == 1) {
+		atomic_store_explicit(&b->entries, n, memory_order_relaxed);
+		return;
+	}
+	had = atomic_load_explicit(&b->entries, memory_order_relaxed);
+	while (had < n && !atomic_compare_exchange_weak_explicit(
+			&b->entries, &had, n, memory_order_relaxed,
+			memory_order_relaxed))
+		;
+}
+
 void hu_report_progress(const struct hu_report *r, uint64_t n)
 {
+	if (r && r->bytes)
+		entries_keep(r->bytes, n);
 	if (r && r->progress && (n == 1 || n % 256 == 0))
 		r->progress(r->ctx, n);
 }

@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -306,6 +307,9 @@ static int open_archive(struct tl *t, int fd)
 		return tl_fail(t, ENOMEM, "out of memory");
 	if (t->r)
 		tar_src_count_into(t->src, t->r->bytes);
+	if (t->r && t->r->bytes)
+		atomic_fetch_add_explicit(&t->r->bytes->tarball_size, t->size,
+					  memory_order_relaxed);
 	if (img && tar_src_verify(t->src, img->layers[k].digest,
 				  img->layers[k].size, img->diff_ids[k]) < 0)
 		return tl_fail(t, ENOMEM, "out of memory");
@@ -330,14 +334,27 @@ static int entry_end(struct tl *t)
 	return 0;
 }
 
-static void progress(struct tl *t)
+/* The entries so far and the stored bytes behind them, or (@end: the
+ * last entry is in) all of them: the share follows what is done, not
+ * what the producer has read ahead, so 100% means the entries are in. */
+static void progress(struct tl *t, bool end)
 {
+	uint64_t done = end ? t->size :
+		tar_src_bytes_done(t->src,
+				   (uint64_t)archive_filter_bytes(t->a, 0));
+
 	if (!t->r)
 		return;
+	if (done > t->size)
+		done = t->size;
+	if (t->r->bytes && done > t->counted)
+		atomic_fetch_add_explicit(&t->r->bytes->tarball_done,
+					  done - t->counted,
+					  memory_order_relaxed);
+	t->counted = done > t->counted ? done : t->counted;
 	if (t->r->progress_read)
 		t->r->progress_read(t->r->ctx, t->what ? t->what :
-				    t->l->path, t->done,
-				    tar_src_bytes_read(t->src), t->size);
+				    t->l->path, t->done, done, t->size);
 	else if (t->r->progress)
 		t->r->progress(t->r->ctx, t->done);
 }
@@ -346,7 +363,7 @@ static int read_entries(struct tl *t)
 {
 	/* Named from the start: the bytes read tick the front end before
 	 * the 16th entry reports (hu_progress_bytes.tick). */
-	progress(t);
+	progress(t, false);
 	for (;;) {
 		int r;
 
@@ -372,7 +389,7 @@ static int read_entries(struct tl *t)
 		/* every 16th: a tarball of big files reports often, and a
 		 * report costs the front end a clock read */
 		if (++t->done % 16 == 0)
-			progress(t);
+			progress(t, false);
 	}
 }
 
@@ -394,6 +411,7 @@ static int read_into_root(struct tl *t, int fd)
 		return -1;
 	if (tar_src_verify_end(t->src) < 0)
 		return tl_fail_at(t, NULL, 0, "%s", tar_src_error(t->src));
+	progress(t, true);	/* its last figures */
 	tl_drop_cache(t);
 	return tl_finish_dirs(t);
 }

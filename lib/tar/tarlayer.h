@@ -112,6 +112,7 @@ struct tl {
 	uint32_t cnode;		/* and node */
 	uint64_t done;
 	uint64_t size;		/* the tarball file's, for progress */
+	uint64_t counted;	/* of it, in r->bytes->tarball_done */
 	char *what;		/* what progress calls it, when not the
 				 * layer's path: an image layer's short
 				 * name (hu_oci_layer_name) */
@@ -216,8 +217,11 @@ int tar_src_verify_end(struct tar_src *s);
  * have not, or never for an unverified stream).  An entry whose data
  * ends past it was cut short. */
 uint64_t tar_src_real_end(const struct tar_src *s);
-/* The bytes read from the file so far (compressed), for progress. */
-uint64_t tar_src_bytes_read(const struct tar_src *s);
+/* For progress: the stored bytes (compressed) behind the decompressed
+ * position @pos the tar reader has reached (archive_filter_bytes(a, 0)),
+ * not those the producer has read ahead: what is left to do is the
+ * file's size less this. */
+uint64_t tar_src_bytes_done(const struct tar_src *s, uint64_t pos);
 /* Count them into @b too (the run's bytes read).  Before the first read. */
 void tar_src_count_into(struct tar_src *s, struct hu_progress_bytes *b);
 /* Open @a (archive_read_new) to read the tar format from @s: libarchive's

@@ -15,7 +15,6 @@
 #include <errno.h>
 #include <openssl/evp.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,7 +59,7 @@ struct tar_src {
 	EVP_MD_CTX *raw_md;	/* verifying: the stored bytes' sha256 */
 	uint64_t raw_size;	/* and count */
 	char perr[232];		/* why its last chunk is -1 */
-	_Atomic uint64_t in_read;	/* bytes read from the file */
+	uint64_t in_read;	/* bytes read from the file */
 	struct hu_progress_bytes *count;	/* the run's, or NULL */
 	/* The hand-over, under mu: buf[head] and the filled - 1 after it
 	 * are chunks (len: their size, 0 at the end, -1 on an error) the
@@ -69,6 +68,7 @@ struct tar_src {
 	pthread_cond_t cv_filled, cv_emptied;
 	unsigned char *buf[NBUF];
 	ssize_t len[NBUF];
+	uint64_t raw_at[NBUF];	/* the stored bytes behind a chunk's end */
 	unsigned head, filled;
 	bool stop;		/* the reader wants no more */
 	/* The reader's. */
@@ -80,6 +80,7 @@ struct tar_src {
 	ssize_t end_n;		/* and said this: 0, or -1 */
 	uint64_t pos;		/* decompressed bytes handed out */
 	uint64_t chunk;		/* where the last ones (in out) began */
+	uint64_t raw_from, raw_to;	/* the stored bytes behind them */
 	uint64_t end_at;	/* where the end-of-archive block must be */
 	size_t end_ok;		/* its bytes seen so far, all zero */
 	enum { END_PENDING, END_FOUND, END_NOT } end;
@@ -187,10 +188,22 @@ enum tar_comp tar_src_comp(const struct tar_src *s)
 	return s->comp;
 }
 
-uint64_t tar_src_bytes_read(const struct tar_src *s)
+/* Of the stored bytes, how many are behind the decompressed position
+ * @pos: those behind the chunk @pos is in, and of those behind the chunk
+ * its share.  Only the chunk last handed out is known: a @pos before it
+ * (libarchive keeps a copy of a header cut between two chunks) counts
+ * as its start, never more than the consumer took. */
+uint64_t tar_src_bytes_done(const struct tar_src *s, uint64_t pos)
 {
-	/* (progress, on the reader's thread, while the producer counts) */
-	return atomic_load_explicit(&s->in_read, memory_order_relaxed);
+	double share;
+
+	if (pos <= s->chunk || s->pos <= s->chunk)
+		return s->raw_from;
+	if (pos >= s->pos)
+		return s->raw_to;
+	share = (double)(pos - s->chunk) / (double)(s->pos - s->chunk);
+	return s->raw_from + (uint64_t)(share * (double)(s->raw_to -
+							  s->raw_from));
 }
 
 void tar_src_count_into(struct tar_src *s, struct hu_progress_bytes *b)
@@ -208,7 +221,7 @@ const char *tar_src_error(const struct tar_src *s)
 /* @n stored bytes read into @p: counted and hashed when verifying. */
 static void raw_took(struct tar_src *s, const void *p, size_t n)
 {
-	atomic_fetch_add_explicit(&s->in_read, n, memory_order_relaxed);
+	s->in_read += n;
 	/* the run's count beside this tarball's (its percent): one add
 	 * more per chunk read, no thread more */
 	hu_progress_bytes_add(s->count, n, 0);
@@ -405,13 +418,19 @@ static ssize_t read_plain(struct tar_src *s, unsigned char *out)
 	return n;
 }
 
-/* The next chunk into @out: its size, 0 at the end, -1 with perr set. */
-static ssize_t produce(struct tar_src *s, unsigned char *out)
+/* The next chunk into buf[@i]: its size, 0 at the end, -1 with perr
+ * set; raw_at[@i], the stored bytes the decompressor has used so far
+ * (not those read ahead into in). */
+static ssize_t produce(struct tar_src *s, unsigned i)
 {
-	if (s->done)
-		return 0;
-	return s->comp == TAR_GZIP ? read_gzip(s, out) :
-	       s->comp == TAR_ZSTD ? read_zstd(s, out) : read_plain(s, out);
+	ssize_t n = 0;
+
+	if (!s->done)
+		n = s->comp == TAR_GZIP ? read_gzip(s, s->buf[i]) :
+		    s->comp == TAR_ZSTD ? read_zstd(s, s->buf[i]) :
+		    read_plain(s, s->buf[i]);
+	s->raw_at[i] = s->in_read - (s->in_len - s->in_pos);
+	return n;
 }
 
 static void *producer(void *arg)
@@ -432,7 +451,7 @@ static void *producer(void *arg)
 		i = (s->head + s->filled) % NBUF;
 		pthread_mutex_unlock(&s->mu);
 		/* buf[i] is neither queued nor the reader's */
-		n = produce(s, s->buf[i]);
+		n = produce(s, i);
 		pthread_mutex_lock(&s->mu);
 		s->len[i] = n;
 		s->filled++;
@@ -478,13 +497,15 @@ static ssize_t next_chunk(struct tar_src *s)
 		pthread_mutex_unlock(&s->mu);
 	} else {
 		i = (s->head + s->holding) % NBUF;
-		n = produce(s, s->buf[i]);
+		n = produce(s, i);
 		if (n > 0)
 			s->head = i;
 	}
 	if (n > 0) {
 		s->holding = 1;
 		s->out = s->buf[i];
+		s->raw_from = s->raw_to;
+		s->raw_to = s->raw_at[i];
 		return n;
 	}
 	/* The producer's last chunk: it is done, and its error, count and
@@ -542,6 +563,7 @@ static ssize_t synth_tail(struct tar_src *s)
 	}
 	n = s->synth_left < sizeof(zeros) ? s->synth_left : sizeof(zeros);
 	s->out = zeros;
+	s->raw_from = s->raw_to;	/* no stored bytes behind them */
 	s->synth_left -= n;
 	return (ssize_t)n;
 }

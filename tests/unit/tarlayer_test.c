@@ -1250,3 +1250,96 @@ Test(tarlayer, extract_of_a_corrupt_tarball_fails_naming_it)
 	close(fd);
 	close(root);
 }
+
+/* ---- progress --------------------------------------------------------------- */
+
+struct reads {
+	int n;
+	uint64_t done[16], read[16], size;
+};
+
+static void on_read(void *ctx, const char *what, uint64_t done,
+		    uint64_t read, uint64_t size)
+{
+	struct reads *rs = ctx;
+
+	(void)what;
+	cr_assert_lt(rs->n, 16);
+	rs->done[rs->n] = done;
+	rs->read[rs->n++] = read;
+	rs->size = size;
+}
+
+/* 64 files of 64 KiB of one byte, in @comp: reported at the start, every
+ * 16th entry and at the end. */
+static void read_reports(const char *rel, const char *comp, struct reads *rs,
+			 struct hu_progress_bytes *b)
+{
+	struct tent v[65] = { 0 };
+	char names[64][8], *data = malloc(65537);
+	struct hu_report r = { .progress_read = on_read, .bytes = b,
+			       .ctx = rs };
+	struct hu_stack_opts o = { .report = &r };
+	struct hu_error e = { 0 };
+	struct hu_layer l;
+
+	cr_assert_not_null(data);
+	memset(data, 'x', 65536);
+	data[65536] = '\0';
+	for (int i = 0; i < 64; i++) {
+		snprintf(names[i], sizeof(names[i]), "f%d", i);
+		v[i] = (struct tent)F(names[i], data);
+	}
+	mktar(rel, comp, v);
+	free(data);
+	cr_assert_eq(hu_layer_open(&l, tu_path(rel), &o, &e), 0, "%s: %s",
+		     e.path, e.msg);
+	hu_layer_close(&l);
+}
+
+/* The share reported is of what the tar reader took, not of what the
+ * decompressing thread read ahead: a plain tar's is the end of the last
+ * entry taken, to the byte. */
+Test(tarlayer, progress_counts_the_bytes_behind_the_entries_taken)
+{
+	struct hu_progress_bytes b = { 0 };
+	struct reads rs = { 0 };
+
+	read_reports("p.tar", "none", &rs, &b);
+	cr_assert_eq(rs.n, 6);
+	for (int i = 0; i < 5; i++) {
+		cr_expect_eq(rs.done[i], 16u * i);
+		cr_expect_eq(rs.read[i], rs.done[i] * (512 + 65536),
+			     "after %llu entries: %llu",
+			     (unsigned long long)rs.done[i],
+			     (unsigned long long)rs.read[i]);
+	}
+	/* the last: all of it, the end blocks too */
+	cr_expect_eq(rs.done[5], 64);
+	cr_expect_eq(rs.read[5], rs.size);
+	cr_expect_eq(b.tarball_done, rs.size);
+	cr_expect_eq(b.tarball_size, rs.size);
+}
+
+/* A gzip stream far smaller than one read: the thread has all of it at
+ * once, yet the share grows with the entries and is whole only at the
+ * end. */
+Test(tarlayer, progress_of_a_compressed_tarball_follows_the_entries)
+{
+	struct hu_progress_bytes b = { 0 };
+	struct reads rs = { 0 };
+
+	read_reports("p.tgz", "gzip", &rs, &b);
+	cr_assert_eq(rs.n, 6);
+	cr_expect_lt(rs.size, 128 << 10, "one read");
+	cr_expect_eq(rs.read[0], 0);
+	for (int i = 1; i < 5; i++) {
+		cr_expect_geq(rs.read[i], rs.read[i - 1]);
+		cr_expect_lt(rs.read[i], rs.size, "after %llu entries",
+			     (unsigned long long)rs.done[i]);
+	}
+	cr_expect_eq(rs.done[5], 64);
+	cr_expect_eq(rs.read[5], rs.size);
+	cr_expect_eq(b.tarball_done, rs.size);
+	cr_expect_eq(b.tarball_size, rs.size);
+}
