@@ -102,6 +102,9 @@ static const struct cmd_opt diff_opts[] = {
 	{ "output", 'o', OPT_REQUIRED, "FILE", "@file",
 	  "the tarball to write with --oci (- for standard output), or "
 	  "oci:DIR:TAG for an image" },
+	{ "exit-code", 0, OPT_NONE, NULL, NULL,
+	  "exit 1 when there are changes, with -o too (a listing always "
+	  "does)" },
 	OPT_TAR_OUT, OPT_OCI_OUT, OPT_FORMAT, OPT_PLATFORM, OPT_USERXATTR,
 	OPT_QUIET, OPT_PROGRESS, OPT_HELP, OPT_END
 };

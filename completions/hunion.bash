@@ -23,7 +23,7 @@ _hunion_spec()
 		;;
 	'hunion diff')
 		subs=''
-		longs='--recursive --json --exact --trees --oci --output= --compress= --level= --threads= --descriptor= --clamp-mtime= --opaque-markers --config= --history= --format= --platform= --userxattr --quiet --progress= --progress-fd= --help'
+		longs='--recursive --json --exact --trees --oci --output= --exit-code --compress= --level= --threads= --descriptor= --clamp-mtime= --opaque-markers --config= --history= --format= --platform= --userxattr --quiet --progress= --progress-fd= --help'
 		shorts='-r -o -q -h'
 		args='-o --output --compress --level --threads --descriptor --clamp-mtime --config --history --format --platform --progress --progress-fd'
 		operands='@layer'

@@ -48,6 +48,7 @@ complete -c hunion -n '__fish_seen_subcommand_from diff' -l exact -d 'compare co
 complete -c hunion -n '__fish_seen_subcommand_from diff' -l trees -d 'compare two plain trees OLD NEW'
 complete -c hunion -n '__fish_seen_subcommand_from diff' -l oci -d 'write the changes as an OCI layer tarball (with -o)'
 complete -c hunion -n '__fish_seen_subcommand_from diff' -s o -l output -r -F -d 'the tarball to write with --oci (- for standard output), or oci:DIR:TAG for an image'
+complete -c hunion -n '__fish_seen_subcommand_from diff' -l exit-code -d 'exit 1 when there are changes, with -o too (a listing always does)'
 complete -c hunion -n '__fish_seen_subcommand_from diff' -l compress -x -a 'auto none gzip zstd' -d 'compression (default: auto, from the file name)'
 complete -c hunion -n '__fish_seen_subcommand_from diff' -l level -x -a '' -d 'compression level'
 complete -c hunion -n '__fish_seen_subcommand_from diff' -l threads -x -a '' -d 'zstd worker threads (default and at most: the online cores)'
