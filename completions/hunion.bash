@@ -8,7 +8,7 @@ _hunion_spec()
 	subs='' longs='' shorts='' args='' operands=''
 	case $1 in
 	'hunion')
-		subs='merge diff flatten fsck mount umount whiteout oci'
+		subs='merge diff flatten fsck mount umount whiteout oci help'
 		longs='--version --help'
 		shorts='-h'
 		args=''
@@ -118,6 +118,13 @@ _hunion_spec()
 		shorts='-n -v -q -h'
 		args=''
 		operands='@dir'
+		;;
+	'hunion help')
+		subs=''
+		longs='--help'
+		shorts='-h'
+		args=''
+		operands='merge|diff|flatten|fsck|mount|umount|whiteout|oci|help'
 		;;
 	esac
 }
