@@ -334,7 +334,8 @@ static int dispatch(const struct cmd *group, const char *prefix, int argc,
 	static char name[128];
 	const struct cmd *c;
 
-	front.cmdname = prefix;
+	/* front.cmdname is @prefix already: "hunion", or the static name
+	 * the caller made (not @prefix itself, which it frees) */
 	if (argc < 2) {
 		cmd_help(group, stderr);
 		return EXIT_USAGE;
