@@ -17,16 +17,26 @@
 /* Exit codes outside fsck and diff. */
 enum { EXIT_OK = 0, EXIT_TROUBLE = 1, EXIT_USAGE = 2 };
 
-enum opt_arg { OPT_NONE = 0, OPT_REQUIRED };
+/*
+ * Whether an option takes an argument, and how often it may be given:
+ *  OPT_NONE      a flag (-v, --json);
+ *  OPT_REQUIRED  takes an argument, once: given again it is a usage error
+ *                ("-o a -o b"), so that no value is silently dropped;
+ *  OPT_REPEATED  takes an argument and may be given again (--severity
+ *                ID=LEVEL, KEY=VALUE lists): on_opt sees each one, in
+ *                order, and keeps them all.
+ * A non-zero arg means "takes an argument".
+ */
+enum opt_arg { OPT_NONE = 0, OPT_REQUIRED, OPT_REPEATED };
 
 struct cmd_opt {
 	const char *long_name;
 	char short_name;	/* 0 when none */
 	enum opt_arg arg;
 	const char *arg_name;	/* for help: "OUT", "FORMAT" */
-	const char *values;	/* '|'-separated choices for completion, or
-				 * "@dir" / "@file" / "@layer" for paths;
-				 * may be NULL */
+	const char *values;	/* '|'-separated choices (completion, and
+				 * listed by --help), or "@dir" / "@file" /
+				 * "@layer" for paths; may be NULL */
 	const char *help;
 };
 
@@ -42,7 +52,10 @@ struct cmd {
 	const struct cmd *subs;		/* terminated by a zeroed entry */
 	const char *operands;		/* "@dir" / "@file" / "@layer" (a
 					 * directory or a tarball by its
-					 * name): completion hint */
+					 * name), "@command" (the names of
+					 * the commands): completion hint */
+	const char *man;		/* its man page, "hunion-merge(1)",
+					 * named by --help; NULL for none */
 };
 
 extern const struct cmd hunion_cmds[];	/* the top-level table */
@@ -110,6 +123,13 @@ extern struct front front;
 /* atexit(): fail the command, with a message, if its standard output could
  * not be written. */
 void front_close_stdout(void);
+
+/* Where the lines of -n and -v go: the plan of a dry run is what the
+ * user asked for, on standard output; the steps of a real run are
+ * chatter, on standard error with the warnings. */
+FILE *front_steps(bool dry_run);
+/* @one or @many, as @n says: "1 entry", "2 entries". */
+const char *plural(unsigned long long n, const char *one, const char *many);
 
 /* Print "hunion CMD: PATH: message: strerror(err)" to stderr. */
 void print_error(const struct hu_error *e);

@@ -22,6 +22,23 @@ static size_t count_opts(const struct cmd_opt *o)
 	return n;
 }
 
+/* The help line of @o: the option, its help, and its choices when it has
+ * a fixed set of them ("--format=FORMAT  ... (auto|union|overlay|oci)"). */
+static void help_opt(FILE *to, const struct cmd_opt *o)
+{
+	char left[64];
+
+	snprintf(left, sizeof(left), "%c%c%c --%s%s%s",
+		 o->short_name ? '-' : ' ',
+		 o->short_name ? o->short_name : ' ',
+		 o->short_name ? ',' : ' ', o->long_name,
+		 o->arg ? "=" : "", o->arg ? o->arg_name : "");
+	fprintf(to, "  %-26s %s", left, o->help);
+	if (o->values && o->values[0] != '@')
+		fprintf(to, " (%s)", o->values);
+	fputc('\n', to);
+}
+
 void cmd_help(const struct cmd *c, FILE *to)
 {
 	const char *name = front.cmdname ? front.cmdname : "hunion";
@@ -37,20 +54,14 @@ void cmd_help(const struct cmd *c, FILE *to)
 	}
 	if (count_opts(c->opts)) {
 		fprintf(to, "\noptions:\n");
-		for (const struct cmd_opt *o = c->opts; o->long_name; o++) {
-			char left[64];
-
-			snprintf(left, sizeof(left), "%c%c%c --%s%s%s",
-				 o->short_name ? '-' : ' ',
-				 o->short_name ? o->short_name : ' ',
-				 o->short_name ? ',' : ' ', o->long_name,
-				 o->arg ? "=" : "", o->arg ? o->arg_name : "");
-			fprintf(to, "  %-26s %s\n", left, o->help);
-		}
+		for (const struct cmd_opt *o = c->opts; o->long_name; o++)
+			help_opt(to, o);
 	}
-	if (c->subs)
-		fprintf(to, "\nSee '%s COMMAND --help' and man %s.\n", name,
-			"hunion(1)");
+	if (c->subs && c->man)
+		fprintf(to, "\nSee '%s COMMAND --help' and %s.\n", name,
+			c->man);
+	else if (c->man)
+		fprintf(to, "\nSee %s.\n", c->man);
 }
 
 int cmd_usage_error(const struct cmd *c, const char *fmt, ...)
@@ -87,19 +98,34 @@ static void bad_option(const struct cmd *c, int ch, const char *word)
 				is_long ? word : shortopt);
 }
 
+/* An option that takes one argument given a second time: which of the
+ * two was meant cannot be known. */
+static int given_twice(const struct cmd *c, const struct cmd_opt *o)
+{
+	char shortopt[4] = { '-', o->short_name, '/', '\0' };
+
+	return cmd_usage_error(c, "option '%s--%s' given twice; it takes "
+			       "one %s", o->short_name ? shortopt : "",
+			       o->long_name, o->arg_name);
+}
+
 int cmd_parse(const struct cmd *c, int argc, char **argv,
 	      int (*on_opt)(void *ctx, const struct parsed_opt *o), void *ctx)
 {
 	size_t n = count_opts(c->opts);
 	struct option *lopts = calloc(n + 1, sizeof(*lopts));
+	bool *given = calloc(n + 1, sizeof(*given));
 	/* No '+': options may follow operands, as with GNU tools; "--"
 	 * ends them (and POSIXLY_CORRECT makes the first operand end them). */
 	char shorts[128] = ":";
 	size_t sl = 1;
 	int rc = -1, ch, idx;
 
-	if (!lopts)
+	if (!lopts || !given) {
+		free(lopts);
+		free(given);
 		return cmd_usage_error(c, "out of memory");
+	}
 	for (size_t i = 0; i < n; i++) {
 		const struct cmd_opt *o = &c->opts[i];
 
@@ -132,8 +158,14 @@ int cmd_parse(const struct cmd *c, int argc, char **argv,
 		if (!strcmp(o->long_name, "help")) {
 			cmd_help(c, stdout);
 			free(lopts);
+			free(given);
 			exit(EXIT_OK);
 		}
+		if (o->arg == OPT_REQUIRED && given[o - c->opts]) {
+			given_twice(c, o);
+			goto out;
+		}
+		given[o - c->opts] = true;
 		p = (struct parsed_opt){ o->long_name, optarg };
 		if (on_opt(ctx, &p) < 0)
 			goto out;
@@ -145,7 +177,18 @@ int cmd_parse(const struct cmd *c, int argc, char **argv,
 				       NULL);
 out:
 	free(lopts);
+	free(given);
 	return rc;
+}
+
+FILE *front_steps(bool dry_run)
+{
+	return dry_run ? stdout : stderr;
+}
+
+const char *plural(unsigned long long n, const char *one, const char *many)
+{
+	return n == 1 ? one : many;
 }
 
 void print_error(const struct hu_error *e)

@@ -72,6 +72,23 @@ static void put_subs(FILE *f, const struct cmd *c)
 	}
 }
 
+/* The completion hint of @c's operands, "@command" made the '|'-separated
+ * choices it names: the visible commands of the table. */
+static const char *operand_hint(const struct cmd *c)
+{
+	static char names[256];
+	size_t len = 0;
+
+	if (!c->operands || strcmp(c->operands, "@command"))
+		return c->operands;
+	for (const struct cmd *s = cmd_top()->subs; s->name; s++)
+		if (visible(s) && len + strlen(s->name) + 2 < sizeof(names))
+			len += (size_t)snprintf(names + len, sizeof(names) - len,
+						"%s%s", len ? "|" : "",
+						s->name);
+	return names;
+}
+
 /* A POSIX shell single-quoted word. */
 static void sh_quote(FILE *f, const char *s)
 {
@@ -232,7 +249,7 @@ static void bash_spec(FILE *f, const struct cpath *p)
 	fputs("'\n\t\tlongs='", f);
 	for (o = c->opts; o && o->long_name; o++)
 		fprintf(f, "%s--%s%s", o == c->opts ? "" : " ", o->long_name,
-			o->arg == OPT_REQUIRED ? "=" : "");
+			o->arg != OPT_NONE ? "=" : "");
 	fputs("'\n\t\tshorts='", f);
 	for (o = c->opts; o && o->long_name; o++)
 		if (o->short_name)
@@ -240,7 +257,7 @@ static void bash_spec(FILE *f, const struct cpath *p)
 	fputs("'\n\t\targs='", f);
 	first = true;
 	for (o = c->opts; o && o->long_name; o++) {
-		if (o->arg != OPT_REQUIRED)
+		if (o->arg == OPT_NONE)
 			continue;
 		if (o->short_name)
 			put_word(f, &first, "-", o->short_name);
@@ -248,7 +265,7 @@ static void bash_spec(FILE *f, const struct cpath *p)
 		fputs(o->long_name, f);
 	}
 	fputs("'\n\t\toperands=", f);
-	sh_quote(f, c->run && c->operands ? c->operands : "");
+	sh_quote(f, c->run && c->operands ? operand_hint(c) : "");
 	fputs("\n\t\t;;\n", f);
 }
 
@@ -259,7 +276,7 @@ static void bash_values(FILE *f, const struct cpath *p)
 	const struct cmd *c = leaf(p);
 
 	for (const struct cmd_opt *o = c->opts; o && o->long_name; o++) {
-		if (o->arg != OPT_REQUIRED || !o->values)
+		if (o->arg == OPT_NONE || !o->values)
 			continue;
 		fputs("\t'", f);
 		put_path(f, p, ' ');
@@ -359,7 +376,7 @@ static void zsh_opt_spec(FILE *f, const struct cmd_opt *o, const char *flag)
 	fprintf(f, "%s[", flag);
 	zsh_text(f, o->help ? o->help : "");
 	fputc(']', f);
-	if (o->arg == OPT_REQUIRED) {
+	if (o->arg != OPT_NONE) {
 		fputc(':', f);
 		zsh_text(f, o->arg_name ? o->arg_name : "value");
 		fputc(':', f);
@@ -373,7 +390,7 @@ static void zsh_opts(FILE *f, const struct cmd *c)
 	char flag[128];
 
 	for (const struct cmd_opt *o = c->opts; o && o->long_name; o++) {
-		bool arg = o->arg == OPT_REQUIRED;
+		bool arg = o->arg != OPT_NONE;
 
 		if (o->short_name) {
 			snprintf(flag, sizeof(flag), "-%c%s", o->short_name,
@@ -390,7 +407,7 @@ static void zsh_opts(FILE *f, const struct cmd *c)
 static bool takes_arg(const struct cmd *c, const char *word, size_t len)
 {
 	for (const struct cmd_opt *o = c->opts; o && o->long_name; o++) {
-		if (o->arg != OPT_REQUIRED)
+		if (o->arg == OPT_NONE)
 			continue;
 		if (len == 2 && word[0] == '-' && word[1] == o->short_name)
 			return true;
@@ -414,7 +431,7 @@ static void zsh_operand(FILE *f, const struct cmd *c, const char *label,
 		fprintf(f, " \\\n\t\t'%d:", pos);
 	zsh_text(f, name);
 	fputc(':', f);
-	zsh_action(f, c->operands);
+	zsh_action(f, operand_hint(c));
 	fputc('\'', f);
 }
 
@@ -579,7 +596,7 @@ static void fish_opt(FILE *f, const struct cpath *p, const struct cmd_opt *o)
 	if (o->short_name)
 		fprintf(f, " -s %c", o->short_name);
 	fprintf(f, " -l %s", o->long_name);
-	if (o->arg == OPT_REQUIRED)
+	if (o->arg != OPT_NONE)
 		fish_args(f, o->values ? o->values : "");
 	if (o->help) {
 		fputs(" -d ", f);
@@ -609,7 +626,7 @@ static void fish_cmd(FILE *f, const struct cpath *p)
 	if (!c->subs && c->operands) {
 		fputs("complete -c hunion", f);
 		fish_cond(f, p);
-		fish_args(f, c->operands);
+		fish_args(f, operand_hint(c));
 		fputc('\n', f);
 	}
 }

@@ -3,7 +3,9 @@
  * hunion diff LAYER...: what the top layer changes over those beneath, as
  * a listing (A|M|D PATH, or JSON), or with --oci as an OCI layer tarball.
  * hunion diff --trees OLD NEW: the same between two plain trees.
- * Exit status as diff(1): 0 no changes, 1 changes, 2 trouble.
+ * Exit status of a listing as diff(1): 0 no changes, 1 changes, 2 trouble.
+ * -o writes its output and exits 0, as flatten does, so that a pipeline
+ * under set -e goes on; --exit-code (git's name) brings diff(1)'s 1 back.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -18,7 +20,7 @@ enum { DIFF_SAME = 0, DIFF_CHANGES = 1, DIFF_TROUBLE = 2 };
 struct diff_args {
 	const struct cmd *c;
 	struct layer_opts lo;
-	bool recursive, exact, trees, oci, format_given;
+	bool recursive, exact, trees, oci, format_given, exit_code;
 	const char *out;
 	struct tar_args tar;	/* --oci */
 	struct oci_args image;	/* --oci -o oci:DIR:TAG */
@@ -42,6 +44,8 @@ static int diff_opt(void *ctx, const struct parsed_opt *o)
 		a->trees = true;
 	else if (!strcmp(o->name, "oci"))
 		a->oci = true;
+	else if (!strcmp(o->name, "exit-code"))
+		a->exit_code = true;
 	else if (!strcmp(o->name, "output"))
 		a->out = o->arg;
 	else if (!oci_opt(&a->image, o))
@@ -126,7 +130,7 @@ static int print_change(void *ctx, const struct hu_change *c,
 /* ---- --oci --------------------------------------------------------------- */
 
 /* Stop the walk at the first change: whether there is one decides the
- * exit status of --oci. */
+ * exit status of --oci --exit-code. */
 static int found_one(void *ctx, const struct hu_change *c, struct hu_error *e)
 {
 	*(bool *)ctx = true;
@@ -168,9 +172,9 @@ static int write_oci(const struct diff_args *a, const struct hu_stack *s,
 		.fill = fill_changes, .ctx = &f,
 	};
 	struct hu_digests d;
-	bool any;
+	bool any = false;
 
-	if (any_change(s, co, &any, e) < 0)
+	if (a->exit_code && any_change(s, co, &any, e) < 0)
 		return DIFF_TROUBLE;
 	if (a->to_image ? oci_write(&a->image, s, &ow, e) < 0 :
 	    tar_write(&a->tar, a->out, s, to, fill_changes, &f, &d, e) < 0)

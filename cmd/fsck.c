@@ -238,14 +238,17 @@ static void print_summary(const struct fsck_args *a, const char *top,
 		fputs(" (all layers)", stdout);
 	fputs(stopped ? ": interrupted, " : ": ", stdout);
 	if (!problems) {
-		printf("%s, %llu entries checked\n",
+		printf("%s, %llu %s checked\n",
 		       stopped ? "clean so far" : "clean",
-		       (unsigned long long)st->entries);
+		       (unsigned long long)st->entries,
+		       plural(st->entries, "entry", "entries"));
 		return;
 	}
-	printf("%llu entries checked, %llu problem%s (%llu error%s, "
+	printf("%llu %s checked, %llu problem%s (%llu error%s, "
 	       "%llu warning%s, %llu info): %llu %s, %llu left",
-	       (unsigned long long)st->entries, (unsigned long long)problems,
+	       (unsigned long long)st->entries,
+	       plural(st->entries, "entry", "entries"),
+	       (unsigned long long)problems,
 	       problems == 1 ? "" : "s",
 	       (unsigned long long)st->found[HU_SEV_ERROR],
 	       st->found[HU_SEV_ERROR] == 1 ? "" : "s",

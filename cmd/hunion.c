@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* hunion: the multicall front end and its one command table. */
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,6 +103,9 @@ static const struct cmd_opt diff_opts[] = {
 	{ "output", 'o', OPT_REQUIRED, "FILE", "@file",
 	  "the tarball to write with --oci (- for standard output), or "
 	  "oci:DIR:TAG for an image" },
+	{ "exit-code", 0, OPT_NONE, NULL, NULL,
+	  "exit 1 when there are changes, with -o too (a listing always "
+	  "does)" },
 	OPT_TAR_OUT, OPT_OCI_OUT, OPT_FORMAT, OPT_PLATFORM, OPT_USERXATTR,
 	OPT_QUIET, OPT_PROGRESS, OPT_HELP, OPT_END
 };
@@ -121,7 +125,7 @@ static const struct cmd_opt fsck_opts[] = {
 	  "check each layer against those beneath, not the top one alone" },
 	{ "vacuum", 0, OPT_NONE, NULL, NULL,
 	  "with -p or -y: also remove copy-ups identical to what is beneath" },
-	{ "severity", 0, OPT_REQUIRED, "ID=LEVEL", NULL,
+	{ "severity", 0, OPT_REPEATED, "ID=LEVEL", NULL,
 	  "report problem ID as ignore, info, warning or error" },
 	{ "repair-lowers", 0, OPT_NONE, NULL, NULL,
 	  "with --all-layers: repair the lower layers too" },
@@ -162,55 +166,67 @@ static const struct cmd_opt oci_gc_opts[] = {
 	OPT_DRY_RUN, OPT_VERBOSE, OPT_QUIET, OPT_HELP, OPT_END
 };
 
+#define CMD_END { NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL }
+
+static int cmd_help_cmd(const struct cmd *c, int argc, char **argv);
+
 static const struct cmd oci_cmds[] = {
 	{ "ls", cmd_oci_ls, "list the images of a layout: tags, digests, "
-	  "platforms", "DIR", oci_ls_opts, NULL, "@dir" },
+	  "platforms", "DIR", oci_ls_opts, NULL, "@dir", "hunion-oci(1)" },
 	{ "gc", cmd_oci_gc, "remove the blobs no image of a layout references",
-	  "DIR", oci_gc_opts, NULL, "@dir" },
-	{ NULL, NULL, NULL, NULL, NULL, NULL, NULL }
+	  "DIR", oci_gc_opts, NULL, "@dir", "hunion-oci(1)" },
+	CMD_END
 };
 
 static const struct cmd whiteout_cmds[] = {
 	{ "ls", cmd_whiteout_ls, "list the whiteouts and opaque directories of a layer",
-	  "LAYER", wh_ls_opts, NULL, "@layer" },
+	  "LAYER", wh_ls_opts, NULL, "@layer", "hunion-whiteout(1)" },
 	{ "add", cmd_whiteout_add, "create whiteouts for PATHs in a layer",
-	  "LAYER PATH...", wh_edit_opts, NULL, "@dir" },
+	  "LAYER PATH...", wh_edit_opts, NULL, "@dir", "hunion-whiteout(1)" },
 	{ "rm", cmd_whiteout_rm, "remove the whiteouts of PATHs from a layer",
-	  "LAYER PATH...", wh_edit_opts, NULL, "@dir" },
+	  "LAYER PATH...", wh_edit_opts, NULL, "@dir", "hunion-whiteout(1)" },
 	{ "opaque", cmd_whiteout_opaque, "mark directories of a layer opaque (or clear)",
-	  "LAYER DIR...", wh_opaque_opts, NULL, "@dir" },
+	  "LAYER DIR...", wh_opaque_opts, NULL, "@dir", "hunion-whiteout(1)" },
 	{ "convert", cmd_whiteout_convert,
 	  "rewrite every marker of a layer into another format",
-	  "LAYER", wh_convert_opts, NULL, "@layer" },
-	{ NULL, NULL, NULL, NULL, NULL, NULL, NULL }
+	  "LAYER", wh_convert_opts, NULL, "@layer", "hunion-whiteout(1)" },
+	CMD_END
 };
 
 const struct cmd hunion_cmds[] = {
 	{ "merge", cmd_merge, "write the merged view of a stack of layers",
-	  "-o OUT LAYER... | --into LAYER...", merge_opts, NULL, "@layer" },
+	  "-o OUT LAYER... | --into LAYER...", merge_opts, NULL, "@layer",
+	  "hunion-merge(1)" },
 	{ "diff", cmd_diff, "what the top layer changes over those beneath",
-	  "[--trees OLD NEW | LAYER...]", diff_opts, NULL, "@layer" },
+	  "[--trees OLD NEW | LAYER...]", diff_opts, NULL, "@layer",
+	  "hunion-diff(1)" },
 	{ "flatten", cmd_flatten, "squash a stack of layers into one tarball",
-	  "-o FILE LAYER...", flatten_opts, NULL, "@layer" },
+	  "-o FILE LAYER...", flatten_opts, NULL, "@layer",
+	  "hunion-flatten(1)" },
 	{ "fsck", cmd_fsck, "find and repair inconsistent markers and leftovers",
-	  "[-n|-p|-y] LAYER...", fsck_opts, NULL, "@layer" },
+	  "[-n|-p|-y] LAYER...", fsck_opts, NULL, "@layer",
+	  "hunion-fsck(8)" },
 	{ "mount", cmd_mount, "check a stack of layers, then mount it",
 	  "[-t TYPE] [-o OPTS] LAYER... MOUNTPOINT", mount_opts, NULL,
-	  "@layer" },
+	  "@layer", "hunion-mount(8)" },
 	{ "umount", cmd_umount, "unmount a stack; say who keeps it busy",
-	  "MOUNTPOINT", help_only, NULL, "@dir" },
+	  "MOUNTPOINT", help_only, NULL, "@dir", "hunion-umount(8)" },
 	{ "whiteout", NULL, "create, list, remove and convert whiteouts",
-	  "ls|add|rm|opaque|convert ...", help_only, whiteout_cmds, NULL },
+	  "ls|add|rm|opaque|convert ...", help_only, whiteout_cmds, NULL,
+	  "hunion-whiteout(1)" },
 	{ "oci", NULL, "list the images of an OCI layout, remove its garbage",
-	  "ls|gc ...", help_only, oci_cmds, NULL },
+	  "ls|gc ...", help_only, oci_cmds, NULL, "hunion-oci(1)" },
+	{ "help", cmd_help_cmd, "show the help of a command, as its --help "
+	  "does", "[COMMAND [SUBCOMMAND]]", help_only, NULL, "@command",
+	  "hunion(1)" },
 	{ "__complete", cmd_complete, NULL, "bash|zsh|fish", help_only,
-	  NULL, NULL },
-	{ NULL, NULL, NULL, NULL, NULL, NULL, NULL }
+	  NULL, NULL, NULL },
+	CMD_END
 };
 
 static const struct cmd top = {
 	"hunion", NULL, "union/overlay filesystem layers at rest",
-	"COMMAND [OPTIONS] [ARGS]", top_opts, hunion_cmds, NULL
+	"COMMAND [OPTIONS] [ARGS]", top_opts, hunion_cmds, NULL, "hunion(1)"
 };
 
 static void raise_fd_limit(void)
@@ -232,6 +248,86 @@ static const struct cmd *find_sub(const struct cmd *group, const char *name)
 	return NULL;
 }
 
+/*
+ * The edit distance of @a and @b: insertions, deletions, substitutions
+ * and swaps of two neighbours (optimal string alignment), each 1, as git's
+ * help.c weighs a typo.  SIZE_MAX when out of memory.
+ */
+static size_t edit_distance(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b), d;
+	/* three rows: the one before last (for swaps), the last, this */
+	size_t *rows = calloc(3 * (lb + 1), sizeof(*rows));
+	size_t *r2 = rows, *r1 = rows + lb + 1, *r0 = rows + 2 * (lb + 1);
+
+	if (!rows)
+		return SIZE_MAX;
+	for (size_t j = 0; j <= lb; j++)
+		r1[j] = j;
+	for (size_t i = 1; i <= la; i++) {
+		size_t *t;
+
+		r0[0] = i;
+		for (size_t j = 1; j <= lb; j++) {
+			size_t best = r1[j - 1] + (a[i - 1] != b[j - 1]);
+
+			if (r1[j] + 1 < best)
+				best = r1[j] + 1;
+			if (r0[j - 1] + 1 < best)
+				best = r0[j - 1] + 1;
+			if (i > 1 && j > 1 && a[i - 1] == b[j - 2] &&
+			    a[i - 2] == b[j - 1] && r2[j - 2] + 1 < best)
+				best = r2[j - 2] + 1;
+			r0[j] = best;
+		}
+		t = r2, r2 = r1, r1 = r0, r0 = t;
+	}
+	d = r1[lb];
+	free(rows);
+	return d;
+}
+
+/* How far @typed is from the command @name: a beginning of it counts as
+ * one typo ("white" for "whiteout"). */
+static size_t command_distance(const char *typed, const char *name)
+{
+	size_t len = strlen(typed);
+
+	if (len >= 2 && !strncmp(name, typed, len))
+		return 1;
+	return edit_distance(typed, name);
+}
+
+/* "hunion: 'merg' is not a command", then the visible commands of @group
+ * nearest to @typed, if any is near enough: "Did you mean 'merge'?". */
+static void not_a_command(const struct cmd *group, const char *prefix,
+			  const char *typed)
+{
+	/* two typos, but not more than half of what was typed */
+	size_t best = strlen(typed) / 2 < 2 ? strlen(typed) / 2 : 2;
+	const char *sep = "Did you mean ";
+
+	fprintf(stderr, "%s: '%s' is not a command; see '%s --help'\n",
+		prefix, typed, prefix);
+	if (best == 0)
+		return;
+	for (const struct cmd *c = group->subs; c->name; c++) {
+		size_t d = c->summary ? command_distance(typed, c->name) :
+			   SIZE_MAX;
+
+		if (d < best)
+			best = d;
+	}
+	for (const struct cmd *c = group->subs; c->name; c++) {
+		if (!c->summary || command_distance(typed, c->name) != best)
+			continue;
+		fprintf(stderr, "%s'%s'", sep, c->name);
+		sep = " or ";
+	}
+	if (strcmp(sep, "Did you mean "))
+		fputs("?\n", stderr);
+}
+
 /* Walk down the table: "hunion whiteout ls ..." runs whiteout_cmds' "ls". */
 static int dispatch(const struct cmd *group, const char *prefix, int argc,
 		    char **argv)
@@ -239,25 +335,27 @@ static int dispatch(const struct cmd *group, const char *prefix, int argc,
 	static char name[128];
 	const struct cmd *c;
 
-	if (argc < 2 || argv[1][0] == '-') {
-		if (argc >= 2 && (!strcmp(argv[1], "-h") ||
-				  !strcmp(argv[1], "--help"))) {
+	/* front.cmdname is @prefix already: "hunion", or the static name
+	 * the caller made (not @prefix itself, which it frees) */
+	if (argc < 2) {
+		cmd_help(group, stderr);
+		return EXIT_USAGE;
+	}
+	if (argv[1][0] == '-') {
+		if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
 			cmd_help(group, stdout);
 			return EXIT_OK;
 		}
-		if (argc >= 2 && !strcmp(argv[1], "--version") &&
-		    group == &top) {
+		if (!strcmp(argv[1], "--version") && group == &top) {
 			printf("hunion %s\n", HUNION_VERSION);
 			return EXIT_OK;
 		}
-		front.cmdname = prefix;
-		cmd_help(group, stderr);
+		cmd_usage_error(group, "unknown option '%s'", argv[1]);
 		return EXIT_USAGE;
 	}
 	c = find_sub(group, argv[1]);
 	if (!c) {
-		fprintf(stderr, "%s: '%s' is not a command; see '%s --help'\n",
-			prefix, argv[1], prefix);
+		not_a_command(group, prefix, argv[1]);
 		return EXIT_USAGE;
 	}
 	snprintf(name, sizeof(name), "%s %s", prefix, c->name);
@@ -273,6 +371,43 @@ static int dispatch(const struct cmd *group, const char *prefix, int argc,
 		return rc;
 	}
 	return c->run(c, argc - 1, argv + 1);
+}
+
+static int no_opts(void *ctx, const struct parsed_opt *o)
+{
+	(void)ctx;
+	(void)o;
+	return 0;
+}
+
+/* hunion help [COMMAND [SUBCOMMAND]]: what "hunion COMMAND --help" says. */
+static int cmd_help_cmd(const struct cmd *c, int argc, char **argv)
+{
+	static char name[128] = "hunion";
+	const struct cmd *at = &top;
+	int i = cmd_parse(c, argc, argv, no_opts, NULL);
+
+	if (i < 0)
+		return EXIT_USAGE;
+	for (; i < argc; i++) {
+		const struct cmd *sub = at->subs ? find_sub(at, argv[i]) : NULL;
+
+		if (!at->subs) {
+			cmd_usage_error(c, "'%s' has no subcommand '%s'", name,
+					argv[i]);
+			return EXIT_USAGE;
+		}
+		if (!sub) {
+			not_a_command(at, name, argv[i]);
+			return EXIT_USAGE;
+		}
+		snprintf(name + strlen(name), sizeof(name) - strlen(name),
+			 " %s", sub->name);
+		at = sub;
+	}
+	front.cmdname = name;
+	cmd_help(at, stdout);
+	return EXIT_OK;
 }
 
 static volatile sig_atomic_t caught;

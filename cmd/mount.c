@@ -48,11 +48,13 @@ static void say_step(void *ctx, const char *what, const char *path)
 {
 	const struct mount_args *a = ctx;
 
+	FILE *to = front_steps(a->mo.dry_run);
+
 	if (front.verbosity <= 0 && !a->mo.dry_run)
 		return;
-	printf("%s ", what);
-	print_path_escaped(stdout, path);
-	putchar('\n');
+	fprintf(to, "%s ", what);
+	print_path_escaped(to, path);
+	fputc('\n', to);
 }
 
 static void say_problem(void *ctx, const struct hu_fsck_finding *f)
@@ -110,7 +112,7 @@ static int do_mount(struct mount_args *a, char **layers, size_t n,
 			print_error(&e);
 			goto out_plan;
 		}
-		printf("%s\n", text);
+		fprintf(front_steps(a->mo.dry_run), "%s\n", text);
 		free(text);
 	}
 	if (!a->mo.dry_run && hu_mount_run(&plan, &e) < 0) {

@@ -106,12 +106,10 @@ static void print_removed(void *ctx, const char *name, uint64_t size)
 {
 	const struct oci_cmd_args *a = ctx;
 
-	if (a->lo.dry_run)
-		printf("would remove %s (%llu bytes)\n", name,
-		       (unsigned long long)size);
-	else if (front.verbosity > 0)
-		printf("removed %s (%llu bytes)\n", name,
-		       (unsigned long long)size);
+	if (a->lo.dry_run || front.verbosity > 0)
+		fprintf(front_steps(a->lo.dry_run), "%s %s (%llu %s)\n",
+			a->lo.dry_run ? "would remove" : "removed", name,
+			(unsigned long long)size, plural(size, "byte", "bytes"));
 }
 
 /* Said once, so that a gc that seems to hang says why. */
@@ -141,11 +139,13 @@ int cmd_oci_gc(const struct cmd *c, int argc, char **argv)
 	}
 	fflush(stdout);
 	if (front.verbosity >= 0)
-		fprintf(stderr, "%s: %s %llu files (%llu bytes), kept %llu "
-			"blobs\n", front.cmdname, a.lo.dry_run ?
-			"would remove" : "removed",
-			(unsigned long long)st.removed,
+		fprintf(stderr, "%s: %s %llu %s (%llu %s), kept %llu %s\n",
+			front.cmdname, a.lo.dry_run ? "would remove" :
+			"removed", (unsigned long long)st.removed,
+			plural(st.removed, "file", "files"),
 			(unsigned long long)st.bytes_removed,
-			(unsigned long long)st.kept);
+			plural(st.bytes_removed, "byte", "bytes"),
+			(unsigned long long)st.kept,
+			plural(st.kept, "blob", "blobs"));
 	return EXIT_OK;
 }

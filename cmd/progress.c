@@ -265,18 +265,20 @@ static void status_text(char *buf, size_t len, uint64_t now)
 		}
 		fmt_written(wr, sizeof(wr), w);
 		/* rounded down: 100% only once the last entry is in */
-		snprintf(buf + n, len - (size_t)n, "%u%%, %llu entries, "
+		snprintf(buf + n, len - (size_t)n, "%u%%, %llu %s, "
 			 "%s of %s read%s%s, %s%s", (unsigned)(frac * 100),
-			 (unsigned long long)pg.entries, a, b, wr, rate, el,
-			 eta);
+			 (unsigned long long)pg.entries,
+			 plural(pg.entries, "entry", "entries"), a, b, wr,
+			 rate, el, eta);
 		return;
 	}
 	if (!r && !w) {
 		if (secs > 0.5)
 			snprintf(rate, sizeof(rate), ", %.0f entries/s",
 				 (double)pg.entries / secs);
-		snprintf(buf + n, len - (size_t)n, "%llu entries%s, %s",
-			 (unsigned long long)pg.entries, rate, el);
+		snprintf(buf + n, len - (size_t)n, "%llu %s%s, %s",
+			 (unsigned long long)pg.entries,
+			 plural(pg.entries, "entry", "entries"), rate, el);
 		return;
 	}
 	/* bytes move: their rate says more than the entries' (a few big
@@ -289,9 +291,9 @@ static void status_text(char *buf, size_t len, uint64_t now)
 	}
 	fmt_bytes(a, sizeof(a), (double)r);
 	fmt_bytes(b, sizeof(b), (double)w);
-	snprintf(buf + n, len - (size_t)n, "%llu entries, %s read, %s "
-		 "written%s, %s", (unsigned long long)pg.entries, a, b, rate,
-		 el);
+	snprintf(buf + n, len - (size_t)n, "%llu %s, %s read, %s "
+		 "written%s, %s", (unsigned long long)pg.entries,
+		 plural(pg.entries, "entry", "entries"), a, b, rate, el);
 }
 
 /* @written: the summary's bytes on the last line, else PROGRESS_UNKNOWN

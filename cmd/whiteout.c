@@ -141,6 +141,7 @@ static void say(const struct wh_args *a, enum edit op, const char *path,
 		[EDIT_RM] = { "removed", "would remove" },
 		[EDIT_OPAQUE] = { "set", "would set" },
 	};
+	FILE *to = front_steps(a->lo.dry_run);
 	const char *what;
 
 	if (rc == 1 && front.verbosity <= 0)
@@ -154,15 +155,15 @@ static void say(const struct wh_args *a, enum edit op, const char *path,
 		what = a->lo.dry_run ? "would clear" : "cleared";
 	else
 		what = done[op][a->lo.dry_run];
-	printf("%s ", op == EDIT_OPAQUE ? "opaque" : "whiteout");
-	print_path_escaped(stdout, path);
-	printf(": %s", what);
+	fprintf(to, "%s ", op == EDIT_OPAQUE ? "opaque" : "whiteout");
+	print_path_escaped(to, path);
+	fprintf(to, ": %s", what);
 	if (rc == 0) {
-		fputs(" (", stdout);
-		print_format(stdout, f, userxattr);
-		putchar(')');
+		fputs(" (", to);
+		print_format(to, f, userxattr);
+		fputc(')', to);
 	}
-	putchar('\n');
+	fputc('\n', to);
 }
 
 static int edit(const struct cmd *c, int argc, char **argv, enum edit op)
@@ -236,47 +237,50 @@ static void print_change(void *ctx, const struct hu_wh_marker *m,
 			 enum hu_wh_action act)
 {
 	const struct hu_convert_opts *o = ctx;
+	FILE *to = front_steps(o->dry_run);
 
-	printf("%s ", hu_wh_kind_name(m->kind));
-	print_path_escaped(stdout, m->path);
-	fputs(": ", stdout);
-	print_format(stdout, m->format, m->userxattr);
-	fputs(" -> ", stdout);
+	fprintf(to, "%s ", hu_wh_kind_name(m->kind));
+	print_path_escaped(to, m->path);
+	fputs(": ", to);
+	print_format(to, m->format, m->userxattr);
+	fputs(" -> ", to);
 	switch (act) {
 	case HU_WH_CONVERTED:
-		print_format(stdout, o->to, o->to_userxattr);
+		print_format(to, o->to, o->to_userxattr);
 		break;
 	case HU_WH_MADE_OPAQUE:
-		print_format(stdout, o->to, o->to_userxattr);
-		fputs(", the directory made opaque", stdout);
+		print_format(to, o->to, o->to_userxattr);
+		fputs(", the directory made opaque", to);
 		break;
 	case HU_WH_DROPPED:
 		fputs(m->kind == HU_WH_META ? "dropped (AUFS metadata)" :
-		      "dropped (the layer holds the name itself)", stdout);
+		      "dropped (the layer holds the name itself)", to);
 		break;
 	case HU_WH_DROPPED_HIDDEN:
-		fputs("dropped (an opaque directory hides all beneath)",
-		      stdout);
+		fputs("dropped (an opaque directory hides all beneath)", to);
 		break;
 	}
-	putchar('\n');
+	fputc('\n', to);
 }
 
 static void print_summary(const struct wh_args *a, const char *layer,
 			  const struct hu_convert_opts *o,
 			  const struct hu_convert_stats *st)
 {
-	print_path_escaped(stdout, a->out ? a->out : layer);
-	printf(": %llu marker%s %s ", (unsigned long long)st->converted,
-	       st->converted == 1 ? "" : "s",
-	       a->lo.dry_run ? "would be converted to" : "converted to");
-	print_format(stdout, o->to, o->to_userxattr);
+	FILE *to = front_steps(a->lo.dry_run);
+
+	print_path_escaped(to, a->out ? a->out : layer);
+	fprintf(to, ": %llu marker%s %s ", (unsigned long long)st->converted,
+		st->converted == 1 ? "" : "s",
+		a->lo.dry_run ? "would be converted to" : "converted to");
+	print_format(to, o->to, o->to_userxattr);
 	if (st->dropped)
-		printf(", %llu dropped", (unsigned long long)st->dropped);
+		fprintf(to, ", %llu dropped", (unsigned long long)st->dropped);
 	if (a->out && !a->lo.dry_run)
-		printf(", %llu entries written",
-		       (unsigned long long)st->entries);
-	putchar('\n');
+		fprintf(to, ", %llu %s written",
+			(unsigned long long)st->entries,
+			plural(st->entries, "entry", "entries"));
+	fputc('\n', to);
 }
 
 static int convert_usage(const struct cmd *c, const struct wh_args *a,

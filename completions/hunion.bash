@@ -8,7 +8,7 @@ _hunion_spec()
 	subs='' longs='' shorts='' args='' operands=''
 	case $1 in
 	'hunion')
-		subs='merge diff flatten fsck mount umount whiteout oci'
+		subs='merge diff flatten fsck mount umount whiteout oci help'
 		longs='--version --help'
 		shorts='-h'
 		args=''
@@ -23,7 +23,7 @@ _hunion_spec()
 		;;
 	'hunion diff')
 		subs=''
-		longs='--recursive --json --exact --trees --oci --output= --compress= --level= --threads= --descriptor= --clamp-mtime= --opaque-markers --config= --history= --format= --platform= --userxattr --quiet --progress= --progress-fd= --help'
+		longs='--recursive --json --exact --trees --oci --output= --exit-code --compress= --level= --threads= --descriptor= --clamp-mtime= --opaque-markers --config= --history= --format= --platform= --userxattr --quiet --progress= --progress-fd= --help'
 		shorts='-r -o -q -h'
 		args='-o --output --compress --level --threads --descriptor --clamp-mtime --config --history --format --platform --progress --progress-fd'
 		operands='@layer'
@@ -118,6 +118,13 @@ _hunion_spec()
 		shorts='-n -v -q -h'
 		args=''
 		operands='@dir'
+		;;
+	'hunion help')
+		subs=''
+		longs='--help'
+		shorts='-h'
+		args=''
+		operands='merge|diff|flatten|fsck|mount|umount|whiteout|oci|help'
 		;;
 	esac
 }

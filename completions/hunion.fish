@@ -13,16 +13,17 @@ function __hunion_layers
 end
 
 # hunion
-complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout oci' -l version -d 'print the version and exit'
-complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout oci' -s h -l help -d 'show this help'
-complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout oci' -a merge -d 'write the merged view of a stack of layers'
-complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout oci' -a diff -d 'what the top layer changes over those beneath'
-complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout oci' -a flatten -d 'squash a stack of layers into one tarball'
-complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout oci' -a fsck -d 'find and repair inconsistent markers and leftovers'
-complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout oci' -a mount -d 'check a stack of layers, then mount it'
-complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout oci' -a umount -d 'unmount a stack; say who keeps it busy'
-complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout oci' -a whiteout -d 'create, list, remove and convert whiteouts'
-complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout oci' -a oci -d 'list the images of an OCI layout, remove its garbage'
+complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout oci help' -l version -d 'print the version and exit'
+complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout oci help' -s h -l help -d 'show this help'
+complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout oci help' -a merge -d 'write the merged view of a stack of layers'
+complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout oci help' -a diff -d 'what the top layer changes over those beneath'
+complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout oci help' -a flatten -d 'squash a stack of layers into one tarball'
+complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout oci help' -a fsck -d 'find and repair inconsistent markers and leftovers'
+complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout oci help' -a mount -d 'check a stack of layers, then mount it'
+complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout oci help' -a umount -d 'unmount a stack; say who keeps it busy'
+complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout oci help' -a whiteout -d 'create, list, remove and convert whiteouts'
+complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout oci help' -a oci -d 'list the images of an OCI layout, remove its garbage'
+complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout oci help' -a help -d 'show the help of a command, as its --help does'
 
 # hunion merge
 complete -c hunion -n '__fish_seen_subcommand_from merge' -s o -l output -x -a '(__fish_complete_directories)' -d 'write the merged view as a new tree OUT (must not exist)'
@@ -48,6 +49,7 @@ complete -c hunion -n '__fish_seen_subcommand_from diff' -l exact -d 'compare co
 complete -c hunion -n '__fish_seen_subcommand_from diff' -l trees -d 'compare two plain trees OLD NEW'
 complete -c hunion -n '__fish_seen_subcommand_from diff' -l oci -d 'write the changes as an OCI layer tarball (with -o)'
 complete -c hunion -n '__fish_seen_subcommand_from diff' -s o -l output -r -F -d 'the tarball to write with --oci (- for standard output), or oci:DIR:TAG for an image'
+complete -c hunion -n '__fish_seen_subcommand_from diff' -l exit-code -d 'exit 1 when there are changes, with -o too (a listing always does)'
 complete -c hunion -n '__fish_seen_subcommand_from diff' -l compress -x -a 'auto none gzip zstd' -d 'compression (default: auto, from the file name)'
 complete -c hunion -n '__fish_seen_subcommand_from diff' -l level -x -a '' -d 'compression level'
 complete -c hunion -n '__fish_seen_subcommand_from diff' -l threads -x -a '' -d 'zstd worker threads (default and at most: the online cores)'
@@ -200,3 +202,7 @@ complete -c hunion -n '__fish_seen_subcommand_from oci; and __fish_seen_subcomma
 complete -c hunion -n '__fish_seen_subcommand_from oci; and __fish_seen_subcommand_from gc' -s q -l quiet -d 'print errors only, no warnings'
 complete -c hunion -n '__fish_seen_subcommand_from oci; and __fish_seen_subcommand_from gc' -s h -l help -d 'show this help'
 complete -c hunion -n '__fish_seen_subcommand_from oci; and __fish_seen_subcommand_from gc' -x -a '(__fish_complete_directories)'
+
+# hunion help
+complete -c hunion -n '__fish_seen_subcommand_from help' -s h -l help -d 'show this help'
+complete -c hunion -n '__fish_seen_subcommand_from help' -x -a 'merge diff flatten fsck mount umount whiteout oci help'

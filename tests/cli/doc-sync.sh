@@ -4,9 +4,10 @@
 # doc-sync.sh HUNION - the documentation agrees with the command table.
 #
 #  (a) completions/ holds exactly what 'HUNION __complete SHELL' prints;
-#  (b) every subcommand and every long option that 'HUNION ... --help'
-#      lists appears in the matching man page: hunion.1 for the top level,
-#      hunion-CMD.1 for CMD and everything below it;
+#  (b) every 'HUNION ... --help' ends naming its man page ("See
+#      hunion-merge(1)."), which is there, and every subcommand and every
+#      long option that it lists appears in that page: hunion.1 for the
+#      top level, hunion-CMD.1 (or .8) for CMD and everything below it;
 #  (c) hunion.1's COMMON OPTIONS agree with the table: each option there
 #      says "Taken by *CMD*, ..." and names exactly the commands whose
 #      --help lists it, and every option that several commands share
@@ -78,7 +79,14 @@ help_section() {
 		on'
 }
 
-# The man page source that documents the command path "$*".
+# The man page that help text $1 names on its last line ("See
+# hunion-merge(1)." or "... and hunion-oci(1)."): "hunion-merge.1".
+page_named() {
+	printf '%s\n' "$1" | tail -n 1 |
+		sed -n 's/.*[ ]\([a-z][a-z.-]*\)(\([1-8]\))\.$/\1.\2/p'
+}
+
+# The man page source that documents the command path "$*", by its name.
 page_of() {
 	if [ $# -eq 0 ]; then
 		echo "$root/man/hunion.1.scd"
@@ -99,12 +107,26 @@ readme_tmp=
 trap 'rm -f "$leaf_opts"; [ -z "$readme_tmp" ] || rm -rf "$readme_tmp"' EXIT
 
 check_cmd() {	# the command path, e.g. "whiteout ls"; none for the top
-	local help page opt sub name="hunion${*:+ $*}"
+	local help page named opt sub name="hunion${*:+ $*}"
 
 	page=$(page_of "$@")
 	if ! help=$("$hunion" "$@" --help 2>&1); then
 		bad "'$name --help' failed"
 		return
+	fi
+	named=$(page_named "$help")
+	if [ -z "$named" ]; then
+		bad "'$name --help' does not end naming its man page" \
+		    "(See hunion-CMD(N).)"
+	elif [ "$named" != "$(basename "$page" .scd)" ] &&
+	     [ ! -f "$page" ] && [ -f "$root/man/$named.scd" ]; then
+		page=$root/man/$named.scd	# hunion help: hunion.1
+		ok
+	elif [ "$named" != "$(basename "$page" .scd)" ]; then
+		bad "'$name --help' names $named, the page is" \
+		    "$(basename "$page" .scd)"
+	else
+		ok
 	fi
 	if [ ! -f "$page" ]; then
 		bad "$name: no man page ${page#"$root"/}"

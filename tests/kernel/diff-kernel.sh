@@ -126,9 +126,9 @@ umoci_checks() {
 	local ok=0 l
 	hu 0 flatten -q -o "$S/base.tar" --descriptor "$S/base.tar.json" \
 		"$base" || ok=1
-	hu either diff --oci -o "$S/ch.tar.gz" --descriptor \
+	hu 0 diff --oci -o "$S/ch.tar.gz" --descriptor \
 		"$S/ch.tar.gz.json" "${layers[@]}" || ok=1
-	hu either diff --oci --exact --opaque-markers -o "$S/ch2.tar.gz" \
+	hu 0 diff --oci --exact --opaque-markers -o "$S/ch2.tar.gz" \
 		--descriptor "$S/ch2.tar.gz.json" "${layers[@]}" || ok=1
 	for l in ch.tar ch.tar.gz trees.tar ch2.tar.gz; do
 		umoci_view "$up: kernel vs umoci unpack of old + $l" \
@@ -171,7 +171,7 @@ session() {
 	   ! cp -a "$MNT" "$W/view-$up" ||
 	   ! hu $want diff --trees "$base" "$MNT" >"$S/trees.txt" ||
 	   ! hu $want diff --trees -r "$base" "$MNT" >"$S/trees-r.txt" ||
-	   ! hu $want diff --trees --oci -o "$S/trees.tar" \
+	   ! hu $want diff --trees --oci --exit-code -o "$S/trees.tar" \
 		--descriptor "$S/trees.tar.json" "$base" "$MNT"; then
 		umount "$MNT"
 		return 1
@@ -205,9 +205,9 @@ session() {
 
 	# The change set as a layer, applied to the old view: the new one.
 	sed 's/ link=.*//' "$S/kernel.txt" >"$S/kernel-nolinks.txt"
-	hu either diff --oci -o "$S/ch.tar" --descriptor "$S/ch.tar.json" \
+	hu 0 diff --oci -o "$S/ch.tar" --descriptor "$S/ch.tar.json" \
 		"${layers[@]}" || ok=1
-	HUNION_DIFF_SLOW=1 hu either diff --oci -o "$S/slow.tar" \
+	HUNION_DIFF_SLOW=1 hu 0 diff --oci -o "$S/slow.tar" \
 		"${layers[@]}" || ok=1
 	cmp -s "$S/ch.tar" "$S/slow.tar" ||
 		{ echo "  $up: the two walks write other tarballs"; ok=1; }
@@ -218,7 +218,7 @@ session() {
 	[ "${PIPESTATUS[0]}" = 0 ] || ok=1
 	apply_view "$up: kernel vs old + diff --trees --oci" "$base" \
 		"$S/trees.tar" || ok=1
-	hu either diff --oci --exact --opaque-markers -o "$S/ch2.tar.zst" \
+	hu 0 diff --oci --exact --opaque-markers -o "$S/ch2.tar.zst" \
 		"${layers[@]}" || ok=1
 	apply_view "$up: kernel vs old + diff --oci --exact --opaque-markers" \
 		"$base" "$S/ch2.tar.zst" || ok=1
