@@ -111,7 +111,7 @@ Test(oci, index_parse_refuses_bad_descriptors)
 	};
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		cr_expect_eq(oci_index_parse(bad[i], strlen(bad[i]), "t", &x,
+		cr_expect_eq(oci_index_parse(bad[i], strlen(bad[i]), "t", 0, &x,
 					     &e), -1, "%s", bad[i]);
 		hu_error_clear(&e);
 	}
