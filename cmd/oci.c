@@ -114,6 +114,12 @@ static void print_removed(void *ctx, const char *name, uint64_t size)
 		       (unsigned long long)size);
 }
 
+/* A name gc cannot remove: said, and gc goes on. */
+static void print_failed(void *ctx, const struct hu_error *why)
+{
+	print_error(why);
+}
+
 /* Said once, so that a gc that seems to hang says why. */
 static void print_waiting(void *ctx, const char *dir)
 {
@@ -126,26 +132,29 @@ int cmd_oci_gc(const struct cmd *c, int argc, char **argv)
 {
 	struct oci_cmd_args a = { 0 };
 	struct hu_oci_gc_opts o = { .removed = print_removed,
+				    .failed = print_failed,
 				    .waiting = print_waiting, .ctx = &a };
 	struct hu_oci_gc_stats st;
 	struct hu_error e = { 0 };
-	int first = parse(&a, c, argc, argv);
+	int first = parse(&a, c, argc, argv), rc;
 
 	if (first < 0)
 		return EXIT_USAGE;
 	o.dry_run = a.lo.dry_run;
-	if (hu_oci_gc(argv[first], &o, &st, &e) < 0) {
-		print_error(&e);
-		hu_error_clear(&e);
-		return EXIT_TROUBLE;
-	}
+	rc = hu_oci_gc(argv[first], &o, &st, &e);
 	fflush(stdout);
-	if (front.verbosity >= 0)
+	/* the summary of a sweep, also of one with names left */
+	if ((rc == 0 || st.failed) && front.verbosity >= 0)
 		fprintf(stderr, "%s: %s %llu files (%llu bytes), kept %llu "
 			"blobs\n", front.cmdname, a.lo.dry_run ?
 			"would remove" : "removed",
 			(unsigned long long)st.removed,
 			(unsigned long long)st.bytes_removed,
 			(unsigned long long)st.kept);
+	if (rc < 0) {
+		print_error(&e);
+		hu_error_clear(&e);
+		return EXIT_TROUBLE;
+	}
 	return EXIT_OK;
 }

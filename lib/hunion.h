@@ -1295,14 +1295,17 @@ int hu_oci_list(const char *dir,
  * wait: hu_interrupt). */
 struct hu_oci_gc_opts {
 	bool dry_run;		/* remove nothing, tell of each */
-	/* Told of each removal (with @dry_run, of each that would be), and
-	 * once when gc has to wait for writers; either may be NULL. */
+	/* Told of each removal once it is done (with @dry_run, of each that
+	 * would be), of each name that cannot be removed (gc goes on with
+	 * the others, and fails at the end), and once when gc has to wait
+	 * for writers; any may be NULL. */
 	void (*removed)(void *ctx, const char *name, uint64_t size);
+	void (*failed)(void *ctx, const struct hu_error *why);
 	void (*waiting)(void *ctx, const char *dir);
 	void *ctx;
 };
 struct hu_oci_gc_stats {
-	uint64_t kept, removed, bytes_removed;
+	uint64_t kept, removed, bytes_removed, failed;
 };
 int hu_oci_gc(const char *dir, const struct hu_oci_gc_opts *o,
 	      struct hu_oci_gc_stats *st, struct hu_error *e);

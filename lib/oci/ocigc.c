@@ -343,7 +343,24 @@ struct sweep {
 	struct hu_oci_gc_stats *st;
 };
 
-/* Remove @name of @dirfd, the directory @prefix of the layout (@dir). */
+/* @name of @dirfd (@dir) cannot be removed: told, counted, and gc goes
+ * on with the others (it fails at the end). */
+static int sweep_failed(struct sweep *sw, int err, const char *dir,
+			const char *name, struct hu_error *e)
+{
+	struct hu_error why = { 0 };
+
+	if (!sw->o->failed)
+		return hu_error_setat(e, err, dir, name, "cannot remove");
+	hu_error_setat(&why, err, dir, name, "cannot remove");
+	sw->o->failed(sw->o->ctx, &why);
+	hu_error_clear(&why);
+	sw->st->failed++;
+	return 0;
+}
+
+/* Remove @name of @dirfd, the directory @prefix of the layout (@dir),
+ * and tell of it once it is gone. */
 static int sweep_one(struct sweep *sw, int dirfd, const char *dir,
 		     const char *prefix, const char *name, struct hu_error *e)
 {
@@ -354,14 +371,16 @@ static int sweep_one(struct sweep *sw, int dirfd, const char *dir,
 	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
 	    S_ISREG(st.st_mode))
 		size = (uint64_t)st.st_size;
+	if (!sw->o->dry_run && hu_wr_unlinkat(dirfd, name, 0) < 0) {
+		if (errno == ENOENT)	/* gone meanwhile: not by us */
+			return 0;
+		return sweep_failed(sw, errno, dir, name, e);
+	}
 	if (asprintf(&rel, "%s%s%s", prefix, *prefix ? "/" : "", name) < 0)
 		return hu_error_set(e, ENOMEM, dir, "out of memory");
 	if (sw->o->removed)
 		sw->o->removed(sw->o->ctx, rel, size);
 	free(rel);
-	if (!sw->o->dry_run && hu_wr_unlinkat(dirfd, name, 0) < 0 &&
-	    errno != ENOENT)
-		return hu_error_setat(e, errno, dir, name, "cannot remove");
 	sw->st->removed++;
 	sw->st->bytes_removed += size;
 	return 0;
@@ -426,7 +445,11 @@ int hu_oci_gc(const char *dir, const struct hu_oci_gc_opts *o,
 	    walk_index(&g, ix.j, &ix.x, 0, e) == 0 &&
 	    sweep_dir(&sw, g.l.sha_fd, "blobs/sha256", true, e) == 0 &&
 	    sweep_dir(&sw, g.l.dirfd, "", false, e) == 0)
-		rc = 0;
+		rc = st->failed ? hu_error_set(e, 0, dir, "%llu of %llu "
+					       "files not removed",
+					       (unsigned long long)st->failed,
+					       (unsigned long long)
+					       (st->failed + st->removed)) : 0;
 	hu_ociw_index_unlock(&g.l);
 out:
 	hu_ociw_index_free(&ix);
