@@ -157,6 +157,10 @@ static const struct cmd_opt top_opts[] = {
 
 static const struct cmd_opt oci_ls_opts[] = { OPT_JSON, OPT_HELP, OPT_END };
 
+static const struct cmd_opt oci_rm_opts[] = {
+	OPT_DRY_RUN, OPT_VERBOSE, OPT_HELP, OPT_END
+};
+
 static const struct cmd_opt oci_gc_opts[] = {
 	OPT_DRY_RUN, OPT_VERBOSE, OPT_QUIET, OPT_HELP, OPT_END
 };
@@ -164,6 +168,8 @@ static const struct cmd_opt oci_gc_opts[] = {
 static const struct cmd oci_cmds[] = {
 	{ "ls", cmd_oci_ls, "list the images of a layout: tags, digests, "
 	  "platforms", "DIR", oci_ls_opts, NULL, "@dir" },
+	{ "rm", cmd_oci_rm, "remove a tag from a layout (oci gc then frees "
+	  "its blobs)", "DIR:TAG", oci_rm_opts, NULL, "@dir" },
 	{ "gc", cmd_oci_gc, "remove the blobs no image of a layout references",
 	  "DIR", oci_gc_opts, NULL, "@dir" },
 	{ NULL, NULL, NULL, NULL, NULL, NULL, NULL }
@@ -200,8 +206,8 @@ const struct cmd hunion_cmds[] = {
 	  "MOUNTPOINT", help_only, NULL, "@dir" },
 	{ "whiteout", NULL, "create, list, remove and convert whiteouts",
 	  "ls|add|rm|opaque|convert ...", help_only, whiteout_cmds, NULL },
-	{ "oci", NULL, "list the images of an OCI layout, remove its garbage",
-	  "ls|gc ...", help_only, oci_cmds, NULL },
+	{ "oci", NULL, "list the images of an OCI layout, remove tags and "
+	  "garbage", "ls|rm|gc ...", help_only, oci_cmds, NULL },
 	{ "__complete", cmd_complete, NULL, "bash|zsh|fish", help_only,
 	  NULL, NULL },
 	{ NULL, NULL, NULL, NULL, NULL, NULL, NULL }

@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * hunion oci ls|gc DIR: the images of an OCI image layout, and the blobs
- * none of them references removed.  Parsing and printing only; lib/oci/
+ * hunion oci ls|rm|gc: the images of an OCI image layout, a tag removed,
+ * and the blobs none of them references removed.  Parsing and printing only; lib/oci/
  * does the work.
  */
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cmd.h"
@@ -97,6 +99,48 @@ int cmd_oci_ls(const struct cmd *c, int argc, char **argv)
 		hu_error_clear(&e);
 		return EXIT_TROUBLE;
 	}
+	return EXIT_OK;
+}
+
+/* ---- rm ---------------------------------------------------------------- */
+
+int cmd_oci_rm(const struct cmd *c, int argc, char **argv)
+{
+	struct oci_cmd_args a = { 0 };
+	struct hu_error e = { 0 };
+	int first = parse(&a, c, argc, argv), rc;
+	const char *s, *colon;
+	char *dir;
+
+	if (first < 0)
+		return EXIT_USAGE;
+	/* DIR:TAG, or the operand oci:DIR:TAG as it is written */
+	s = argv[first];
+	if (strncmp(s, "oci:", 4) == 0)
+		s += 4;
+	colon = strrchr(s, ':');
+	if (!colon || colon == s || !colon[1]) {
+		cmd_usage_error(c, "DIR:TAG: a layout and a tag");
+		return EXIT_USAGE;
+	}
+	dir = strndup(s, (size_t)(colon - s));
+	if (!dir) {
+		hu_error_set(&e, ENOMEM, s, "out of memory");
+		print_error(&e);
+		hu_error_clear(&e);
+		return EXIT_TROUBLE;
+	}
+	rc = hu_oci_rm(dir, colon + 1, a.lo.dry_run, &e);
+	free(dir);
+	if (rc < 0) {
+		print_error(&e);
+		hu_error_clear(&e);
+		return EXIT_TROUBLE;
+	}
+	if (a.lo.dry_run)
+		printf("would remove tag %s\n", colon + 1);
+	else if (front.verbosity > 0)
+		printf("removed tag %s\n", colon + 1);
 	return EXIT_OK;
 }
 

@@ -1289,6 +1289,13 @@ int hu_oci_list(const char *dir,
 			  struct hu_error *e),
 		void *ctx, struct hu_error *e);
 
+/* Remove the tag @tag from @dir's index.json, under the layout's locks
+ * (a writer's): its entry goes, the image with it unless another entry
+ * holds it; `oci gc` then frees the blobs no entry references.  With
+ * @dry_run, only whether there is such a tag. */
+int hu_oci_rm(const char *dir, const char *tag, bool dry_run,
+	      struct hu_error *e);
+
 /* Remove the blobs of @dir no image of index.json references (walked
  * through manifests and indexes to configs and layers), and what killed
  * writers left; waits for running hunion writers (a signal stops the
