@@ -11,7 +11,8 @@
  *                exclusive by `oci gc`: gc never runs while a writer has
  *                blobs it has not referenced yet (nor their temporaries);
  *   DIR/blobs    exclusive while index.json is read, changed and
- *                replaced: concurrent writers keep every tag.
+ *                replaced (a tag written, moved or removed; gc):
+ *                concurrent writers keep every tag.
  */
 #ifndef HUNION_OCI_OCIWRITE_H
 #define HUNION_OCI_OCIWRITE_H
