@@ -252,6 +252,7 @@ int cmd_umount(const struct cmd *c, int argc, char **argv);
 /* main() of mount.union and mount.hunion, mount(8)'s helpers (argv[0]). */
 int cmd_mount_helper(int argc, char **argv);
 int cmd_oci_ls(const struct cmd *c, int argc, char **argv);
+int cmd_oci_rm(const struct cmd *c, int argc, char **argv);
 int cmd_oci_gc(const struct cmd *c, int argc, char **argv);
 int cmd_complete(const struct cmd *c, int argc, char **argv);
 

@@ -162,6 +162,10 @@ static const struct cmd_opt top_opts[] = {
 
 static const struct cmd_opt oci_ls_opts[] = { OPT_JSON, OPT_HELP, OPT_END };
 
+static const struct cmd_opt oci_rm_opts[] = {
+	OPT_DRY_RUN, OPT_VERBOSE, OPT_HELP, OPT_END
+};
+
 static const struct cmd_opt oci_gc_opts[] = {
 	OPT_DRY_RUN, OPT_VERBOSE, OPT_QUIET, OPT_HELP, OPT_END
 };
@@ -173,6 +177,9 @@ static int cmd_help_cmd(const struct cmd *c, int argc, char **argv);
 static const struct cmd oci_cmds[] = {
 	{ "ls", cmd_oci_ls, "list the images of a layout: tags, digests, "
 	  "platforms", "DIR", oci_ls_opts, NULL, "@dir", "hunion-oci(1)" },
+	{ "rm", cmd_oci_rm, "remove a tag from a layout (oci gc then frees "
+	  "its blobs)", "DIR:TAG", oci_rm_opts, NULL, "@dir",
+	  "hunion-oci(1)" },
 	{ "gc", cmd_oci_gc, "remove the blobs no image of a layout references",
 	  "DIR", oci_gc_opts, NULL, "@dir", "hunion-oci(1)" },
 	CMD_END
@@ -214,8 +221,9 @@ const struct cmd hunion_cmds[] = {
 	{ "whiteout", NULL, "create, list, remove and convert whiteouts",
 	  "ls|add|rm|opaque|convert ...", help_only, whiteout_cmds, NULL,
 	  "hunion-whiteout(1)" },
-	{ "oci", NULL, "list the images of an OCI layout, remove its garbage",
-	  "ls|gc ...", help_only, oci_cmds, NULL, "hunion-oci(1)" },
+	{ "oci", NULL, "list the images of an OCI layout, remove tags and "
+	  "garbage", "ls|rm|gc ...", help_only, oci_cmds, NULL,
+	  "hunion-oci(1)" },
 	{ "help", cmd_help_cmd, "show the help of a command, as its --help "
 	  "does", "[COMMAND [SUBCOMMAND]]", help_only, NULL, "@command",
 	  "hunion(1)" },

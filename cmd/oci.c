@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * hunion oci ls|gc DIR: the images of an OCI image layout, and the blobs
- * none of them references removed.  Parsing and printing only; lib/oci/
+ * hunion oci ls|rm|gc: the images of an OCI image layout, a tag removed,
+ * and the blobs none of them references removed.  Parsing and printing only; lib/oci/
  * does the work.
  */
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cmd.h"
@@ -100,6 +102,47 @@ int cmd_oci_ls(const struct cmd *c, int argc, char **argv)
 	return EXIT_OK;
 }
 
+/* ---- rm ---------------------------------------------------------------- */
+
+int cmd_oci_rm(const struct cmd *c, int argc, char **argv)
+{
+	struct oci_cmd_args a = { 0 };
+	struct hu_error e = { 0 };
+	int first = parse(&a, c, argc, argv), rc;
+	const char *s, *colon;
+	char *dir;
+
+	if (first < 0)
+		return EXIT_USAGE;
+	/* DIR:TAG, or the operand oci:DIR:TAG as it is written */
+	s = argv[first];
+	if (strncmp(s, "oci:", 4) == 0)
+		s += 4;
+	colon = strrchr(s, ':');
+	if (!colon || colon == s || !colon[1]) {
+		cmd_usage_error(c, "DIR:TAG: a layout and a tag");
+		return EXIT_USAGE;
+	}
+	dir = strndup(s, (size_t)(colon - s));
+	if (!dir) {
+		hu_error_set(&e, ENOMEM, s, "out of memory");
+		print_error(&e);
+		hu_error_clear(&e);
+		return EXIT_TROUBLE;
+	}
+	rc = hu_oci_rm(dir, colon + 1, a.lo.dry_run, &e);
+	free(dir);
+	if (rc < 0) {
+		print_error(&e);
+		hu_error_clear(&e);
+		return EXIT_TROUBLE;
+	}
+	if (a.lo.dry_run || front.verbosity > 0)
+		fprintf(front_steps(a.lo.dry_run), "%s tag %s\n",
+			a.lo.dry_run ? "would remove" : "removed", colon + 1);
+	return EXIT_OK;
+}
+
 /* ---- gc ---------------------------------------------------------------- */
 
 static void print_removed(void *ctx, const char *name, uint64_t size)
@@ -110,6 +153,12 @@ static void print_removed(void *ctx, const char *name, uint64_t size)
 		fprintf(front_steps(a->lo.dry_run), "%s %s (%llu %s)\n",
 			a->lo.dry_run ? "would remove" : "removed", name,
 			(unsigned long long)size, plural(size, "byte", "bytes"));
+}
+
+/* A name gc cannot remove: said, and gc goes on. */
+static void print_failed(void *ctx, const struct hu_error *why)
+{
+	print_error(why);
 }
 
 /* Said once, so that a gc that seems to hang says why. */
@@ -124,21 +173,19 @@ int cmd_oci_gc(const struct cmd *c, int argc, char **argv)
 {
 	struct oci_cmd_args a = { 0 };
 	struct hu_oci_gc_opts o = { .removed = print_removed,
+				    .failed = print_failed,
 				    .waiting = print_waiting, .ctx = &a };
 	struct hu_oci_gc_stats st;
 	struct hu_error e = { 0 };
-	int first = parse(&a, c, argc, argv);
+	int first = parse(&a, c, argc, argv), rc;
 
 	if (first < 0)
 		return EXIT_USAGE;
 	o.dry_run = a.lo.dry_run;
-	if (hu_oci_gc(argv[first], &o, &st, &e) < 0) {
-		print_error(&e);
-		hu_error_clear(&e);
-		return EXIT_TROUBLE;
-	}
+	rc = hu_oci_gc(argv[first], &o, &st, &e);
 	fflush(stdout);
-	if (front.verbosity >= 0)
+	/* the summary of a sweep, also of one with names left */
+	if ((rc == 0 || st.failed) && front.verbosity >= 0)
 		fprintf(stderr, "%s: %s %llu %s (%llu %s), kept %llu %s\n",
 			front.cmdname, a.lo.dry_run ? "would remove" :
 			"removed", (unsigned long long)st.removed,
@@ -147,5 +194,10 @@ int cmd_oci_gc(const struct cmd *c, int argc, char **argv)
 			plural(st.bytes_removed, "byte", "bytes"),
 			(unsigned long long)st.kept,
 			plural(st.kept, "blob", "blobs"));
+	if (rc < 0) {
+		print_error(&e);
+		hu_error_clear(&e);
+		return EXIT_TROUBLE;
+	}
 	return EXIT_OK;
 }

@@ -99,7 +99,7 @@ _hunion_spec()
 		operands='@layer'
 		;;
 	'hunion oci')
-		subs='ls gc'
+		subs='ls rm gc'
 		longs='--help'
 		shorts='-h'
 		args=''
@@ -109,6 +109,13 @@ _hunion_spec()
 		subs=''
 		longs='--json --help'
 		shorts='-h'
+		args=''
+		operands='@dir'
+		;;
+	'hunion oci rm')
+		subs=''
+		longs='--dry-run --verbose --help'
+		shorts='-n -v -h'
 		args=''
 		operands='@dir'
 		;;

@@ -22,7 +22,7 @@ complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck m
 complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout oci help' -a mount -d 'check a stack of layers, then mount it'
 complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout oci help' -a umount -d 'unmount a stack; say who keeps it busy'
 complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout oci help' -a whiteout -d 'create, list, remove and convert whiteouts'
-complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout oci help' -a oci -d 'list the images of an OCI layout, remove its garbage'
+complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout oci help' -a oci -d 'list the images of an OCI layout, remove tags and garbage'
 complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout oci help' -a help -d 'show the help of a command, as its --help does'
 
 # hunion merge
@@ -187,14 +187,21 @@ complete -c hunion -n '__fish_seen_subcommand_from whiteout; and __fish_seen_sub
 complete -c hunion -n '__fish_seen_subcommand_from whiteout; and __fish_seen_subcommand_from convert' -x -a '(__hunion_layers)'
 
 # hunion oci
-complete -c hunion -n '__fish_seen_subcommand_from oci; and not __fish_seen_subcommand_from ls gc' -s h -l help -d 'show this help'
-complete -c hunion -n '__fish_seen_subcommand_from oci; and not __fish_seen_subcommand_from ls gc' -a ls -d 'list the images of a layout: tags, digests, platforms'
-complete -c hunion -n '__fish_seen_subcommand_from oci; and not __fish_seen_subcommand_from ls gc' -a gc -d 'remove the blobs no image of a layout references'
+complete -c hunion -n '__fish_seen_subcommand_from oci; and not __fish_seen_subcommand_from ls rm gc' -s h -l help -d 'show this help'
+complete -c hunion -n '__fish_seen_subcommand_from oci; and not __fish_seen_subcommand_from ls rm gc' -a ls -d 'list the images of a layout: tags, digests, platforms'
+complete -c hunion -n '__fish_seen_subcommand_from oci; and not __fish_seen_subcommand_from ls rm gc' -a rm -d 'remove a tag from a layout (oci gc then frees its blobs)'
+complete -c hunion -n '__fish_seen_subcommand_from oci; and not __fish_seen_subcommand_from ls rm gc' -a gc -d 'remove the blobs no image of a layout references'
 
 # hunion oci ls
 complete -c hunion -n '__fish_seen_subcommand_from oci; and __fish_seen_subcommand_from ls' -l json -d 'one JSON object per line'
 complete -c hunion -n '__fish_seen_subcommand_from oci; and __fish_seen_subcommand_from ls' -s h -l help -d 'show this help'
 complete -c hunion -n '__fish_seen_subcommand_from oci; and __fish_seen_subcommand_from ls' -x -a '(__fish_complete_directories)'
+
+# hunion oci rm
+complete -c hunion -n '__fish_seen_subcommand_from oci; and __fish_seen_subcommand_from rm' -s n -l dry-run -d 'show what would be done, change nothing'
+complete -c hunion -n '__fish_seen_subcommand_from oci; and __fish_seen_subcommand_from rm' -s v -l verbose -d 'say more about what is done'
+complete -c hunion -n '__fish_seen_subcommand_from oci; and __fish_seen_subcommand_from rm' -s h -l help -d 'show this help'
+complete -c hunion -n '__fish_seen_subcommand_from oci; and __fish_seen_subcommand_from rm' -x -a '(__fish_complete_directories)'
 
 # hunion oci gc
 complete -c hunion -n '__fish_seen_subcommand_from oci; and __fish_seen_subcommand_from gc' -s n -l dry-run -d 'show what would be done, change nothing'

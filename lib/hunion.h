@@ -1300,20 +1300,30 @@ int hu_oci_list(const char *dir,
 			  struct hu_error *e),
 		void *ctx, struct hu_error *e);
 
+/* Remove the tag @tag from @dir's index.json, under the layout's locks
+ * (a writer's): its entry goes, the image with it unless another entry
+ * holds it; `oci gc` then frees the blobs no entry references.  With
+ * @dry_run, only whether there is such a tag. */
+int hu_oci_rm(const char *dir, const char *tag, bool dry_run,
+	      struct hu_error *e);
+
 /* Remove the blobs of @dir no image of index.json references (walked
  * through manifests and indexes to configs and layers), and what killed
  * writers left; waits for running hunion writers (a signal stops the
  * wait: hu_interrupt). */
 struct hu_oci_gc_opts {
 	bool dry_run;		/* remove nothing, tell of each */
-	/* Told of each removal (with @dry_run, of each that would be), and
-	 * once when gc has to wait for writers; either may be NULL. */
+	/* Told of each removal once it is done (with @dry_run, of each that
+	 * would be), of each name that cannot be removed (gc goes on with
+	 * the others, and fails at the end), and once when gc has to wait
+	 * for writers; any may be NULL. */
 	void (*removed)(void *ctx, const char *name, uint64_t size);
+	void (*failed)(void *ctx, const struct hu_error *why);
 	void (*waiting)(void *ctx, const char *dir);
 	void *ctx;
 };
 struct hu_oci_gc_stats {
-	uint64_t kept, removed, bytes_removed;
+	uint64_t kept, removed, bytes_removed, failed;
 };
 int hu_oci_gc(const char *dir, const struct hu_oci_gc_opts *o,
 	      struct hu_oci_gc_stats *st, struct hu_error *e);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * libcrypto (OpenSSL's SHA-256), loaded on demand (crypto_dl.c): linking
+ * libcrypto (OpenSSL's SHA-256, and SHA-512 for the documents of
+ * other tools that gc reads), loaded on demand (crypto_dl.c): linking
  * it costs every command a few milliseconds at start, and only the
  * commands that hash (tarballs written, image layers and blobs checked)
  * use it.  As tar/archive_dl.h does for libarchive: include this after
@@ -29,7 +30,8 @@
 	X(EVP_DigestUpdate) \
 	X(EVP_MD_CTX_free) \
 	X(EVP_MD_CTX_new) \
-	X(EVP_sha256)
+	X(EVP_sha256) \
+	X(EVP_sha512)
 
 struct hu_crypto {
 #define HU_CRYPTO_FIELD(f) __typeof__(f) *f;
@@ -51,6 +53,7 @@ const struct hu_crypto *hu_crypto(void);
 #define EVP_MD_CTX_free (hu_crypto()->EVP_MD_CTX_free)
 #define EVP_MD_CTX_new (hu_crypto()->EVP_MD_CTX_new)
 #define EVP_sha256 (hu_crypto()->EVP_sha256)
+#define EVP_sha512 (hu_crypto()->EVP_sha512)
 #endif
 
 #endif

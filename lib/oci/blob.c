@@ -19,32 +19,59 @@
 #include "oci/oci.h"
 
 #define SHA256_PREFIX "sha256:"
+#define SHA512_PREFIX "sha512:"
 
-bool oci_digest_valid(const char *d)
+/* Is @d @prefix and @n lowercase hex digits? */
+static bool digest_is(const char *d, const char *prefix, size_t n)
 {
-	size_t n = strlen(SHA256_PREFIX);
+	size_t p = strlen(prefix);
 
-	if (strncmp(d, SHA256_PREFIX, n) != 0 || strlen(d + n) != 64)
+	if (strncmp(d, prefix, p) != 0 || strlen(d + p) != n)
 		return false;
-	for (d += n; *d; d++)
+	for (d += p; *d; d++)
 		if (!strchr("0123456789abcdef", *d))
 			return false;
 	return true;
 }
 
-int oci_sha256(const void *buf, size_t len, char out[72],
-	       struct hu_error *e)
+bool oci_digest_valid(const char *d)
 {
+	return digest_is(d, SHA256_PREFIX, 64);
+}
+
+bool oci_digest_sha512(const char *d)
+{
+	return digest_is(d, SHA512_PREFIX, 128);
+}
+
+/* @buf's digest by the algorithm @d names, "ALGO:HEX", into @out. */
+static int digest_of(const char *d, const void *buf, size_t len,
+		     char out[OCI_DIGEST_MAX], struct hu_error *e)
+{
+	bool sha512 = oci_digest_sha512(d);
 	unsigned char md[EVP_MAX_MD_SIZE];
 	unsigned int n = 0;
 
 	if (hu_crypto_need(e) < 0)
 		return -1;
-	if (!EVP_Digest(buf, len, md, &n, EVP_sha256(), NULL) || n != 32)
-		return hu_error_set(e, EIO, NULL, "sha256 failed");
-	memcpy(out, SHA256_PREFIX, sizeof(SHA256_PREFIX));
+	if (!EVP_Digest(buf, len, md, &n, sha512 ? EVP_sha512() :
+			EVP_sha256(), NULL) || n != (sha512 ? 64u : 32u))
+		return hu_error_set(e, EIO, NULL, "%s failed",
+				    sha512 ? "sha512" : "sha256");
+	memcpy(out, sha512 ? SHA512_PREFIX : SHA256_PREFIX, 8);
 	for (unsigned int i = 0; i < n; i++)
 		snprintf(out + 7 + 2 * i, 3, "%02x", md[i]);
+	return 0;
+}
+
+int oci_sha256(const void *buf, size_t len, char out[72],
+	       struct hu_error *e)
+{
+	char d[OCI_DIGEST_MAX];
+
+	if (digest_of(SHA256_PREFIX, buf, len, d, e) < 0)
+		return -1;
+	memcpy(out, d, 72);
 	return 0;
 }
 
@@ -69,23 +96,23 @@ static int blob_fail(struct hu_error *e, int err, const char *layout,
 	return hu_error_set(e, err, layout, "blob %s: %s", digest, why);
 }
 
-int oci_blob_open(int layout_fd, const char *layout, const char *digest,
-		  struct hu_error *e)
+/* The blob of @digest, sha256 or sha512 (checked by the caller). */
+static int blob_open(int layout_fd, const char *layout, const char *digest,
+		     struct hu_error *e)
 {
+	bool sha512 = oci_digest_sha512(digest);
 	int blobs, algo, fd;
 	struct stat st;
 
-	if (!oci_digest_valid(digest))
-		return hu_error_set(e, 0, layout, "digest '%.80s': not "
-				    "sha256 and 64 lowercase hex digits "
-				    "(the only kind hunion reads)", digest);
 	blobs = open_step(layout_fd, "blobs", O_RDONLY | O_DIRECTORY);
 	if (blobs < 0)
 		return blob_fail(e, errno, layout, digest, "cannot open blobs/");
-	algo = open_step(blobs, "sha256", O_RDONLY | O_DIRECTORY);
+	algo = open_step(blobs, sha512 ? "sha512" : "sha256",
+			 O_RDONLY | O_DIRECTORY);
 	close(blobs);
 	if (algo < 0)
-		return blob_fail(e, errno, layout, digest,
+		return blob_fail(e, errno, layout, digest, sha512 ?
+				 "cannot open blobs/sha512/" :
 				 "cannot open blobs/sha256/");
 	/* O_NONBLOCK: a FIFO planted there must not hang the open */
 	fd = open_step(algo, digest + strlen(SHA256_PREFIX),
@@ -113,6 +140,16 @@ int oci_blob_open(int layout_fd, const char *layout, const char *digest,
 		return blob_fail(e, err, layout, digest, "cannot use");
 	}
 	return fd;
+}
+
+int oci_blob_open(int layout_fd, const char *layout, const char *digest,
+		  struct hu_error *e)
+{
+	if (!oci_digest_valid(digest))
+		return hu_error_set(e, 0, layout, "digest '%.80s': not "
+				    "sha256 and 64 lowercase hex digits "
+				    "(the only kind hunion reads)", digest);
+	return blob_open(layout_fd, layout, digest, e);
 }
 
 /* Read all of @fd, at most @max bytes: malloc'd, NUL-terminated; -1 with
@@ -169,15 +206,28 @@ int oci_doc_read(int layout_fd, const char *layout,
 		 const struct hu_oci_desc *d, char **buf, size_t *len,
 		 struct hu_error *e)
 {
-	char got[72];
+	return oci_doc_read_digest(layout_fd, layout, d->digest, d->size,
+				   buf, len, e);
+}
+
+int oci_doc_read_digest(int layout_fd, const char *layout,
+			const char *digest, uint64_t size, char **buf,
+			size_t *len, struct hu_error *e)
+{
+	char got[OCI_DIGEST_MAX];
 	int fd;
 
-	if (d->size > OCI_JSON_MAX)
+	if (!oci_digest_valid(digest) && !oci_digest_sha512(digest))
+		return hu_error_set(e, 0, layout, "digest '%.80s': not "
+				    "sha256 or sha512 and lowercase hex "
+				    "digits (the only kinds hunion reads)",
+				    digest);
+	if (size > OCI_JSON_MAX)
 		return hu_error_set(e, 0, layout, "blob %s: a JSON document "
 				    "of %llu bytes, over hunion's cap of %zu: "
-				    "refused", d->digest,
-				    (unsigned long long)d->size, OCI_JSON_MAX);
-	fd = oci_blob_open(layout_fd, layout, d->digest, e);
+				    "refused", digest,
+				    (unsigned long long)size, OCI_JSON_MAX);
+	fd = blob_open(layout_fd, layout, digest, e);
 	if (fd < 0)
 		return -1;
 	if (read_all(fd, OCI_JSON_MAX, buf, len) < 0) {
@@ -188,22 +238,22 @@ int oci_doc_read(int layout_fd, const char *layout,
 			return hu_error_set(e, 0, layout, "blob %s: over "
 					    "hunion's cap of %zu bytes for a "
 					    "JSON document: refused",
-					    d->digest, OCI_JSON_MAX);
+					    digest, OCI_JSON_MAX);
 		return hu_error_set(e, err, layout, "blob %s: cannot read",
-				    d->digest);
+				    digest);
 	}
 	close(fd);
-	if (*len != d->size) {
+	if (*len != size) {
 		hu_error_set(e, 0, layout, "blob %s: %zu bytes, its "
-			     "descriptor says %llu", d->digest, *len,
-			     (unsigned long long)d->size);
+			     "descriptor says %llu", digest, *len,
+			     (unsigned long long)size);
 		goto fail;
 	}
-	if (oci_sha256(*buf, *len, got, e) < 0)
+	if (digest_of(digest, *buf, *len, got, e) < 0)
 		goto fail;
-	if (strcmp(got, d->digest) != 0) {
+	if (strcmp(got, digest) != 0) {
 		hu_error_set(e, 0, layout, "blob %s: its content has digest "
-			     "%s", d->digest, got);
+			     "%s", digest, got);
 		goto fail;
 	}
 	return 0;

@@ -175,8 +175,9 @@ static void list_text(const struct oci_index *x, char *out, size_t size)
 			pl[0] = ' ';
 			platform_text(&en->platform, pl + 1, sizeof(pl) - 1);
 		}
-		w = snprintf(out + k, size - k, "%s%s%s@%.19s%s", i ? ", " : "",
-			     en->tag ? en->tag : "", en->tag ? " " : "",
+		w = snprintf(out + k, size - k, "%s%s%s%s%.19s%s", i ? ", " :
+			     "", en->tag ? en->tag : "", en->tag ? " " : "",
+			     en->unreadable ? "(unreadable)" : "@",
 			     en->desc.digest, pl);
 		if (w < 0 || (size_t)w >= size - k) {
 			snprintf(out + (k > 4 ? k : 0),
@@ -197,7 +198,27 @@ static int refuse_choice(const struct oci_index *x, const char *layout,
 			    x->n ? list : "nothing");
 }
 
-/* The entry of index.json that @ref names (NULL: the only one). */
+/* Entry @en, chosen, read: else why not. */
+static int chosen_readable(const struct oci_entry *en, const char *layout,
+			   struct hu_error *e)
+{
+	if (!en->unreadable)
+		return 0;
+	return hu_error_set(e, 0, layout, "the image%s%s cannot be read: %s",
+			    en->tag ? " tagged " : "", en->tag ? en->tag : "",
+			    en->why);
+}
+
+/* Are @a and @b one image?  An entry unreadable is none we can tell. */
+static bool same_image(const struct oci_entry *a, const struct oci_entry *b)
+{
+	return !a->unreadable && !b->unreadable &&
+	       strcmp(a->desc.digest, b->desc.digest) == 0;
+}
+
+/* The entry of index.json that @ref names (NULL: the only one).  Only
+ * that one must be read: the others, of kinds hunion does not read, are
+ * passed by. */
 static int choose_top(const struct oci_index *x, const char *layout,
 		      const char *ref, const struct oci_entry **out,
 		      struct hu_error *e)
@@ -208,13 +229,14 @@ static int choose_top(const struct oci_index *x, const char *layout,
 	for (size_t i = 0; i < x->n; i++) {
 		const struct oci_entry *en = &x->v[i];
 		bool hit = !ref ? true : ref[0] == '@' ?
+			   !en->unreadable &&
 			   strcmp(en->desc.digest, ref + 1) == 0 :
 			   en->tag && strcmp(en->tag, ref) == 0;
 
 		if (!hit)
 			continue;
 		/* one image under two names is one image */
-		if (found && strcmp(found->desc.digest, en->desc.digest) != 0) {
+		if (found && !same_image(found, en)) {
 			snprintf(why, sizeof(why), ref ? "%s names more than "
 				 "one image" : "more than one image: name "
 				 "one as oci:DIR:TAG or oci:DIR:@sha256:...",
@@ -229,7 +251,7 @@ static int choose_top(const struct oci_index *x, const char *layout,
 		return refuse_choice(x, layout, why, e);
 	}
 	*out = found;
-	return 0;
+	return chosen_readable(found, layout, e);
 }
 
 struct resolve {
@@ -258,13 +280,17 @@ static int choose_platform(struct resolve *r, const struct oci_index *x,
 	/* an index of one entry without a platform: that entry */
 	if (!pick && x->n == 1 && !x->v[0].has_platform)
 		pick = &x->v[0];
+	platform_text(&r->want, want, sizeof(want));
 	if (!pick) {
-		platform_text(&r->want, want, sizeof(want));
 		snprintf(why, sizeof(why), "index %.19s...: no image for "
 			 "platform %s%s", of->digest, want, r->want_given ?
 			 "" : " (the host's; --platform chooses another)");
 		return refuse_choice(x, r->img->layout, why, e);
 	}
+	/* the entry chosen that cannot be read: said so */
+	if (pick->unreadable)
+		return hu_error_set(e, 0, r->img->layout, "%s (the image "
+				    "for %s)", pick->why, want);
 	return resolve_desc(r, &pick->desc, depth + 1, e);
 }
 
@@ -291,7 +317,8 @@ static int resolve_index(struct resolve *r, const struct hu_oci_desc *d,
 			 e) < 0)
 		return -1;
 	snprintf(what, sizeof(what), "index %s", d->digest);
-	rc = oci_index_parse(buf, len, what, &x, e);
+	rc = oci_index_parse(buf, len, what, OCI_INDEX_KEEP_UNREADABLE, &x,
+			     e);
 	free(buf);
 	if (rc < 0)
 		return oci_error_in(e, r->img->layout);
@@ -383,7 +410,8 @@ static int read_top(int fd, const char *layout, struct oci_index *x,
 	if (check_layout_file(fd, layout, e) < 0 ||
 	    oci_file_read(fd, layout, "index.json", &buf, &len, e) < 0)
 		return -1;
-	rc = oci_index_parse(buf, len, "index.json", x, e);
+	rc = oci_index_parse(buf, len, "index.json",
+			     OCI_INDEX_KEEP_UNREADABLE, x, e);
 	free(buf);
 	return rc < 0 ? oci_error_in(e, layout) : 0;
 }

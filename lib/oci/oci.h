@@ -53,6 +53,12 @@ bool oci_media_type_encrypted(const char *name);
 
 /* Is @d "sha256:" and 64 lowercase hex digits? */
 bool oci_digest_valid(const char *d);
+/* Is @d "sha512:" and 128 lowercase hex digits?  Valid per the spec:
+ * such a document (another tool's) is read by gc only, for what it
+ * references. */
+bool oci_digest_sha512(const char *d);
+/* The longest digest read: "sha512:", 128 hex digits, NUL. */
+#define OCI_DIGEST_MAX 136
 /* Open the blob of @digest under @layout_fd/blobs/sha256/, no symlink
  * followed on the way, a regular file: its fd, or -1 with @e naming the
  * blob and @layout. */
@@ -63,6 +69,10 @@ int oci_blob_open(int layout_fd, const char *layout, const char *digest,
 int oci_doc_read(int layout_fd, const char *layout,
 		 const struct hu_oci_desc *d, char **buf, size_t *len,
 		 struct hu_error *e);
+/* The same of the document of @digest (sha256 or sha512) and @size. */
+int oci_doc_read_digest(int layout_fd, const char *layout,
+			const char *digest, uint64_t size, char **buf,
+			size_t *len, struct hu_error *e);
 /* Read @layout_fd/@name (index.json, oci-layout), at most OCI_JSON_MAX
  * bytes, not a symlink. */
 int oci_file_read(int layout_fd, const char *layout, const char *name,
@@ -97,8 +107,10 @@ struct oci_entry {
 	bool has_platform;	/* a platform with os and architecture */
 	struct oci_platform platform;
 	/* OCI_INDEX_KEEP_UNREADABLE: an entry that is no descriptor hunion
-	 * reads (desc zeroed, tag still read) */
+	 * reads (desc zeroed, tag and platform still read; a sha512 digest,
+	 * valid as it is, is one), and why */
 	bool unreadable;
+	char *why;
 };
 
 struct oci_index {
@@ -107,14 +119,15 @@ struct oci_index {
 };
 
 /* Parse an index (index.json, a nested index, a Docker manifest list):
- * every descriptor checked (digest, size).  @what names it in errors. */
-int oci_index_parse(const char *buf, size_t len, const char *what,
-		    struct oci_index *out, struct hu_error *e);
-/* The same of an index loaded (oci_json_load), for the writer, which
- * keeps the object to rewrite it.  With OCI_INDEX_KEEP_UNREADABLE an
- * entry that is no readable descriptor (another tool's) is kept, marked,
- * instead of refusing the index. */
+ * every descriptor checked (digest, size).  @what names it in errors.
+ * With OCI_INDEX_KEEP_UNREADABLE an entry that is no descriptor hunion
+ * reads (another tool's, a sha512 digest) is kept, marked, instead of
+ * refusing the index: only the entry chosen must be read. */
 #define OCI_INDEX_KEEP_UNREADABLE 1u
+int oci_index_parse(const char *buf, size_t len, const char *what,
+		    unsigned flags, struct oci_index *out, struct hu_error *e);
+/* The same of an index loaded (oci_json_load), for the writer, which
+ * keeps the object to rewrite it. */
 int oci_index_entries(json_t *j, const char *what, unsigned flags,
 		      struct oci_index *out, struct hu_error *e);
 void oci_index_free(struct oci_index *x);

@@ -89,16 +89,93 @@ static int mark(struct gc *g, const char *digest, struct hu_error *e)
 static int walk_desc(struct gc *g, const struct hu_oci_desc *d, bool doc,
 		     int depth, struct hu_error *e);
 
-static int walk_index(struct gc *g, const struct oci_index *x, int depth,
-		      struct hu_error *e)
+static int walk_json(struct gc *g, json_t *v, int depth, struct hu_error *e);
+
+/* The document @digest of @size (a sha512 one: another tool's), read as
+ * JSON and every descriptor in it walked. */
+static int walk_foreign_doc(struct gc *g, const char *digest, uint64_t size,
+			    int depth, struct hu_error *e)
 {
-	for (size_t i = 0; i < x->n; i++)
-		if (walk_desc(g, &x->v[i].desc, true, depth, e) < 0)
+	char *buf;
+	size_t len;
+	json_t *j;
+	int rc;
+
+	if (oci_doc_read_digest(g->l.dirfd, g->l.path, digest, size, &buf,
+				&len, e) < 0)
+		return -1;
+	j = oci_json_load(buf, len, digest, e);
+	free(buf);
+	if (!j)
+		return oci_error_in(e, g->l.path);
+	rc = walk_json(g, j, depth + 1, e);
+	json_decref(j);
+	return rc;
+}
+
+/* Entry @i of an index that the reader's parser does not take (@o:
+ * its JSON; @why: why not).  One without a digest references no blob; a
+ * sha512 one (valid per the spec, in blobs/sha512/, which gc leaves
+ * alone) is read for what it references; any other stops gc. */
+static int walk_unreadable(struct gc *g, json_t *o, size_t i,
+			   const char *why, int depth,
+			   struct hu_error *e)
+{
+	json_t *dg = json_object_get(o, "digest");
+	json_t *sz = json_object_get(o, "size");
+
+	if (!json_is_object(o) || !dg)
+		return 0;
+	if (json_is_string(dg) && oci_digest_sha512(json_string_value(dg)) &&
+	    json_is_integer(sz) && json_integer_value(sz) >= 0)
+		return walk_foreign_doc(g, json_string_value(dg),
+					(uint64_t)json_integer_value(sz),
+					depth, e);
+	return hu_error_set(e, 0, g->l.path, "%s (its entry %zu): what it "
+			    "references is not known: refusing to collect",
+			    why, i + 1);
+}
+
+/* The entries of an index, @x parsed from the JSON @j: each a document
+ * walked (those the parser does not take, from their JSON). */
+static int walk_index(struct gc *g, json_t *j, const struct oci_index *x,
+		      int depth, struct hu_error *e)
+{
+	json_t *m = json_object_get(j, "manifests");
+
+	for (size_t i = 0; i < x->n; i++) {
+		const struct oci_entry *en = &x->v[i];
+		int rc = en->unreadable ?
+			 walk_unreadable(g, json_array_get(m, i), i,
+					 en->why, depth, e) :
+			 walk_desc(g, &en->desc, true, depth, e);
+
+		if (rc < 0)
 			return -1;
+	}
 	return 0;
 }
 
 static bool is_hex64(const char *s);
+
+/* A descriptor of a document of a type hunion does not know, of a sha512
+ * digest: never removed (gc sweeps blobs/sha256/ only), but an index or
+ * manifest it names is read for what that references. */
+static int walk_json_sha512(struct gc *g, json_t *v, int depth,
+			    struct hu_error *e)
+{
+	const char *dg = json_string_value(json_object_get(v, "digest"));
+	const char *mt = json_string_value(json_object_get(v, "mediaType"));
+	json_t *sz = json_object_get(v, "size");
+	const struct oci_media_type *t = mt ? oci_media_type(mt) : NULL;
+
+	if (!dg || !oci_digest_sha512(dg) || !json_is_integer(sz) ||
+	    json_integer_value(sz) < 0 || !t ||
+	    (t->kind != OCI_KIND_INDEX && t->kind != OCI_KIND_MANIFEST))
+		return 0;
+	return walk_foreign_doc(g, dg, (uint64_t)json_integer_value(sz),
+				depth, e);
+}
 
 /* Every descriptor in JSON value @v of a document of a type hunion does
  * not know: an object with a "digest" string (sha256, as parse.c takes
@@ -138,6 +215,8 @@ static int walk_json(struct gc *g, json_t *v, int depth, struct hu_error *e)
 				 json_string_value(mt));
 		if (walk_desc(g, &d, false, depth + 1, e) < 0)
 			return -1;
+	} else if (walk_json_sha512(g, v, depth, e) < 0) {
+		return -1;
 	}
 	json_object_foreach(v, key, x)
 		if (walk_json(g, x, depth + 1, e) < 0)
@@ -175,11 +254,29 @@ static int walk_unknown(struct gc *g, const struct hu_oci_desc *d, int depth,
 
 /* What the document @d references: an index's entries, a manifest's
  * config and layers, read as the image reader reads them. */
+/* The index @what in @buf: its entries walked. */
+static int walk_index_doc(struct gc *g, const char *buf, size_t len,
+			  const char *what, int depth, struct hu_error *e)
+{
+	json_t *j = oci_json_load(buf, len, what, e);
+	struct oci_index x;
+	int rc;
+
+	if (!j || oci_index_entries(j, what, OCI_INDEX_KEEP_UNREADABLE, &x,
+				    e) < 0) {
+		json_decref(j);
+		return oci_error_in(e, g->l.path);
+	}
+	rc = walk_index(g, j, &x, depth, e);
+	oci_index_free(&x);
+	json_decref(j);
+	return rc;
+}
+
 static int walk_doc(struct gc *g, const struct hu_oci_desc *d, bool index,
 		    int depth, struct hu_error *e)
 {
 	struct oci_manifest m;
-	struct oci_index x;
 	char *buf, what[96];
 	size_t len;
 	int rc;
@@ -192,16 +289,15 @@ static int walk_doc(struct gc *g, const struct hu_oci_desc *d, bool index,
 		return -1;
 	snprintf(what, sizeof(what), "%s %s", index ? "index" : "manifest",
 		 d->digest);
-	rc = index ? oci_index_parse(buf, len, what, &x, e) :
-		     oci_manifest_descs(buf, len, what, &m, e);
+	if (index) {
+		rc = walk_index_doc(g, buf, len, what, depth + 1, e);
+		free(buf);
+		return rc;
+	}
+	rc = oci_manifest_descs(buf, len, what, &m, e);
 	free(buf);
 	if (rc < 0)
 		return oci_error_in(e, g->l.path);
-	if (index) {
-		rc = walk_index(g, &x, depth + 1, e);
-		oci_index_free(&x);
-		return rc;
-	}
 	rc = walk_desc(g, &m.config, false, depth + 1, e);
 	for (size_t i = 0; i < m.nlayers && rc == 0; i++)
 		rc = walk_desc(g, &m.layers[i], false, depth + 1, e);
@@ -247,7 +343,24 @@ struct sweep {
 	struct hu_oci_gc_stats *st;
 };
 
-/* Remove @name of @dirfd, the directory @prefix of the layout (@dir). */
+/* @name of @dirfd (@dir) cannot be removed: told, counted, and gc goes
+ * on with the others (it fails at the end). */
+static int sweep_failed(struct sweep *sw, int err, const char *dir,
+			const char *name, struct hu_error *e)
+{
+	struct hu_error why = { 0 };
+
+	if (!sw->o->failed)
+		return hu_error_setat(e, err, dir, name, "cannot remove");
+	hu_error_setat(&why, err, dir, name, "cannot remove");
+	sw->o->failed(sw->o->ctx, &why);
+	hu_error_clear(&why);
+	sw->st->failed++;
+	return 0;
+}
+
+/* Remove @name of @dirfd, the directory @prefix of the layout (@dir),
+ * and tell of it once it is gone. */
 static int sweep_one(struct sweep *sw, int dirfd, const char *dir,
 		     const char *prefix, const char *name, struct hu_error *e)
 {
@@ -258,14 +371,16 @@ static int sweep_one(struct sweep *sw, int dirfd, const char *dir,
 	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
 	    S_ISREG(st.st_mode))
 		size = (uint64_t)st.st_size;
+	if (!sw->o->dry_run && hu_wr_unlinkat(dirfd, name, 0) < 0) {
+		if (errno == ENOENT)	/* gone meanwhile: not by us */
+			return 0;
+		return sweep_failed(sw, errno, dir, name, e);
+	}
 	if (asprintf(&rel, "%s%s%s", prefix, *prefix ? "/" : "", name) < 0)
 		return hu_error_set(e, ENOMEM, dir, "out of memory");
 	if (sw->o->removed)
 		sw->o->removed(sw->o->ctx, rel, size);
 	free(rel);
-	if (!sw->o->dry_run && hu_wr_unlinkat(dirfd, name, 0) < 0 &&
-	    errno != ENOENT)
-		return hu_error_setat(e, errno, dir, name, "cannot remove");
 	sw->st->removed++;
 	sw->st->bytes_removed += size;
 	return 0;
@@ -326,11 +441,15 @@ int hu_oci_gc(const char *dir, const struct hu_oci_gc_opts *o,
 	if (hu_ociw_index_lock(&g.l, e) < 0)
 		goto out;
 	/* every entry read, or nothing collected */
-	if (hu_ociw_index_read(&g.l, 0, &ix, e) == 0 &&
-	    walk_index(&g, &ix.x, 0, e) == 0 &&
+	if (hu_ociw_index_read(&g.l, OCI_INDEX_KEEP_UNREADABLE, &ix, e) == 0 &&
+	    walk_index(&g, ix.j, &ix.x, 0, e) == 0 &&
 	    sweep_dir(&sw, g.l.sha_fd, "blobs/sha256", true, e) == 0 &&
 	    sweep_dir(&sw, g.l.dirfd, "", false, e) == 0)
-		rc = 0;
+		rc = st->failed ? hu_error_set(e, 0, dir, "%llu of %llu "
+					       "files not removed",
+					       (unsigned long long)st->failed,
+					       (unsigned long long)
+					       (st->failed + st->removed)) : 0;
 	hu_ociw_index_unlock(&g.l);
 out:
 	hu_ociw_index_free(&ix);

@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * index.json of a layout we write: read, a tag pointed at a new manifest,
- * replaced whole.  A writer takes the index lock (ociwrite.h), reads the
+ * index.json of a layout we write: read, a tag pointed at a new manifest
+ * or removed, replaced whole.  A tag moved or removed takes its entry
+ * with it: the image it named leaves the index (and `oci gc` frees its
+ * blobs) unless another entry holds it, one of another tag or an
+ * untagged one someone else wrote, as umoci and skopeo replace a tag.  A writer takes the index lock (ociwrite.h), reads the
  * index afresh, changes it and replaces it (temporary, fsync, rename,
  * directory fsync) before it lets go, so two writers never lose each
  * other's tags (the race containers/image#1028 has), and a reader sees
@@ -80,43 +83,48 @@ int hu_ociw_index_read(const struct hu_ociw_layout *l, unsigned flags,
 	return rc;
 }
 
-/* Take the tag from the entry @ent, and its annotations when that was
- * the last. */
-static void drop_tag(json_t *ent)
+/* The entries parsed again, after a change of the array. */
+static int reparse(struct hu_ociw_index *ix, struct hu_error *e)
 {
-	json_t *ann = json_object_get(ent, "annotations");
+	struct oci_index x;
 
-	json_object_del(ann, HU_OCI_REF_NAME);
-	if (json_object_size(ann) == 0)
-		json_object_del(ent, "annotations");
+	if (oci_index_entries(ix->j, "index.json", OCI_INDEX_KEEP_UNREADABLE,
+			      &x, e) < 0)
+		return -1;
+	oci_index_free(&ix->x);
+	ix->x = x;
+	return 0;
+}
+
+/* Remove the entries tagged @tag: their number. */
+static size_t remove_tag(struct hu_ociw_index *ix, const char *tag)
+{
+	json_t *m = json_object_get(ix->j, "manifests");
+	size_t n = 0;
+
+	/* the parsed entries stand at the indexes of the array's */
+	for (size_t i = ix->x.n; i-- > 0;) {
+		const struct oci_entry *en = &ix->x.v[i];
+
+		if (en->tag && strcmp(en->tag, tag) == 0) {
+			json_array_remove(m, i);
+			n++;
+		}
+	}
+	return n;
 }
 
 int hu_ociw_index_set_tag(struct hu_ociw_index *ix, const char *tag,
 			  json_t *desc, struct hu_error *e)
 {
 	json_t *m = json_object_get(ix->j, "manifests"), *ann;
-	const char *digest = json_string_value(json_object_get(desc,
-							       "digest"));
-	struct oci_index x;
 
-	if (!digest) {
+	if (!json_is_string(json_object_get(desc, "digest"))) {
 		json_decref(desc);
 		return hu_error_set(e, EINVAL, "index.json", "a descriptor "
 				    "without digest");
 	}
-	/* the parsed entries stand at the indexes of the array's */
-	for (size_t i = ix->x.n; i-- > 0;) {
-		const struct oci_entry *en = &ix->x.v[i];
-		bool tagged = en->tag != NULL;
-
-		if (tagged && strcmp(en->tag, tag) == 0) {
-			drop_tag(json_array_get(m, i));
-			tagged = false;
-		}
-		if (!tagged && !en->unreadable &&
-		    strcmp(en->desc.digest, digest) == 0)
-			json_array_remove(m, i);
-	}
+	(void)remove_tag(ix, tag);
 	ann = json_object_get(desc, "annotations");
 	if (!ann && json_object_set_new(desc, "annotations",
 					ann = json_object()) < 0)
@@ -128,12 +136,15 @@ int hu_ociw_index_set_tag(struct hu_ociw_index *ix, const char *tag,
 		return hu_error_set(e, ENOMEM, "index.json", "out of memory");
 	}
 	/* the entries again, ours with them */
-	if (oci_index_entries(ix->j, "index.json", OCI_INDEX_KEEP_UNREADABLE,
-			      &x, e) < 0)
-		return -1;
-	oci_index_free(&ix->x);
-	ix->x = x;
-	return 0;
+	return reparse(ix, e);
+}
+
+int hu_ociw_index_rm_tag(struct hu_ociw_index *ix, const char *tag,
+			 struct hu_error *e)
+{
+	if (remove_tag(ix, tag) == 0)
+		return hu_error_set(e, 0, NULL, "no image tagged %s", tag);
+	return reparse(ix, e);
 }
 
 int hu_ociw_index_write(struct hu_ociw_layout *l,
@@ -147,6 +158,34 @@ int hu_ociw_index_write(struct hu_ociw_layout *l,
 	rc = hu_ociw_replace_file(l->dirfd, "index.json", text, false,
 				  l->path, e);
 	free(text);
+	return rc;
+}
+
+/* ---- oci rm -------------------------------------------------------------- */
+
+int hu_oci_rm(const char *dir, const char *tag, bool dry_run,
+	      struct hu_error *e)
+{
+	struct hu_ociw_layout l;
+	struct hu_ociw_index ix = { .j = NULL };
+	int rc = -1;
+
+	if (!oci_tag_valid(tag))
+		return hu_error_set(e, 0, dir, "'%.140s' is no tag", tag);
+	/* a writer: gc waits for it, as for any */
+	if (hu_ociw_layout_open(&l, dir, false, LOCK_SH, NULL, NULL, e) < 0)
+		return -1;
+	if (hu_ociw_index_lock(&l, e) < 0)
+		goto out;
+	if (hu_ociw_index_read(&l, OCI_INDEX_KEEP_UNREADABLE, &ix, e) == 0 &&
+	    hu_ociw_index_rm_tag(&ix, tag, e) == 0)
+		rc = dry_run ? 0 : hu_ociw_index_write(&l, &ix, e);
+	if (rc < 0)
+		oci_error_in(e, dir);
+	hu_ociw_index_unlock(&l);
+out:
+	hu_ociw_index_free(&ix);
+	hu_ociw_layout_close(&l);
 	return rc;
 }
 

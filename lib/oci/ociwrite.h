@@ -11,7 +11,8 @@
  *                exclusive by `oci gc`: gc never runs while a writer has
  *                blobs it has not referenced yet (nor their temporaries);
  *   DIR/blobs    exclusive while index.json is read, changed and
- *                replaced: concurrent writers keep every tag.
+ *                replaced (a tag written, moved or removed; gc):
+ *                concurrent writers keep every tag.
  */
 #ifndef HUNION_OCI_OCIWRITE_H
 #define HUNION_OCI_OCIWRITE_H
@@ -113,13 +114,17 @@ int hu_ociw_index_parse(const char *buf, size_t len, const char *path,
 int hu_ociw_index_read(const struct hu_ociw_layout *l, unsigned flags,
 		       struct hu_ociw_index *ix, struct hu_error *e);
 void hu_ociw_index_free(struct hu_ociw_index *ix);
-/* Point @tag at @desc in @ix: the entries that held @tag lose it (an
- * entry left untagged for @desc's own digest goes: @desc references the
- * same blobs), @desc (taken: a reference is stolen) is appended with the
- * annotation org.opencontainers.image.ref.name = @tag; the entries
- * parsed again. */
+/* Point @tag at @desc in @ix: the entries that held @tag go (the image
+ * one named stays in the index only where another entry, tagged or not,
+ * holds it; every other entry is kept as it is), @desc (taken: a
+ * reference is stolen) is appended with the annotation
+ * org.opencontainers.image.ref.name = @tag; the entries parsed again. */
 int hu_ociw_index_set_tag(struct hu_ociw_index *ix, const char *tag,
 			  json_t *desc, struct hu_error *e);
+/* Remove the entries tagged @tag from @ix ("no image tagged" when none);
+ * the entries parsed again. */
+int hu_ociw_index_rm_tag(struct hu_ociw_index *ix, const char *tag,
+			 struct hu_error *e);
 /* Replace index.json by @index, atomically. */
 int hu_ociw_index_write(struct hu_ociw_layout *l,
 			const struct hu_ociw_index *ix, struct hu_error *e);

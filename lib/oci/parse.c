@@ -70,6 +70,10 @@ static int desc_parse(json_t *o, const char *what, struct hu_oci_desc *d,
 	if (!json_is_object(o) || !dg || !mt || !json_is_integer(size))
 		return hu_error_set(e, 0, NULL, "%s: a descriptor without "
 				    "mediaType, digest or size", what);
+	if (oci_digest_sha512(dg))
+		return hu_error_set(e, 0, NULL, "%s: digest %.19s...: sha512, "
+				    "valid, but hunion reads sha256 only",
+				    what, dg);
 	if (!oci_digest_valid(dg))
 		return hu_error_set(e, 0, NULL, "%s: digest '%.80s' is not "
 				    "sha256 and 64 lowercase hex digits (the "
@@ -91,8 +95,10 @@ static int desc_parse(json_t *o, const char *what, struct hu_oci_desc *d,
 
 void oci_index_free(struct oci_index *x)
 {
-	for (size_t i = 0; i < x->n; i++)
+	for (size_t i = 0; i < x->n; i++) {
 		free(x->v[i].tag);
+		free(x->v[i].why);
+	}
 	free(x->v);
 	x->v = NULL;
 	x->n = 0;
@@ -112,8 +118,9 @@ static bool platform_get(json_t *pl, struct oci_platform *p)
 	return os && arch;
 }
 
-/* An entry: its tag first (an entry kept as unreadable keeps it), then
- * its descriptor and platform. */
+/* An entry: its tag and platform first (an entry kept as unreadable
+ * keeps them: the one a REF or a platform chooses is told why it cannot
+ * be read), then its descriptor. */
 static int entry_parse(json_t *o, const char *what, struct oci_entry *en,
 		       struct hu_error *e)
 {
@@ -123,11 +130,9 @@ static int entry_parse(json_t *o, const char *what, struct oci_entry *en,
 	tag = get_string(json_object_get(o, "annotations"), REF_NAME);
 	if (tag && !(en->tag = strdup(tag)))
 		return hu_error_set(e, ENOMEM, NULL, "out of memory");
-	if (desc_parse(o, what, &en->desc, NULL, e) < 0)
-		return -1;
 	if (json_is_object(pl))
 		en->has_platform = platform_get(pl, &en->platform);
-	return 0;
+	return desc_parse(o, what, &en->desc, NULL, e);
 }
 
 int oci_index_entries(json_t *j, const char *what, unsigned flags,
@@ -159,9 +164,14 @@ int oci_index_entries(json_t *j, const char *what, unsigned flags,
 			oci_index_free(out);
 			return -1;
 		}
-		hu_error_clear(&skip);
 		memset(&en->desc, 0, sizeof(en->desc));
 		en->unreadable = true;
+		en->why = strdup(skip.msg);
+		hu_error_clear(&skip);
+		if (!en->why) {
+			oci_index_free(out);
+			return hu_error_set(e, ENOMEM, NULL, "out of memory");
+		}
 	}
 	return 0;
 }
@@ -179,17 +189,16 @@ static int parse_doc(const char *buf, size_t len, const char *what,
 	return rc;
 }
 
-static int index_entries(json_t *j, const char *what, void *out,
-			 struct hu_error *e)
-{
-	return oci_index_entries(j, what, 0, out, e);
-}
-
 int oci_index_parse(const char *buf, size_t len, const char *what,
-		    struct oci_index *out, struct hu_error *e)
+		    unsigned flags, struct oci_index *out, struct hu_error *e)
 {
-	memset(out, 0, sizeof(*out));
-	return parse_doc(buf, len, what, index_entries, out, e);
+	json_t *j = oci_json_load(buf, len, what, e);
+	int rc = j ? oci_index_entries(j, what, flags, out, e) : -1;
+
+	if (!j)
+		memset(out, 0, sizeof(*out));
+	json_decref(j);
+	return rc;
 }
 
 /* A layer descriptor hunion can read: a known layer type, unencrypted. */

@@ -176,17 +176,24 @@ static int make_locked(int bfd, const char *name)
 
 	if (hu_wr_mkdirat(bfd, name, 0700) < 0)
 		return -1;
+	/* Until flock below, a sweep of another run may take it for a
+	 * killed run's: lock it, find it there, remove it.  It is empty
+	 * till then, so that costs only a try under another name (EEXIST),
+	 * whether the sweep took it before the open (ENOENT, or ENOTDIR
+	 * and ELOOP for what another run made under the name since), while
+	 * it held the lock (EWOULDBLOCK) or after (not there any more). */
 	fd = openat(bfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
 		    O_CLOEXEC);
 	if (fd < 0) {
 		int err = errno;
 
+		if (err == ENOENT || err == ENOTDIR || err == ELOOP)
+			return errno = EEXIST, -1;
 		(void)hu_wr_unlinkat(bfd, name, AT_REMOVEDIR);
 		return errno = err == EEXIST ? EIO : err, -1;
 	}
-	/* Between mkdir and flock, a sweep may have locked and removed it:
-	 * then try another name.  Without flock here, go on unlocked (a
-	 * sweep cannot lock it either). */
+	/* Without flock here, go on unlocked (a sweep cannot lock it
+	 * either). */
 	if (flock(fd, LOCK_EX | LOCK_NB) < 0 && errno == EWOULDBLOCK) {
 		close(fd);
 		return errno = EEXIST, -1;

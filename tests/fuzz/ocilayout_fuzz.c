@@ -51,7 +51,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct oci_index x;
 
 	operand(buf, nl ? (size_t)(nl - buf) : size);
-	if (oci_index_parse(buf, size, "fuzz", &x, &e) == 0) {
+	if (oci_index_parse(buf, size, "fuzz", 0, &x, &e) == 0) {
 		for (size_t i = 0; i < x.n; i++)
 			if (!oci_digest_valid(x.v[i].desc.digest))
 				abort();

@@ -111,10 +111,37 @@ Test(oci, index_parse_refuses_bad_descriptors)
 	};
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		cr_expect_eq(oci_index_parse(bad[i], strlen(bad[i]), "t", &x,
+		cr_expect_eq(oci_index_parse(bad[i], strlen(bad[i]), "t", 0, &x,
 					     &e), -1, "%s", bad[i]);
 		hu_error_clear(&e);
 	}
+}
+
+Test(oci, index_parse_keeps_a_sha512_entry_with_its_tag_platform_and_why)
+{
+	struct hu_error e = { 0 };
+	struct oci_index x;
+	char text[512];
+
+	snprintf(text, sizeof(text), "{\"manifests\":[{\"digest\":"
+		 "\"sha512:%0128d\",\"mediaType\":\"m\",\"size\":1,"
+		 "\"platform\":{\"os\":\"linux\",\"architecture\":"
+		 "\"s390x\"},\"annotations\":{\""
+		 "org.opencontainers.image.ref.name\":\"t\"}}]}", 0);
+	cr_assert_eq(oci_index_parse(text, strlen(text), "index.json",
+				     OCI_INDEX_KEEP_UNREADABLE, &x, &e), 0,
+		     "%s", e.msg);
+	cr_assert_eq(x.n, 1);
+	cr_expect(x.v[0].unreadable);
+	cr_expect_str_eq(x.v[0].tag, "t");
+	cr_expect(x.v[0].has_platform);
+	cr_expect_str_eq(x.v[0].platform.arch, "s390x");
+	cr_expect(strstr(x.v[0].why, "sha512") != NULL, "%s", x.v[0].why);
+	oci_index_free(&x);
+	/* without the flag, refused */
+	cr_expect_eq(oci_index_parse(text, strlen(text), "index.json", 0, &x,
+				     &e), -1);
+	hu_error_clear(&e);
 }
 
 /* ---- a layout built here: blobs under their digests ---- */

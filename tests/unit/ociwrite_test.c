@@ -94,7 +94,7 @@ static void index_of(const char *text, struct hu_ociw_index *ix)
 #define ENTRY(d) "{\"mediaType\":\"" HU_OCI_MT_MANIFEST "\",\"digest\":\"" \
 	d "\",\"size\":10"
 
-Test(ociwrite, set_tag_moves_the_tag_and_keeps_the_old_image)
+Test(ociwrite, set_tag_moves_the_tag_and_its_entry)
 {
 	struct hu_error e = { 0 };
 	struct hu_ociw_index ix;
@@ -105,35 +105,55 @@ Test(ociwrite, set_tag_moves_the_tag_and_keeps_the_old_image)
 		 ENTRY(D2) ",\"annotations\":{\"" HU_OCI_REF_NAME
 		 "\":\"u\"}}]}", &ix);
 	cr_assert_eq(hu_ociw_index_set_tag(&ix, "t", desc(D3), &e), 0);
+	/* the image t named leaves the index, as umoci and skopeo do */
 	tu_expect_str(dump(&ix),
 		"{\"schemaVersion\":2,\"manifests\":["
-		ENTRY(D1) ",\"annotations\":{\"other\":\"x\"}},"
 		ENTRY(D2) ",\"annotations\":{\"" HU_OCI_REF_NAME "\":\"u\"}},"
 		ENTRY(D3) ",\"annotations\":{\"" HU_OCI_REF_NAME
 		"\":\"t\"}}]}");
 	/* the entries parsed again: the tag moved */
-	cr_expect_eq(ix.x.n, 3);
-	cr_expect_null(ix.x.v[0].tag);
-	cr_expect_str_eq(ix.x.v[2].tag, "t");
+	cr_expect_eq(ix.x.n, 2);
+	cr_expect_str_eq(ix.x.v[1].tag, "t");
 	hu_ociw_index_free(&ix);
 }
 
-Test(ociwrite, set_tag_drops_an_untagged_entry_of_the_same_image)
+Test(ociwrite, set_tag_keeps_an_untagged_entry_someone_else_wrote)
 {
 	struct hu_error e = { 0 };
 	struct hu_ociw_index ix;
 
 	index_of("{\"manifests\":[" ENTRY(D1) ",\"annotations\":{\""
 		 HU_OCI_REF_NAME "\":\"t\"}}," ENTRY(D2) "}]}", &ix);
-	/* the same image again under its tag: one entry, not two */
+	/* D2 untagged holds its image; D1 tagged again: one entry */
 	cr_assert_eq(hu_ociw_index_set_tag(&ix, "t", desc(D1), &e), 0);
-	/* D2 untagged and written again under a new tag: D2 once */
 	cr_assert_eq(hu_ociw_index_set_tag(&ix, "v", desc(D2), &e), 0);
+	cr_assert_eq(hu_ociw_index_set_tag(&ix, "v", desc(D3), &e), 0);
 	tu_expect_str(dump(&ix),
-		"{\"manifests\":["
+		"{\"manifests\":[" ENTRY(D2) "},"
 		ENTRY(D1) ",\"annotations\":{\"" HU_OCI_REF_NAME "\":\"t\"}},"
-		ENTRY(D2) ",\"annotations\":{\"" HU_OCI_REF_NAME
+		ENTRY(D3) ",\"annotations\":{\"" HU_OCI_REF_NAME
 		"\":\"v\"}}]}");
+	hu_ociw_index_free(&ix);
+}
+
+Test(ociwrite, rm_tag_removes_its_entries_and_refuses_a_tag_not_there)
+{
+	struct hu_error e = { 0 };
+	struct hu_ociw_index ix;
+
+	index_of("{\"manifests\":[" ENTRY(D1) ",\"annotations\":{\""
+		 HU_OCI_REF_NAME "\":\"t\"}}," ENTRY(D2) "},"
+		 ENTRY(D1) ",\"annotations\":{\"" HU_OCI_REF_NAME
+		 "\":\"u\"}}]}", &ix);
+	cr_assert_eq(hu_ociw_index_rm_tag(&ix, "t", &e), 0);
+	tu_expect_str(dump(&ix),
+		"{\"manifests\":[" ENTRY(D2) "},"
+		ENTRY(D1) ",\"annotations\":{\"" HU_OCI_REF_NAME
+		"\":\"u\"}}]}");
+	cr_expect_eq(ix.x.n, 2);
+	cr_expect_eq(hu_ociw_index_rm_tag(&ix, "t", &e), -1);
+	cr_expect(strstr(e.msg, "no image tagged t") != NULL, "%s", e.msg);
+	hu_error_clear(&e);
 	hu_ociw_index_free(&ix);
 }
 
@@ -163,20 +183,20 @@ Test(ociwrite, set_tag_keeps_entries_it_cannot_read)
 		 "\":\"t\"}}]}", &ix);
 	cr_expect(ix.x.v[0].unreadable && ix.x.v[3].unreadable);
 	cr_assert_eq(hu_ociw_index_set_tag(&ix, "t", desc(D1), &e), 0);
-	cr_expect_eq(json_array_size(json_object_get(ix.j, "manifests")), 5);
-	/* the tag is taken from an entry it cannot read too */
-	cr_expect_null(ix.x.v[3].tag);
+	/* the tag is taken from an entry it cannot read too, which goes */
+	cr_expect_eq(json_array_size(json_object_get(ix.j, "manifests")), 4);
+	cr_expect_str_eq(ix.x.v[3].tag, "t");
+	cr_expect(!ix.x.v[3].unreadable);
 	hu_ociw_index_free(&ix);
 }
 
-Test(ociwrite, gc_refuses_an_index_entry_the_reader_refuses)
+Test(ociwrite, index_without_keep_refuses_an_entry_it_cannot_read)
 {
 	struct hu_error e = { 0 };
 	struct hu_ociw_index ix;
 	const char *bad = "{\"manifests\":[{\"digest\":\"sha512:00\","
 			  "\"mediaType\":\"m\",\"size\":1}]}";
 
-	/* gc reads every entry or collects nothing */
 	cr_expect_eq(hu_ociw_index_parse(bad, strlen(bad), "lay", 0, &ix, &e),
 		     -1);
 	cr_expect(strstr(e.msg, "sha512:00") != NULL, "%s", e.msg);
