@@ -176,6 +176,9 @@ int tar_opt(struct tar_args *t, const struct parsed_opt *o);
 /* Check them into @to (SOURCE_DATE_EPOCH too); -1 after a usage error. */
 int tar_args_resolve(const struct cmd *c, const struct tar_args *t,
 		     const char *out, struct hu_tarout_opts *to);
+/* SOURCE_DATE_EPOCH @sde into @v: whole seconds, at most the end of
+ * year 9999; -1 after a usage error. */
+int sde_parse(const struct cmd *c, const char *sde, long long *v);
 /* Stream the entries of a tarball into @t. */
 typedef int (*tar_fill_fn)(void *ctx, struct hu_tarout *t,
 			   struct hu_error *e);
