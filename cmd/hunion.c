@@ -72,12 +72,6 @@ static const struct cmd_opt wh_convert_opts[] = {
 	  "write .wh..wh..opq for opaque directories, not whiteouts of the " \
 	  "lower names" }
 
-#define OPT_OCI_OUT \
-	{ "config", 0, OPT_REQUIRED, "FILE", "@file", \
-	  "with -o oci:DIR:TAG: the image config to start from (JSON)" }, \
-	{ "history", 0, OPT_REQUIRED, "TEXT", NULL, \
-	  "with -o oci:DIR:TAG: created_by of the top layer's history entry" }
-
 static const struct cmd_opt flatten_opts[] = {
 	{ "output", 'o', OPT_REQUIRED, "FILE", "@file",
 	  "the tarball to write (- for standard output), or oci:DIR:TAG "
@@ -85,7 +79,7 @@ static const struct cmd_opt flatten_opts[] = {
 	{ "base", 0, OPT_REQUIRED, "N", NULL,
 	  "keep the bottom N layers as context: write the squashed layer of "
 	  "the ones above" },
-	OPT_TAR_OUT, OPT_OCI_OUT, OPT_FORMAT, OPT_PLATFORM, OPT_USERXATTR,
+	OPT_TAR_OUT, OPT_OCI_OUT, OPT_FORMAT, OPT_PLATFORM_OUT, OPT_USERXATTR,
 	OPT_VERBOSE, OPT_QUIET, OPT_PROGRESS, OPT_HELP, OPT_END
 };
 
@@ -102,7 +96,7 @@ static const struct cmd_opt diff_opts[] = {
 	{ "output", 'o', OPT_REQUIRED, "FILE", "@file",
 	  "the tarball to write with --oci (- for standard output), or "
 	  "oci:DIR:TAG for an image" },
-	OPT_TAR_OUT, OPT_OCI_OUT, OPT_FORMAT, OPT_PLATFORM, OPT_USERXATTR,
+	OPT_TAR_OUT, OPT_OCI_OUT, OPT_FORMAT, OPT_PLATFORM_OUT, OPT_USERXATTR,
 	OPT_QUIET, OPT_PROGRESS, OPT_HELP, OPT_END
 };
 
