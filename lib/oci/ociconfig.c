@@ -264,43 +264,42 @@ static int set_strings(json_t *x, const char *key, const char **v, size_t n)
 	return a ? json_object_set_new(x, key, a) : -1;
 }
 
-/* @x.@key, an object (made when absent or null). */
-static json_t *object_at(json_t *x, const char *key)
+/* What @x.@key holds is added to: a container of type @t, made when
+ * absent or null.  NULL when out of memory, and (@wrong) when it holds
+ * another type: left so for the check to name. */
+static json_t *container_at(json_t *x, const char *key, json_type t,
+			    bool *wrong)
 {
 	json_t *o = member(x, key);
 
-	if (json_is_object(o))
-		return o;
-	o = json_object();
+	*wrong = o && json_typeof(o) != t;
+	if (o)
+		return *wrong ? NULL : o;
+	o = t == JSON_ARRAY ? json_array() : json_object();
 	if (o && json_object_set_new(x, key, o) < 0)
 		return NULL;
 	return o;
 }
 
 /* Env KEY=VALUE: replaces its KEY's entry, as umoci does, else appended. */
-static int add_env(json_t *x, const char *kv)
+static int add_env(json_t *env, const char *kv)
 {
 	size_t klen = (size_t)(strchr(kv, '=') - kv) + 1, i;
-	json_t *env = member(x, "Env"), *s;
+	const char *v;
+	json_t *s;
 
-	if (!env) {
-		env = json_array();
-		if (!env || json_object_set_new(x, "Env", env) < 0)
-			return -1;
-	}
 	json_array_foreach(env, i, s)
-		if (!strncmp(json_string_value(s), kv, klen))
+		if ((v = json_string_value(s)) && !strncmp(v, kv, klen))
 			return json_array_set_new(env, i, json_string(kv));
 	return json_array_append_new(env, json_string(kv));
 }
 
-static int add_label(json_t *x, const char *kv)
+static int add_label(json_t *labels, const char *kv)
 {
 	const char *eq = strchr(kv, '=');
-	json_t *labels = object_at(x, "Labels");
 	char *key = strndup(kv, (size_t)(eq - kv));
-	int rc = labels && key ? json_object_set_new(labels, key,
-						     json_string(eq + 1)) : -1;
+	int rc = key ? json_object_set_new(labels, key, json_string(eq + 1)) :
+		 -1;
 
 	free(key);
 	return rc;
@@ -325,27 +324,48 @@ static int set_string(json_t *o, const char *key, const char *v)
 	return v ? json_object_set_new(o, key, json_string(v)) : 0;
 }
 
-/* @ed into @c (checked already: a failure is out of memory or a value
- * the predicates above refuse). */
+/* The additions of @ed (Env, Labels, ExposedPorts) to @x. */
+static int add(json_t *x, const struct hu_oci_config_edit *ed)
+{
+	json_t *env = NULL, *labels = NULL, *ports = NULL;
+	bool wrong;
+	int rc = 0;
+
+	if (ed->nenv && !(env = container_at(x, "Env", JSON_ARRAY, &wrong)))
+		return wrong ? 0 : -1;
+	if (ed->nlabels &&
+	    !(labels = container_at(x, "Labels", JSON_OBJECT, &wrong)))
+		return wrong ? 0 : -1;
+	if (ed->nports &&
+	    !(ports = container_at(x, "ExposedPorts", JSON_OBJECT, &wrong)))
+		return wrong ? 0 : -1;
+	for (size_t i = 0; rc == 0 && i < ed->nenv; i++)
+		rc = add_env(env, ed->env[i]);
+	for (size_t i = 0; rc == 0 && i < ed->nlabels; i++)
+		rc = add_label(labels, ed->labels[i]);
+	for (size_t i = 0; rc == 0 && i < ed->nports; i++)
+		rc = json_object_set_new(ports, ed->ports[i], json_object());
+	return rc;
+}
+
+/* @ed into @c: what it replaces is replaced whatever was there; what it
+ * adds to is left as it is when of a wrong type, for the check to name
+ * (-1: out of memory). */
 static int edit(json_t *c, const struct hu_oci_config_edit *ed)
 {
-	json_t *x = object_at(c, "config"), *ports;
-	int rc = x ? 0 : -1;
+	bool wrong;
+	json_t *x = container_at(c, "config", JSON_OBJECT, &wrong);
+	int rc = 0;
 
-	if (rc == 0 && ed->ncmd)
+	if (!x)
+		return wrong ? 0 : -1;
+	if (ed->ncmd)
 		rc = set_strings(x, "Cmd", ed->cmd, ed->ncmd);
 	if (rc == 0 && ed->nentrypoint)
 		rc = set_strings(x, "Entrypoint", ed->entrypoint,
 				 ed->nentrypoint);
-	for (size_t i = 0; rc == 0 && i < ed->nenv; i++)
-		rc = add_env(x, ed->env[i]);
-	for (size_t i = 0; rc == 0 && i < ed->nlabels; i++)
-		rc = add_label(x, ed->labels[i]);
-	ports = rc == 0 && ed->nports ? object_at(x, "ExposedPorts") : NULL;
-	if (ed->nports && !ports)
-		rc = -1;
-	for (size_t i = 0; rc == 0 && i < ed->nports; i++)
-		rc = json_object_set_new(ports, ed->ports[i], json_object());
+	if (rc == 0)
+		rc = add(x, ed);
 	if (rc == 0)
 		rc = set_string(x, "User", ed->user);
 	if (rc == 0)
@@ -393,13 +413,14 @@ int hu_oci_config_apply(const char *base, const struct hu_oci_config_edit *ed,
 	if (!c)
 		return base ? -1 : hu_error_set(e, ENOMEM, NULL,
 						"out of memory");
-	/* the base first: a change given never hides a wrong type there */
-	if (config_check(c, e) < 0)
-		goto out;
+	/* the result is checked: a field the options replace may be
+	 * repaired by them */
 	if (edit(c, ed) < 0) {
 		hu_error_set(e, ENOMEM, NULL, "out of memory");
 		goto out;
 	}
+	if (config_check(c, e) < 0)
+		goto out;
 	*out = json_dumps(c, JSON_COMPACT | JSON_SORT_KEYS);
 	rc = *out ? 0 : hu_error_set(e, ENOMEM, NULL, "out of memory");
 out:
