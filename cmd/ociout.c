@@ -235,7 +235,10 @@ int oci_write(const struct oci_args *oa, const struct hu_stack *s,
 	 * new image's, unless --config gives one; the --config.* changes
 	 * go over it (--config's text has them already). */
 	if (!o.config && bottom->image) {
-		if (hu_oci_config_apply(bottom->image->config_json, &oa->edit,
+		struct hu_oci_config_edit ed = oa->edit;
+
+		ed.platform_of_layers = true;
+		if (hu_oci_config_apply(bottom->image->config_json, &ed,
 					&config, e) < 0)
 			return oci_error_config(e, bottom->image);
 		o.config = config;

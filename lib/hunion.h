@@ -1258,6 +1258,9 @@ struct hu_oci_config_edit {
 	const char **cmd, **entrypoint, **env, **labels, **ports;
 	size_t ncmd, nentrypoint, nenv, nlabels, nports;
 	const char *user, *workingdir, *author, *platform;
+	/* the base is an image's config: its layers are built for its
+	 * platform, which @platform must match (then it is kept as it is) */
+	bool platform_of_layers;
 };
 
 /* Is @s KEY=VALUE with a KEY (an Env entry, a label)? */

@@ -305,6 +305,43 @@ static int add_label(json_t *labels, const char *kv)
 	return rc;
 }
 
+/* @c's os/architecture[/variant] into @p: false when it has no os or
+ * no architecture. */
+static bool platform_of(json_t *c, struct oci_platform *p)
+{
+	const char *os = json_string_value(member(c, "os"));
+	const char *arch = json_string_value(member(c, "architecture"));
+	const char *v = json_string_value(member(c, "variant"));
+
+	memset(p, 0, sizeof(*p));
+	if (!os || !arch)
+		return false;
+	oci_copy_field(p->os, sizeof(p->os), os);
+	oci_copy_field(p->arch, sizeof(p->arch), arch);
+	oci_copy_field(p->variant, sizeof(p->variant), v ? v : "");
+	return true;
+}
+
+/* @ed's platform against an image's own, whose layers are built for it:
+ * refused when they differ, -1 (a relabelled image would not run). */
+static int platform_keep(json_t *c, const struct hu_oci_config_edit *ed,
+			 bool *keep, struct hu_error *e)
+{
+	struct oci_platform want, have;
+
+	*keep = false;
+	if (!ed->platform || !ed->platform_of_layers || !platform_of(c, &have))
+		return 0;
+	if (oci_platform_parse(ed->platform, &want) < 0 ||
+	    !oci_platform_match(&want, &have))
+		return hu_error_set(e, 0, NULL, "platform: %s/%s%s%s, not the "
+				    "'%.64s' asked (its layers are built for "
+				    "it)", have.os, have.arch, *have.variant ?
+				    "/" : "", have.variant, ed->platform);
+	*keep = true;
+	return 0;
+}
+
 static int set_platform(json_t *c, const char *s)
 {
 	struct oci_platform p;
@@ -351,7 +388,8 @@ static int add(json_t *x, const struct hu_oci_config_edit *ed)
 /* @ed into @c: what it replaces is replaced whatever was there; what it
  * adds to is left as it is when of a wrong type, for the check to name
  * (-1: out of memory). */
-static int edit(json_t *c, const struct hu_oci_config_edit *ed)
+static int edit(json_t *c, const struct hu_oci_config_edit *ed,
+		bool keep_platform)
 {
 	bool wrong;
 	json_t *x = container_at(c, "config", JSON_OBJECT, &wrong);
@@ -372,7 +410,7 @@ static int edit(json_t *c, const struct hu_oci_config_edit *ed)
 		rc = set_string(x, "WorkingDir", ed->workingdir);
 	if (rc == 0)
 		rc = set_string(c, "author", ed->author);
-	if (rc == 0 && ed->platform)
+	if (rc == 0 && ed->platform && !keep_platform)
 		rc = set_platform(c, ed->platform);
 	return rc;
 }
@@ -404,6 +442,7 @@ int hu_oci_config_apply(const char *base, const struct hu_oci_config_edit *ed,
 			char **out, struct hu_error *e)
 {
 	json_t *c;
+	bool keep;
 	int rc = -1;
 
 	*out = NULL;
@@ -415,7 +454,9 @@ int hu_oci_config_apply(const char *base, const struct hu_oci_config_edit *ed,
 						"out of memory");
 	/* the result is checked: a field the options replace may be
 	 * repaired by them */
-	if (edit(c, ed) < 0) {
+	if (platform_keep(c, ed, &keep, e) < 0)
+		goto out;
+	if (edit(c, ed, keep) < 0) {
 		hu_error_set(e, ENOMEM, NULL, "out of memory");
 		goto out;
 	}
