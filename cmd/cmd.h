@@ -90,6 +90,8 @@ const struct cmd *cmd_top(void);	/* "hunion" itself, holding them */
 	  "set a label (repeatable)" }, \
 	{ "config.exposedports", 0, OPT_REQUIRED, "PORT[/PROTO]", NULL, \
 	  "add an exposed port, tcp, udp or sctp (repeatable)" }, \
+	{ "config.volume", 0, OPT_REQUIRED, "PATH", NULL, \
+	  "add a volume (repeatable)" }, \
 	{ "config.user", 0, OPT_REQUIRED, "USER", NULL, \
 	  "the User a container runs as" }, \
 	{ "config.workingdir", 0, OPT_REQUIRED, "DIR", NULL, \

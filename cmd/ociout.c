@@ -46,6 +46,8 @@ static int config_opt(const struct cmd *c, struct hu_oci_config_edit *ed,
 					       "PORT/sctp; 1 to 65535)", arg);
 		return push(c, &ed->ports, &ed->nports, arg);
 	}
+	if (!strcmp(name, "volume"))
+		return push(c, &ed->volumes, &ed->nvolumes, arg);
 	if (!strcmp(name, "user"))
 		ed->user = arg;
 	else if (!strcmp(name, "workingdir"))
@@ -158,6 +160,7 @@ void oci_args_free(struct oci_args *oa)
 	free(oa->edit.env);
 	free(oa->edit.labels);
 	free(oa->edit.ports);
+	free(oa->edit.volumes);
 }
 
 /* A config of the image read that is no config to write: the image

@@ -1250,13 +1250,13 @@ struct hu_ociout_opts {
 /* The changes --config.* make to a config, as umoci config makes them:
  * Cmd and Entrypoint replaced by the lists given (one argument each; an
  * Entrypoint given keeps Cmd); an Env KEY=VALUE replaces the entry of
- * its KEY, or is appended; labels and exposed ports are added to those
- * there; User, WorkingDir and author replaced; @platform
+ * its KEY, or is appended; labels, exposed ports and volumes are added
+ * to those there; User, WorkingDir and author replaced; @platform
  * ("os/arch[/variant]") sets os, architecture and variant (none when it
  * names none). */
 struct hu_oci_config_edit {
-	const char **cmd, **entrypoint, **env, **labels, **ports;
-	size_t ncmd, nentrypoint, nenv, nlabels, nports;
+	const char **cmd, **entrypoint, **env, **labels, **ports, **volumes;
+	size_t ncmd, nentrypoint, nenv, nlabels, nports, nvolumes;
 	const char *user, *workingdir, *author, *platform;
 	/* the base is an image's config: its layers are built for its
 	 * platform, which @platform must match (then it is kept as it is) */

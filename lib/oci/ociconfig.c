@@ -361,10 +361,10 @@ static int set_string(json_t *o, const char *key, const char *v)
 	return v ? json_object_set_new(o, key, json_string(v)) : 0;
 }
 
-/* The additions of @ed (Env, Labels, ExposedPorts) to @x. */
+/* The additions of @ed (Env, Labels, ExposedPorts, Volumes) to @x. */
 static int add(json_t *x, const struct hu_oci_config_edit *ed)
 {
-	json_t *env = NULL, *labels = NULL, *ports = NULL;
+	json_t *env = NULL, *labels = NULL, *ports = NULL, *vols = NULL;
 	bool wrong;
 	int rc = 0;
 
@@ -376,12 +376,17 @@ static int add(json_t *x, const struct hu_oci_config_edit *ed)
 	if (ed->nports &&
 	    !(ports = container_at(x, "ExposedPorts", JSON_OBJECT, &wrong)))
 		return wrong ? 0 : -1;
+	if (ed->nvolumes &&
+	    !(vols = container_at(x, "Volumes", JSON_OBJECT, &wrong)))
+		return wrong ? 0 : -1;
 	for (size_t i = 0; rc == 0 && i < ed->nenv; i++)
 		rc = add_env(env, ed->env[i]);
 	for (size_t i = 0; rc == 0 && i < ed->nlabels; i++)
 		rc = add_label(labels, ed->labels[i]);
 	for (size_t i = 0; rc == 0 && i < ed->nports; i++)
 		rc = json_object_set_new(ports, ed->ports[i], json_object());
+	for (size_t i = 0; rc == 0 && i < ed->nvolumes; i++)
+		rc = json_object_set_new(vols, ed->volumes[i], json_object());
 	return rc;
 }
 
