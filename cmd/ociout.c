@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: MIT */
-/* -o oci:DIR:TAG of flatten and diff --oci (OPT_OCI_OUT in hunion.c): an
+/* -o oci:DIR:TAG of flatten and diff --oci (OPT_OCI_OUT in cmd.h): an
  * image written into a layout through lib/oci, its lower layers each the
  * OCI layer `diff --oci` writes over those beneath (or an image's blob as
- * it is), its top layer what the command fills. */
+ * it is), its top layer what the command fills; its config --config
+ * FILE's, the bottom image's or a minimal one, with the --config.*
+ * options over it (lib/oci/ociconfig.c), checked before anything is
+ * written. */
 #include <errno.h>
 #include <jansson.h>
 #include <stdlib.h>
