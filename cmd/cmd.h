@@ -67,6 +67,12 @@ const struct cmd *cmd_top(void);	/* "hunion" itself, holding them */
 #define OPT_PLATFORM { "platform", 0, OPT_REQUIRED, "OS/ARCH[/VARIANT]", \
 	NULL, "the image of an index an operand oci:DIR[:REF] reads " \
 	"(default: the host's)" }
+/* flatten and diff: --platform also names the platform of an image
+ * written (-o oci:DIR:TAG). */
+#define OPT_PLATFORM_OUT { "platform", 0, OPT_REQUIRED, "OS/ARCH[/VARIANT]", \
+	NULL, "the image of an index an operand oci:DIR[:REF] reads " \
+	"(default: the host's); with -o oci:DIR:TAG also the platform " \
+	"written" }
 #define OPT_USERXATTR { "userxattr", 0, OPT_NONE, NULL, NULL, \
 	"markers live under user.* instead of trusted.*" }
 #define OPT_HELP { "help", 'h', OPT_NONE, NULL, NULL, "show this help" }
@@ -83,6 +89,30 @@ const struct cmd *cmd_top(void);	/* "hunion" itself, holding them */
 	"also as a line every 10 s elsewhere (always), or not" }, \
 	{ "progress-fd", 0, OPT_REQUIRED, "FD", NULL, \
 	"JSON progress lines on file descriptor FD" }
+/* The image written by -o oci:DIR:TAG (flatten, diff --oci). */
+#define OPT_OCI_OUT \
+	{ "config", 0, OPT_REQUIRED, "FILE", "@file", \
+	  "with -o oci:DIR:TAG: the image config to start from (JSON)" }, \
+	{ "config.cmd", 0, OPT_REPEATED, "ARG", NULL, \
+	  "Cmd: one argument each time given (the list replaces Cmd)" }, \
+	{ "config.entrypoint", 0, OPT_REPEATED, "ARG", NULL, \
+	  "Entrypoint: one argument each time given (replaces it)" }, \
+	{ "config.env", 0, OPT_REPEATED, "KEY=VALUE", NULL, \
+	  "set an Env variable (replaces KEY's entry; repeatable)" }, \
+	{ "config.label", 0, OPT_REPEATED, "KEY=VALUE", NULL, \
+	  "set a label (repeatable)" }, \
+	{ "config.exposedports", 0, OPT_REPEATED, "PORT[/PROTO]", NULL, \
+	  "add an exposed port, tcp, udp or sctp (repeatable)" }, \
+	{ "config.volume", 0, OPT_REPEATED, "PATH", NULL, \
+	  "add a volume (repeatable)" }, \
+	{ "config.user", 0, OPT_REQUIRED, "USER", NULL, \
+	  "the User a container runs as" }, \
+	{ "config.workingdir", 0, OPT_REQUIRED, "DIR", NULL, \
+	  "the WorkingDir a container starts in" }, \
+	{ "author", 0, OPT_REQUIRED, "TEXT", NULL, \
+	  "the image's author (and of the history entries written)" }, \
+	{ "history", 0, OPT_REQUIRED, "TEXT", NULL, \
+	  "with -o oci:DIR:TAG: created_by of the top layer's history entry" }
 #define OPT_END { NULL, 0, OPT_NONE, NULL, NULL, NULL }
 
 /* ---- option parsing (common.c) --------------------------------------- */
@@ -196,6 +226,9 @@ int tar_opt(struct tar_args *t, const struct parsed_opt *o);
 /* Check them into @to (SOURCE_DATE_EPOCH too); -1 after a usage error. */
 int tar_args_resolve(const struct cmd *c, const struct tar_args *t,
 		     const char *out, struct hu_tarout_opts *to);
+/* SOURCE_DATE_EPOCH @sde into @v: whole seconds, at most the end of
+ * year 9999; -1 after a usage error. */
+int sde_parse(const struct cmd *c, const char *sde, long long *v);
 /* Stream the entries of a tarball into @t. */
 typedef int (*tar_fill_fn)(void *ctx, struct hu_tarout *t,
 			   struct hu_error *e);
@@ -209,11 +242,17 @@ int tar_write(const struct tar_args *ta, const char *path,
 /* -o oci:DIR:TAG of flatten and diff --oci (ociout.c). */
 struct oci_args {
 	const char *config, *history;	/* --config FILE, --history TEXT */
+	/* --config.*, --author; the command sets .platform from
+	 * --platform, which names the platform written too */
+	struct hu_oci_config_edit edit;
+	const char *first_opt;		/* the first of them given */
 	char *dir, *tag;		/* from oci:DIR:TAG */
-	char *config_text;		/* FILE's JSON, checked */
+	char *config_text;		/* FILE's JSON and edit, checked */
 };
-/* Take @o if it is --config or --history: 1, else 0. */
-int oci_opt(struct oci_args *oa, const struct parsed_opt *o);
+/* Take @o if it is --config, --config.*, --author or --history: 1, 0
+ * when it is none, -1 after a usage error. */
+int oci_opt(const struct cmd *c, struct oci_args *oa,
+	    const struct parsed_opt *o);
 /* 1 when @out is oci:DIR:TAG (checked, --config read, the tarball
  * options resolved into @to with gzip the default), 0 when it is no
  * image, -1 after a usage error. */

@@ -48,9 +48,9 @@ static int diff_opt(void *ctx, const struct parsed_opt *o)
 		a->exit_code = true;
 	else if (!strcmp(o->name, "output"))
 		a->out = o->arg;
-	else if (!oci_opt(&a->image, o))
+	else if ((rc = oci_opt(a->c, &a->image, o)) == 0)
 		tar_opt(&a->tar, o);
-	return 0;
+	return rc < 0 ? -1 : 0;
 }
 
 /* ---- the listing --------------------------------------------------------- */
@@ -245,7 +245,8 @@ static int run(struct diff_args *a, char **ops, int nops,
 	struct hu_tarout_opts to;
 	int rc;
 
-	if (a->oci || a->image.config || a->image.history) {
+	if (a->oci || a->image.first_opt) {
+		a->image.edit.platform = a->lo.stack.platform;
 		rc = oci_args_resolve(a->c, &a->image, a->oci ? a->out : NULL,
 				      &a->tar, &to);
 		a->to_image = rc > 0;

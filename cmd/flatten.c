@@ -26,8 +26,9 @@ static int flatten_opt(void *ctx, const struct parsed_opt *o)
 
 	if (rc != 0)
 		return rc < 0 ? -1 : 0;
-	if (tar_opt(&a->tar, o) || oci_opt(&a->oci, o))
-		return 0;
+	rc = oci_opt(a->c, &a->oci, o);
+	if (rc != 0 || tar_opt(&a->tar, o))
+		return rc < 0 ? -1 : 0;
 	if (!strcmp(o->name, "output"))
 		a->out = o->arg;
 	else if (!strcmp(o->name, "base"))
@@ -138,6 +139,7 @@ int cmd_flatten(const struct cmd *c, int argc, char **argv)
 	 * them once the stack is open */
 	for (int i = first; i < argc; i++)
 		image_operand = image_operand || hu_oci_operand(argv[i]);
+	a.oci.edit.platform = a.lo.stack.platform;
 	rc = oci_args_resolve(c, &a.oci, a.out, &a.tar, &to);
 	a.image = rc > 0;
 	if (rc < 0 || (!a.image && tar_args_resolve(c, &a.tar, a.out,

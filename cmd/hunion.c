@@ -73,12 +73,6 @@ static const struct cmd_opt wh_convert_opts[] = {
 	  "write .wh..wh..opq for opaque directories, not whiteouts of the " \
 	  "lower names" }
 
-#define OPT_OCI_OUT \
-	{ "config", 0, OPT_REQUIRED, "FILE", "@file", \
-	  "with -o oci:DIR:TAG: the image config to start from (JSON)" }, \
-	{ "history", 0, OPT_REQUIRED, "TEXT", NULL, \
-	  "with -o oci:DIR:TAG: created_by of the top layer's history entry" }
-
 static const struct cmd_opt flatten_opts[] = {
 	{ "output", 'o', OPT_REQUIRED, "FILE", "@file",
 	  "the tarball to write (- for standard output), or oci:DIR:TAG "
@@ -86,7 +80,7 @@ static const struct cmd_opt flatten_opts[] = {
 	{ "base", 0, OPT_REQUIRED, "N", NULL,
 	  "keep the bottom N layers as context: write the squashed layer of "
 	  "the ones above" },
-	OPT_TAR_OUT, OPT_OCI_OUT, OPT_FORMAT, OPT_PLATFORM, OPT_USERXATTR,
+	OPT_TAR_OUT, OPT_OCI_OUT, OPT_FORMAT, OPT_PLATFORM_OUT, OPT_USERXATTR,
 	OPT_VERBOSE, OPT_QUIET, OPT_PROGRESS, OPT_HELP, OPT_END
 };
 
@@ -106,7 +100,7 @@ static const struct cmd_opt diff_opts[] = {
 	{ "exit-code", 0, OPT_NONE, NULL, NULL,
 	  "exit 1 when there are changes, with -o too (a listing always "
 	  "does)" },
-	OPT_TAR_OUT, OPT_OCI_OUT, OPT_FORMAT, OPT_PLATFORM, OPT_USERXATTR,
+	OPT_TAR_OUT, OPT_OCI_OUT, OPT_FORMAT, OPT_PLATFORM_OUT, OPT_USERXATTR,
 	OPT_QUIET, OPT_PROGRESS, OPT_HELP, OPT_END
 };
 

@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: MIT */
-/* -o oci:DIR:TAG of flatten and diff --oci (OPT_OCI_OUT in hunion.c): an
+/* -o oci:DIR:TAG of flatten and diff --oci (OPT_OCI_OUT in cmd.h): an
  * image written into a layout through lib/oci, its lower layers each the
  * OCI layer `diff --oci` writes over those beneath (or an image's blob as
- * it is), its top layer what the command fills. */
+ * it is), its top layer what the command fills; its config --config
+ * FILE's, the bottom image's or a minimal one, with the --config.*
+ * options over it (lib/oci/ociconfig.c), checked before anything is
+ * written. */
 #include <errno.h>
 #include <jansson.h>
 #include <stdlib.h>
@@ -10,22 +13,79 @@
 
 #include "cmd.h"
 
-int oci_opt(struct oci_args *oa, const struct parsed_opt *o)
+/* One more value of a repeatable option, pointing into argv. */
+static int push(const struct cmd *c, const char ***v, size_t *n,
+		const char *arg)
+{
+	const char **p = realloc(*v, (*n + 1) * sizeof(**v));
+
+	if (!p)
+		return cmd_usage_error(c, "out of memory");
+	p[(*n)++] = arg;
+	*v = p;
+	return 0;
+}
+
+/* --config.NAME: the list or value of the edit it changes. */
+static int config_opt(const struct cmd *c, struct hu_oci_config_edit *ed,
+		      const char *name, const char *arg)
+{
+	if (!strcmp(name, "cmd"))
+		return push(c, &ed->cmd, &ed->ncmd, arg);
+	if (!strcmp(name, "entrypoint"))
+		return push(c, &ed->entrypoint, &ed->nentrypoint, arg);
+	if (!strcmp(name, "env") || !strcmp(name, "label")) {
+		if (!hu_oci_config_kv_valid(arg))
+			return cmd_usage_error(c, "invalid --config.%s '%s' "
+					       "(KEY=VALUE)", name, arg);
+		return *name == 'e' ? push(c, &ed->env, &ed->nenv, arg) :
+		       push(c, &ed->labels, &ed->nlabels, arg);
+	}
+	if (!strcmp(name, "exposedports")) {
+		if (!hu_oci_config_port_valid(arg))
+			return cmd_usage_error(c, "invalid --config."
+					       "exposedports '%s' (PORT, "
+					       "PORT/tcp, PORT/udp or "
+					       "PORT/sctp; 1 to 65535)", arg);
+		return push(c, &ed->ports, &ed->nports, arg);
+	}
+	if (!strcmp(name, "volume"))
+		return push(c, &ed->volumes, &ed->nvolumes, arg);
+	if (!strcmp(name, "user"))
+		ed->user = arg;
+	else if (!strcmp(name, "workingdir"))
+		ed->workingdir = arg;
+	return 0;
+}
+
+int oci_opt(const struct cmd *c, struct oci_args *oa,
+	    const struct parsed_opt *o)
 {
 	if (!strcmp(o->name, "config"))
 		oa->config = o->arg;
 	else if (!strcmp(o->name, "history"))
 		oa->history = o->arg;
-	else
+	else if (!strcmp(o->name, "author"))
+		oa->edit.author = o->arg;
+	else if (!strncmp(o->name, "config.", 7)) {
+		if (config_opt(c, &oa->edit, o->name + 7, o->arg) < 0)
+			return -1;
+	} else
 		return 0;
+	if (!oa->first_opt)
+		oa->first_opt = o->name;
 	return 1;
 }
 
-/* --config FILE: read and checked before anything is written. */
+/* --config FILE: read and checked before anything is written, then the
+ * --config.* changes over it, checked again. */
 static int read_config(const struct cmd *c, struct oci_args *oa)
 {
+	struct hu_error e = { 0 };
 	json_error_t je;
 	json_t *j = json_load_file(oa->config, JSON_REJECT_DUPLICATES, &je);
+	char *text;
+	int rc;
 
 	if (!j && je.line < 0)	/* not read */
 		return cmd_usage_error(c, "--config: %s", je.text);
@@ -37,9 +97,31 @@ static int read_config(const struct cmd *c, struct oci_args *oa)
 		return cmd_usage_error(c, "--config %s: not a JSON object",
 				       oa->config);
 	}
-	oa->config_text = json_dumps(j, JSON_COMPACT);
+	text = json_dumps(j, JSON_COMPACT);
 	json_decref(j);
-	return oa->config_text ? 0 : cmd_usage_error(c, "out of memory");
+	if (!text)
+		return cmd_usage_error(c, "out of memory");
+	rc = hu_oci_config_apply(text, &oa->edit, &oa->config_text, &e);
+	free(text);
+	if (rc < 0)
+		cmd_usage_error(c, "--config %s: %s", oa->config, e.msg);
+	hu_error_clear(&e);
+	return rc;
+}
+
+/* The --config.* changes alone, over an empty config: their values are
+ * checked before anything is read or written. */
+static int check_edit(const struct cmd *c, const struct oci_args *oa)
+{
+	struct hu_error e = { 0 };
+	char *text;
+	int rc = hu_oci_config_apply(NULL, &oa->edit, &text, &e);
+
+	if (rc < 0)
+		cmd_usage_error(c, "%s", e.msg);
+	free(text);
+	hu_error_clear(&e);
+	return rc;
 }
 
 int oci_args_resolve(const struct cmd *c, struct oci_args *oa,
@@ -54,15 +136,15 @@ int oci_args_resolve(const struct cmd *c, struct oci_args *oa,
 		hu_error_clear(&e);
 		return -1;
 	}
-	if (rc == 0 && (oa->config || oa->history))
-		return cmd_usage_error(c, "--config and --history need -o "
-				       "oci:DIR:TAG");
+	if (rc == 0 && oa->first_opt)
+		return cmd_usage_error(c, "--%s needs -o oci:DIR:TAG",
+				       oa->first_opt);
 	if (rc == 0)
 		return 0;
 	if (ta->descriptor)
 		return cmd_usage_error(c, "--descriptor: an image holds its "
 				       "descriptors (-o oci:...)");
-	if (oa->config && read_config(c, oa) < 0)
+	if (oa->config ? read_config(c, oa) < 0 : check_edit(c, oa) < 0)
 		return -1;
 	/* An image's layers are gzip unless --compress says otherwise: the
 	 * media type every reader takes. */
@@ -76,6 +158,24 @@ void oci_args_free(struct oci_args *oa)
 	free(oa->dir);
 	free(oa->tag);
 	free(oa->config_text);
+	free(oa->edit.cmd);
+	free(oa->edit.entrypoint);
+	free(oa->edit.env);
+	free(oa->edit.labels);
+	free(oa->edit.ports);
+	free(oa->edit.volumes);
+}
+
+/* A config of the image read that is no config to write: the image
+ * named (its layout and REF), as "LAYOUT:REF: config: ...". */
+static int oci_error_config(struct hu_error *e, const struct hu_oci_image *im)
+{
+	char msg[sizeof(e->msg)];
+
+	snprintf(msg, sizeof(msg), "%s", e->msg);
+	hu_error_clear(e);
+	return hu_error_set(e, 0, im->layout, "%s%sits config: %s",
+			    im->ref ? im->ref : "", im->ref ? ": " : "", msg);
 }
 
 /* Layer @i of the stack as diff --oci writes it over those beneath. */
@@ -134,21 +234,35 @@ int oci_write(const struct oci_args *oa, const struct hu_stack *s,
 	struct hu_ociout *w;
 	struct hu_oci_desc m;
 	struct hu_digests d;
+	char *config = NULL;
 	int rc = -1;
 
 	/* The bottom image's config (env, entrypoint, cmd, labels) is the
-	 * new image's, unless --config gives one. */
+	 * new image's, unless --config gives one; the --config.* changes
+	 * go over it (--config's text has them already). */
 	if (!o.config && bottom->image) {
-		o.config = bottom->image->config_json;
+		struct hu_oci_config_edit ed = oa->edit;
+
+		ed.platform_of_layers = true;
+		if (hu_oci_config_apply(bottom->image->config_json, &ed,
+					&config, e) < 0)
+			return oci_error_config(e, bottom->image);
+		o.config = config;
 		o.config_name = bottom->image->layout;
+	} else if (!o.config) {
+		if (hu_oci_config_apply(NULL, &oa->edit, &config, e) < 0)
+			return -1;
+		o.config = config;
 	}
 	if (sde && *sde) {
 		o.created_set = true;
 		o.created = strtoll(sde, NULL, 10);	/* checked by
 							 * tar_args_resolve */
 	}
-	if (hu_ociout_open(&w, oa->dir, &o, e) < 0)
+	if (hu_ociout_open(&w, oa->dir, &o, e) < 0) {
+		free(config);
 		return -1;
+	}
 	for (size_t i = 0; i < ow->nkeep; i++)
 		if (write_lower(w, s, i, ow, e) < 0)
 			goto out;
@@ -164,5 +278,6 @@ int oci_write(const struct oci_args *oa, const struct hu_stack *s,
 	rc = 0;
 out:
 	hu_ociout_close(w);
+	free(config);
 	return rc;
 }

@@ -64,6 +64,19 @@ static int threads_resolve(const struct cmd *c, const char *arg,
 	return 0;
 }
 
+/* The last second of year 9999: a later time has no RFC 3339 form of
+ * four digits, and skopeo and umoci refuse an image dated so. */
+#define SDE_MAX 253402300799LL
+
+int sde_parse(const struct cmd *c, const char *sde, long long *v)
+{
+	if (!parse_num(sde, 0, SDE_MAX, v))
+		return cmd_usage_error(c, "invalid SOURCE_DATE_EPOCH '%s' "
+				       "(seconds since 1970, at most %lld: "
+				       "the end of year 9999)", sde, SDE_MAX);
+	return 0;
+}
+
 int tar_args_resolve(const struct cmd *c, const struct tar_args *t,
 		     const char *out, struct hu_tarout_opts *to)
 {
@@ -91,14 +104,15 @@ int tar_args_resolve(const struct cmd *c, const struct tar_args *t,
 	}
 	if (t->threads && threads_resolve(c, t->threads, to) < 0)
 		return -1;
+	/* checked whatever else is given: an image's timestamps are
+	 * SOURCE_DATE_EPOCH's even when --clamp-mtime clamps the mtimes */
+	if (sde && *sde && sde_parse(c, sde, &v) < 0)
+		return -1;
 	if (t->clamp || (sde && *sde)) {
-		const char *when = t->clamp ? t->clamp : sde;
-
-		if (!parse_num(when, 0, INT64_MAX / 2, &v))
-			return cmd_usage_error(c, "invalid %s '%s' (seconds "
-					       "since 1970)", t->clamp ?
-					       "--clamp-mtime" :
-					       "SOURCE_DATE_EPOCH", when);
+		if (t->clamp && !parse_num(t->clamp, 0, INT64_MAX / 2, &v))
+			return cmd_usage_error(c, "invalid --clamp-mtime '%s' "
+					       "(seconds since 1970)",
+					       t->clamp);
 		to->clamp_mtime = true;
 		to->mtime_max = v;
 	}

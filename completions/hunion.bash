@@ -23,16 +23,16 @@ _hunion_spec()
 		;;
 	'hunion diff')
 		subs=''
-		longs='--recursive --json --exact --trees --oci --output= --exit-code --compress= --level= --threads= --descriptor= --clamp-mtime= --opaque-markers --config= --history= --format= --platform= --userxattr --quiet --progress= --progress-fd= --help'
+		longs='--recursive --json --exact --trees --oci --output= --exit-code --compress= --level= --threads= --descriptor= --clamp-mtime= --opaque-markers --config= --config.cmd= --config.entrypoint= --config.env= --config.label= --config.exposedports= --config.volume= --config.user= --config.workingdir= --author= --history= --format= --platform= --userxattr --quiet --progress= --progress-fd= --help'
 		shorts='-r -o -q -h'
-		args='-o --output --compress --level --threads --descriptor --clamp-mtime --config --history --format --platform --progress --progress-fd'
+		args='-o --output --compress --level --threads --descriptor --clamp-mtime --config --config.cmd --config.entrypoint --config.env --config.label --config.exposedports --config.volume --config.user --config.workingdir --author --history --format --platform --progress --progress-fd'
 		operands='@layer'
 		;;
 	'hunion flatten')
 		subs=''
-		longs='--output= --base= --compress= --level= --threads= --descriptor= --clamp-mtime= --opaque-markers --config= --history= --format= --platform= --userxattr --verbose --quiet --progress= --progress-fd= --help'
+		longs='--output= --base= --compress= --level= --threads= --descriptor= --clamp-mtime= --opaque-markers --config= --config.cmd= --config.entrypoint= --config.env= --config.label= --config.exposedports= --config.volume= --config.user= --config.workingdir= --author= --history= --format= --platform= --userxattr --verbose --quiet --progress= --progress-fd= --help'
 		shorts='-o -v -q -h'
-		args='-o --output --base --compress --level --threads --descriptor --clamp-mtime --config --history --format --platform --progress --progress-fd'
+		args='-o --output --base --compress --level --threads --descriptor --clamp-mtime --config --config.cmd --config.entrypoint --config.env --config.label --config.exposedports --config.volume --config.user --config.workingdir --author --history --format --platform --progress --progress-fd'
 		operands='@layer'
 		;;
 	'hunion fsck')

@@ -1255,6 +1255,42 @@ struct hu_ociout_opts {
 					 * not lie inside one; may be NULL */
 };
 
+/* ---- an image's config: checked, and changed from the command line
+ * (lib/oci/ociconfig.c) ---- */
+
+/* The changes --config.* make to a config, as umoci config makes them:
+ * Cmd and Entrypoint replaced by the lists given (one argument each; an
+ * Entrypoint given keeps Cmd); an Env KEY=VALUE replaces the entry of
+ * its KEY, or is appended; labels, exposed ports and volumes are added
+ * to those there; User, WorkingDir and author replaced; @platform
+ * ("os/arch[/variant]") sets os, architecture and variant (none when it
+ * names none). */
+struct hu_oci_config_edit {
+	const char **cmd, **entrypoint, **env, **labels, **ports, **volumes;
+	size_t ncmd, nentrypoint, nenv, nlabels, nports, nvolumes;
+	const char *user, *workingdir, *author, *platform;
+	/* the base is an image's config: its layers are built for its
+	 * platform, which @platform must match (then it is kept as it is) */
+	bool platform_of_layers;
+};
+
+/* Is @s KEY=VALUE with a KEY (an Env entry, a label)? */
+bool hu_oci_config_kv_valid(const char *s);
+/* Is @s an exposed port: N, N/tcp, N/udp or N/sctp, N in 1..65535? */
+bool hu_oci_config_port_valid(const char *s);
+/* Is @s "os/arch[/variant]"? */
+bool hu_oci_platform_valid(const char *s);
+/* Check @len bytes of JSON at @buf as an image config, the types
+ * image-spec config.md gives its fields (null taken as absent; os and
+ * architecture may be absent, the writer fills the host's in): -1 with
+ * @e's message naming the field ("config.Cmd: must be an array of
+ * strings"), no path. */
+int hu_oci_config_check(const char *buf, size_t len, struct hu_error *e);
+/* @ed applied over the config @base (NULL: an empty one), checked: the
+ * new config's JSON text, malloc'd, into @out. */
+int hu_oci_config_apply(const char *base, const struct hu_oci_config_edit *ed,
+			char **out, struct hu_error *e);
+
 /* An image being written into a layout: its layers' blobs go in as they
  * are made, the config, manifest and index.json entry at commit. */
 struct hu_ociout;

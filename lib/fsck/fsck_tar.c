@@ -224,7 +224,9 @@ int fsck_tarball(struct fsck_run *r, const struct hu_layer *l,
 	    (l->image && tar_src_verify(t.src,
 					l->image->layers[l->image_layer].digest,
 					l->image->layers[l->image_layer].size,
-					l->image->diff_ids[l->image_layer]) < 0)) {
+					l->image->diff_ids[l->image_layer],
+					tar_comp_of_layer(l->image,
+							  l->image_layer)) < 0)) {
 		ft_nomem(&t);
 		goto out;
 	}

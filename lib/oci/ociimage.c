@@ -130,7 +130,7 @@ static int base_history(json_t *c, json_t **out, struct hu_error *e,
 	json_t *h = json_object_get(c, "history"), *ent, *keep;
 	size_t i;
 
-	if (h && !json_is_array(h))
+	if (h && !json_is_array(h) && !json_is_null(h))
 		return hu_error_set(e, 0, name, "\"history\" is not an array");
 	keep = json_array();
 	if (!keep)
@@ -176,6 +176,7 @@ int hu_ociw_config_json(const char *base, const char *base_name,
 {
 	const char *name = base_name ? base_name : "config";
 	json_t *c, *hist = NULL, *ids = json_array();
+	const char *author;
 	char when[32];
 	int rc = -1;
 
@@ -188,10 +189,13 @@ int hu_ociw_config_json(const char *base, const char *base_name,
 	}
 	if (base_history(c, &hist, e, name) < 0)
 		goto out;
+	/* the entries written are the image's author's, as umoci says */
+	author = json_string_value(json_object_get(c, "author"));
 	for (size_t i = 0; i < n; i++) {
-		json_t *h = json_pack("{s:s, s:s}", "created", when,
+		json_t *h = json_pack("{s:s, s:s, s:s*}", "created", when,
 				      "created_by", layers[i].created_by ?
-				      layers[i].created_by : "hunion");
+				      layers[i].created_by : "hunion",
+				      "author", author);
 
 		if (!h || json_array_append_new(hist, h) < 0 ||
 		    json_array_append_new(ids, json_string(

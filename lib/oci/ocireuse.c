@@ -19,6 +19,7 @@
 #include "common/crypto_dl.h"
 #include "internal.h"
 #include "oci/ociwrite.h"
+#include "tar/tarlayer.h"
 
 /* The media type of a layer blob as an OCI manifest names it: Docker's
  * names of the same bytes become OCI's. */
@@ -77,7 +78,8 @@ out:
 
 /* The blob @d of the layout @layout_fd into ours, verified. */
 static int copy_blob(struct hu_ociout *w, const struct hu_oci_image *im,
-		     const struct hu_oci_desc *d, struct hu_error *e)
+		     const struct hu_oci_desc *d, enum tar_comp comp,
+		     struct hu_error *e)
 {
 	struct hu_ociw_blob b;
 	struct stat st;
@@ -85,13 +87,24 @@ static int copy_blob(struct hu_ociout *w, const struct hu_oci_image *im,
 	uint64_t size;
 	int fd;
 
-	if (fstatat(w->l.sha_fd, d->digest + 7, &st, AT_SYMLINK_NOFOLLOW) ==
-	    0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size == d->size)
-		return 0;	/* there already: content-addressed */
 	/* opened as the image reader opens it */
 	fd = oci_blob_open(im->layout_fd, im->layout, d->digest, e);
 	if (fd < 0)
 		return -1;
+	/* never under a label its bytes belie: umoci refuses such a layer */
+	if (tar_comp_sniff(fd) != comp) {
+		hu_error_setat(e, 0, im->layout, "blobs/sha256", "layer %s: "
+			       "its media type says %s, its bytes are %s",
+			       d->digest, tar_comp_label(comp),
+			       tar_comp_label(tar_comp_sniff(fd)));
+		close(fd);
+		return -1;
+	}
+	if (fstatat(w->l.sha_fd, d->digest + 7, &st, AT_SYMLINK_NOFOLLOW) ==
+	    0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size == d->size) {
+		close(fd);
+		return 0;	/* there already: content-addressed */
+	}
 	if (hu_crypto_need(e) < 0 || hu_ociw_blob_begin(&w->l, &b, e) < 0) {
 		close(fd);
 		return -1;
@@ -136,7 +149,8 @@ int hu_ociout_reuse_layer(struct hu_ociout *w, const struct hu_layer *l,
 	if (!oci_digest_valid(d->digest))
 		return hu_error_set(e, 0, im->layout, "invalid digest '%s'",
 				    d->digest);
-	if (copy_blob(w, im, d, e) < 0)
+	if (copy_blob(w, im, d, tar_comp_of_layer(im, l->image_layer),
+		      e) < 0)
 		return -1;
 	/* its history entry says what made it, as the image said */
 	by = im->config_json ? oci_config_created_by(im->config_json,

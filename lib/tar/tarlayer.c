@@ -25,6 +25,7 @@
 
 #include "common/crypto_dl.h"
 #include "internal.h"
+#include "oci/oci.h"
 #include "tar/archive_dl.h"
 #include "tar/tarlayer.h"
 
@@ -297,6 +298,18 @@ bool hu_tar_sniff(int fd)
 	return memcmp(b + 257, "ustar", 5) == 0 || memcmp(b, zero, 512) == 0;
 }
 
+enum tar_comp tar_comp_of_layer(const struct hu_oci_image *img, size_t k)
+{
+	/* known: the manifest's parser refuses a type it does not know */
+	const struct oci_media_type *mt =
+		oci_media_type(img->layers[k].media_type);
+
+	if (!mt)
+		return TAR_PLAIN;
+	return mt->comp == OCI_COMP_GZIP ? TAR_GZIP :
+	       mt->comp == OCI_COMP_ZSTD ? TAR_ZSTD : TAR_PLAIN;
+}
+
 static int open_archive(struct tl *t, int fd)
 {
 	/* an image's layer: checked against its manifest and config */
@@ -318,7 +331,8 @@ static int open_archive(struct tl *t, int fd)
 		atomic_fetch_add_explicit(&t->r->bytes->tarball_size, t->size,
 					  memory_order_relaxed);
 	if (img && tar_src_verify(t->src, img->layers[k].digest,
-				  img->layers[k].size, img->diff_ids[k]) < 0)
+				  img->layers[k].size, img->diff_ids[k],
+				  tar_comp_of_layer(img, k)) < 0)
 		return tl_fail(t, ENOMEM, "out of memory");
 	if (tar_src_archive_open(t->src, t->a) != ARCHIVE_OK)
 		return tl_archive_fail(t, "at its start");

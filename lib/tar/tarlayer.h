@@ -190,6 +190,12 @@ struct tar_src *tar_src_open(int fd);
 void tar_src_free(struct tar_src *s);
 enum tar_comp tar_src_comp(const struct tar_src *s);
 const char *tar_comp_name(enum tar_comp c);
+/* "gzip", "zstd" or "uncompressed", for messages. */
+const char *tar_comp_label(enum tar_comp c);
+/* @fd's compression by the magic of its first bytes (read with pread). */
+enum tar_comp tar_comp_sniff(int fd);
+/* The compression the media type of layer @k of @img names. */
+enum tar_comp tar_comp_of_layer(const struct hu_oci_image *img, size_t k);
 /* The next bytes into *@buf (valid until the next call): their count, 0
  * at the end, -1 with tar_src_error() set. */
 ssize_t tar_src_read(struct tar_src *s, const void **buf);
@@ -206,9 +212,11 @@ const char *tar_src_error(const struct tar_src *s);
 /* Check the stream, as it is read, as an image's layer: the stored bytes'
  * size and sha256 against @size and @blob, the sha256 of every
  * decompressed byte (the tar and whatever follows it: the DiffID) against
- * @diff_id.  Before the first read; -1 when out of memory. */
+ * @diff_id, the compression of its bytes against @comp (its media
+ * type's: the first read fails when they differ).  Before the first
+ * read; -1 when out of memory. */
 int tar_src_verify(struct tar_src *s, const char *blob, uint64_t size,
-		   const char *diff_id);
+		   const char *diff_id, enum tar_comp comp);
 /* Read the rest and compare: 0, or -1 with tar_src_error() saying what
  * differs.  0 when not verifying. */
 int tar_src_verify_end(struct tar_src *s);

@@ -92,12 +92,21 @@ struct tar_src {
 	uint64_t real_end;	/* where the real bytes ended */
 	size_t synth_left;
 	char want_blob[72], want_diff[72];
+	/* an image's layer: the compression its media type names, which
+	 * its bytes must have (umoci refuses a layer where they differ) */
+	bool check_comp;
+	enum tar_comp want_comp;
 	char err[232];
 };
 
 const char *tar_comp_name(enum tar_comp c)
 {
 	return c == TAR_GZIP ? "gzip" : c == TAR_ZSTD ? "zstd" : "tar";
+}
+
+const char *tar_comp_label(enum tar_comp c)
+{
+	return c == TAR_PLAIN ? "uncompressed" : tar_comp_name(c);
 }
 
 static enum tar_comp sniff_comp(int fd)
@@ -111,6 +120,11 @@ static enum tar_comp sniff_comp(int fd)
 	if (n >= 2 && b[0] == 0x1f && b[1] == 0x8b)
 		return TAR_GZIP;
 	return TAR_PLAIN;
+}
+
+enum tar_comp tar_comp_sniff(int fd)
+{
+	return sniff_comp(fd);
 }
 
 struct tar_src *tar_src_open(int fd)
@@ -425,6 +439,12 @@ static ssize_t produce(struct tar_src *s, unsigned i)
 {
 	ssize_t n = 0;
 
+	if (s->check_comp && s->comp != s->want_comp) {
+		snprintf(s->perr, sizeof(s->perr), "its media type says %s, "
+			 "its bytes are %s", tar_comp_label(s->want_comp),
+			 tar_comp_label(s->comp));
+		return -1;
+	}
 	if (!s->done)
 		n = s->comp == TAR_GZIP ? read_gzip(s, s->buf[i]) :
 		    s->comp == TAR_ZSTD ? read_zstd(s, s->buf[i]) :
@@ -621,8 +641,10 @@ int tar_src_drain(struct tar_src *s)
 }
 
 int tar_src_verify(struct tar_src *s, const char *blob, uint64_t size,
-		   const char *diff_id)
+		   const char *diff_id, enum tar_comp comp)
 {
+	s->check_comp = true;
+	s->want_comp = comp;
 	s->raw_md = EVP_MD_CTX_new();
 	s->tar_md = EVP_MD_CTX_new();
 	if (!s->raw_md || !s->tar_md ||

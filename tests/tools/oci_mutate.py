@@ -20,6 +20,9 @@ index.json to match, so that only the damage named is wrong:
   two-tags      a second manifest (an annotation differs) tagged TAG too
   encrypted     the first layer's media type +encrypted
   urls-missing  the first layer given with urls, its blob removed
+  gzip-as-zstd  the first layer's media type +zstd, its bytes gzip
+  plain-as-gzip the first layer's bytes the uncompressed tar, stored
+                under their digest, its media type still +gzip
 Or rewrites it, to be read all the same:
   as-docker     every media type Docker's (manifest v2 schema 2, its
                 config and gzip layers), index.json's entry too
@@ -130,6 +133,12 @@ def main():
     elif how == "urls-missing":
         layer["urls"] = ["https://example.invalid/blob"]
         os.unlink(lpath)
+    elif how == "gzip-as-zstd":
+        layer["mediaType"] = layer["mediaType"].replace("+gzip", "+zstd")
+    elif how == "plain-as-gzip":
+        with open(lpath, "rb") as f:
+            layer["digest"], layer["size"] = put(layout,
+                                                 gzip.decompress(f.read()))
     elif how == "as-docker":
         docker = "application/vnd.docker."
         manifest["mediaType"] = entry["mediaType"] = \

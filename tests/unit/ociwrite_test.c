@@ -343,8 +343,9 @@ Test(ociwrite, layout_refuses_a_directory_that_is_none)
 Test(ociwrite, image_layer_blob_is_taken_as_it_is_and_checked)
 {
 	struct hu_ociout_opts o = { .command = "test", .created_set = true };
-	struct hu_oci_desc ld[2] = { { .size = 10 }, { .size = 1 } };
-	char diff_ids[2][72] = { D1, D2 }, src_path[4096], d[72];
+	struct hu_oci_desc ld[3] = { { .size = 12 }, { .size = 1 },
+				     { .size = 12 } };
+	char diff_ids[3][72] = { D1, D2, D3 }, src_path[4096], d[72];
 	struct hu_ociw_layout src;
 	struct hu_error e = { 0 };
 	struct hu_oci_image im;
@@ -357,7 +358,9 @@ Test(ociwrite, image_layer_blob_is_taken_as_it_is_and_checked)
 	cr_assert_eq(hu_ociw_layout_open(&src, src_path, true, LOCK_SH, NULL,
 					 NULL, &e),
 		     0);
-	cr_assert_eq(hu_ociw_blob_put(&src, "layerbytes", 10, d, &e), 0);
+	/* gzip's magic first: the bytes its media type says */
+	cr_assert_eq(hu_ociw_blob_put(&src, "\x1f\x8blayerbytes", 12, d, &e),
+		     0);
 	strcpy(ld[0].media_type,
 	       "application/vnd.docker.image.rootfs.diff.tar.gzip");
 	strcpy(ld[0].digest, d);
@@ -367,8 +370,11 @@ Test(ociwrite, image_layer_blob_is_taken_as_it_is_and_checked)
 	tu_file("src/blobs/sha256/"
 		"3333333333333333333333333333333333333333333333333333333333333333",
 		"x");
+	/* the same gzip bytes under a zstd label */
+	strcpy(ld[2].media_type, "application/vnd.oci.image.layer.v1.tar+zstd");
+	strcpy(ld[2].digest, d);
 	im = (struct hu_oci_image){ .layout = src_path,
-				    .layout_fd = src.dirfd, .nlayers = 2,
+				    .layout_fd = src.dirfd, .nlayers = 3,
 				    .layers = ld, .diff_ids = diff_ids,
 				    .config_json = (char *)
 		"{\"history\":[{\"created_by\":\"ENV\",\"empty_layer\":true},"
@@ -382,20 +388,25 @@ Test(ociwrite, image_layer_blob_is_taken_as_it_is_and_checked)
 	cr_expect_eq(hu_ociout_reuse_layer(w, &l, "bad", &e), -1);
 	cr_expect(strstr(e.msg, D3) != NULL, "%s", e.msg);
 	hu_error_clear(&e);
+	l.image_layer = 2;
+	cr_expect_eq(hu_ociout_reuse_layer(w, &l, "mislabelled", &e), -1);
+	cr_expect(strstr(e.msg, "its media type says zstd, its bytes are "
+			 "gzip") != NULL, "%s", e.msg);
+	hu_error_clear(&e);
 	cr_assert_eq(hu_ociout_commit(w, "t", &m, &e), 0, "%s", e.msg);
 	hu_ociout_close(w);
 	hu_ociw_layout_close(&src);
 
 	/* the blob copied; the manifest names it with OCI's media type */
 	snprintf(src_path, sizeof(src_path), "dst/blobs/sha256/%s", d + 7);
-	cr_expect_str_eq(tu_read(src_path), "layerbytes");
+	cr_expect_str_eq(tu_read(src_path), "\x1f\x8blayerbytes");
 	cr_expect(!tu_exists("dst/blobs/sha256/3333333333333333333333333333"
 			     "333333333333333333333333333333333333"));
 	snprintf(src_path, sizeof(src_path), "dst/blobs/sha256/%s",
 		 m.digest + 7);
 	man = tu_read(src_path);
 	cr_expect(strstr(man, "\"mediaType\":\"application/vnd.oci.image."
-			 "layer.v1.tar+gzip\",\"size\":10") != NULL, "%s", man);
+			 "layer.v1.tar+gzip\",\"size\":12") != NULL, "%s", man);
 	/* its history entry the source image's */
 	json_t *mj = json_loads(man, 0, NULL);
 	const char *cd = json_string_value(json_object_get(
