@@ -145,7 +145,22 @@ static const struct cmd_opt mount_opts[] = {
 	  "mount flags (ro: every layer a lower) and filesystem options" },
 	{ "force", 0, OPT_NONE, NULL, NULL,
 	  "mount despite fsck errors or a layer in use by another mount" },
-	OPT_FORMAT, OPT_USERXATTR, OPT_DRY_RUN, OPT_VERBOSE, OPT_QUIET,
+	{ "fake", 'f', OPT_NONE, NULL, NULL,
+	  "check, show the mount(2) call, mount nothing (mount(8)'s -f)" },
+	{ "dry-run", 0, OPT_NONE, NULL, NULL, "the same as --fake" },
+	{ "no-mtab", 'n', OPT_NONE, NULL, NULL,
+	  "mount(8)'s -n: accepted, does nothing (the kernel keeps the "
+	  "table: /proc/self/mounts)" },
+	OPT_FORMAT, OPT_USERXATTR, OPT_VERBOSE, OPT_QUIET,
+	OPT_HELP, OPT_END
+};
+
+static const struct cmd_opt umount_opts[] = {
+	{ "lazy", 'l', OPT_NONE, NULL, NULL,
+	  "detach now, clean up when no longer busy (MNT_DETACH)" },
+	{ "force", 'f', OPT_NONE, NULL, NULL,
+	  "force the unmount (MNT_FORCE: a fuse mount's connection is "
+	  "aborted; overlayfs does as without it)" },
 	OPT_HELP, OPT_END
 };
 
@@ -197,7 +212,7 @@ const struct cmd hunion_cmds[] = {
 	  "[-t TYPE] [-o OPTS] LAYER... MOUNTPOINT", mount_opts, NULL,
 	  "@layer" },
 	{ "umount", cmd_umount, "unmount a stack; say who keeps it busy",
-	  "MOUNTPOINT", help_only, NULL, "@dir" },
+	  "[-l] [-f] MOUNTPOINT", umount_opts, NULL, "@dir" },
 	{ "whiteout", NULL, "create, list, remove and convert whiteouts",
 	  "ls|add|rm|opaque|convert ...", help_only, whiteout_cmds, NULL },
 	{ "oci", NULL, "list the images of an OCI layout, remove its garbage",

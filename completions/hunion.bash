@@ -44,15 +44,15 @@ _hunion_spec()
 		;;
 	'hunion mount')
 		subs=''
-		longs='--type= --workdir= --options= --force --format= --userxattr --dry-run --verbose --quiet --help'
-		shorts='-t -o -n -v -q -h'
+		longs='--type= --workdir= --options= --force --fake --dry-run --no-mtab --format= --userxattr --verbose --quiet --help'
+		shorts='-t -o -f -n -v -q -h'
 		args='-t --type --workdir -o --options --format'
 		operands='@layer'
 		;;
 	'hunion umount')
 		subs=''
-		longs='--help'
-		shorts='-h'
+		longs='--lazy --force --help'
+		shorts='-l -f -h'
 		args=''
 		operands='@dir'
 		;;

@@ -114,15 +114,19 @@ complete -c hunion -n '__fish_seen_subcommand_from mount' -s t -l type -x -a 'au
 complete -c hunion -n '__fish_seen_subcommand_from mount' -l workdir -x -a '(__fish_complete_directories)' -d 'overlayfs\'s workdir (default: .UPPER.hunion-work beside the upper)'
 complete -c hunion -n '__fish_seen_subcommand_from mount' -s o -l options -x -a '' -d 'mount flags (ro: every layer a lower) and filesystem options'
 complete -c hunion -n '__fish_seen_subcommand_from mount' -l force -d 'mount despite fsck errors or a layer in use by another mount'
+complete -c hunion -n '__fish_seen_subcommand_from mount' -s f -l fake -d 'check, show the mount(2) call, mount nothing (mount(8)\'s -f)'
+complete -c hunion -n '__fish_seen_subcommand_from mount' -l dry-run -d 'the same as --fake'
+complete -c hunion -n '__fish_seen_subcommand_from mount' -s n -l no-mtab -d 'mount(8)\'s -n: accepted, does nothing (the kernel keeps the table: /proc/self/mounts)'
 complete -c hunion -n '__fish_seen_subcommand_from mount' -l format -x -a 'auto union overlay oci' -d 'layer format (default: detect per layer)'
 complete -c hunion -n '__fish_seen_subcommand_from mount' -l userxattr -d 'markers live under user.* instead of trusted.*'
-complete -c hunion -n '__fish_seen_subcommand_from mount' -s n -l dry-run -d 'show what would be done, change nothing'
 complete -c hunion -n '__fish_seen_subcommand_from mount' -s v -l verbose -d 'say more about what is done'
 complete -c hunion -n '__fish_seen_subcommand_from mount' -s q -l quiet -d 'print errors only, no warnings'
 complete -c hunion -n '__fish_seen_subcommand_from mount' -s h -l help -d 'show this help'
 complete -c hunion -n '__fish_seen_subcommand_from mount' -x -a '(__hunion_layers)'
 
 # hunion umount
+complete -c hunion -n '__fish_seen_subcommand_from umount' -s l -l lazy -d 'detach now, clean up when no longer busy (MNT_DETACH)'
+complete -c hunion -n '__fish_seen_subcommand_from umount' -s f -l force -d 'force the unmount (MNT_FORCE: a fuse mount\'s connection is aborted; overlayfs does as without it)'
 complete -c hunion -n '__fish_seen_subcommand_from umount' -s h -l help -d 'show this help'
 complete -c hunion -n '__fish_seen_subcommand_from umount' -x -a '(__fish_complete_directories)'
 

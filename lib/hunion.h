@@ -799,6 +799,14 @@ struct hu_mount_holder {
 	char *path;		/* "mount": the mount beneath */
 };
 
+/* How to unmount, as umount(8)'s -l and -f ask. */
+struct hu_umount_opts {
+	bool lazy;	/* MNT_DETACH: gone from the tree now, cleaned up
+			 * when no longer busy (fusermount3 -z) */
+	bool force;	/* MNT_FORCE: fuse aborts its connection; overlayfs
+			 * and a non-root user's fusermount3 do as without */
+};
+
 /*
  * Unmount @mountpoint, an overlay, union or fuse-overlayfs mount (any
  * other is refused: hunion umount is not umount(8)).  A non-root user's
@@ -806,8 +814,9 @@ struct hu_mount_holder {
  * EBUSY and, in *@holders (*@n of them), the processes whose working
  * directory, root or open files are in it, and the mounts beneath it.
  */
-int hu_umount(const char *mountpoint, struct hu_mount_holder **holders,
-	      size_t *n, struct hu_error *e);
+int hu_umount(const char *mountpoint, const struct hu_umount_opts *o,
+	      struct hu_mount_holder **holders, size_t *n,
+	      struct hu_error *e);
 void hu_mount_holders_free(struct hu_mount_holder *h, size_t n);
 
 /* ---- fsck: find and repair a layer's problems (fsck*.c) ---------------- */
