@@ -288,7 +288,14 @@ int cmd_diff(const struct cmd *c, int argc, char **argv)
 
 	front.trouble = DIFF_TROUBLE;
 	first = cmd_parse(c, argc, argv, diff_opt, &a);
-	if (first < 0 || check_args(&a, argc - first) < 0 ||
+	if (first >= 0 && a.trees && (a.lo.lowerdir || a.lo.upperdir)) {
+		cmd_usage_error(c, "--trees compares two plain trees: no "
+				"--lowerdir or --upperdir");
+		return DIFF_TROUBLE;
+	}
+	if (first < 0 ||
+	    layer_operands(c, &a.lo, &argc, &argv, first, 0) < 0 ||
+	    check_args(&a, argc - first) < 0 ||
 	    (a.trees && refuse_images(c, argc, argv, first,
 				      "diff --trees") < 0))
 		return DIFF_TROUBLE;	/* usage: 2, as diff(1) */

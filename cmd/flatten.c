@@ -128,7 +128,8 @@ int cmd_flatten(const struct cmd *c, int argc, char **argv)
 	int first = cmd_parse(c, argc, argv, flatten_opt, &a), rc;
 	bool image_operand = false;
 
-	if (first < 0)
+	if (first < 0 ||
+	    layer_operands(c, &a.lo, &argc, &argv, first, 0) < 0)
 		return EXIT_USAGE;
 	if (!a.out)
 		return cmd_usage_error(c, "-o FILE is required"), EXIT_USAGE;

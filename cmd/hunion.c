@@ -25,7 +25,7 @@ static const struct cmd_opt merge_opts[] = {
 	{ "force", 0, OPT_NONE, NULL, NULL,
 	  "with --into: go on while the upper or the target is part of a "
 	  "mounted overlay, or may be" },
-	OPT_FORMAT, OPT_PLATFORM, OPT_USERXATTR, OPT_DRY_RUN, OPT_VERBOSE, OPT_QUIET, OPT_PROGRESS,
+	OPT_LAYERDIRS, OPT_FORMAT, OPT_PLATFORM, OPT_USERXATTR, OPT_DRY_RUN, OPT_VERBOSE, OPT_QUIET, OPT_PROGRESS,
 	OPT_HELP, OPT_END
 };
 
@@ -85,7 +85,7 @@ static const struct cmd_opt flatten_opts[] = {
 	{ "base", 0, OPT_REQUIRED, "N", NULL,
 	  "keep the bottom N layers as context: write the squashed layer of "
 	  "the ones above" },
-	OPT_TAR_OUT, OPT_OCI_OUT, OPT_FORMAT, OPT_PLATFORM, OPT_USERXATTR,
+	OPT_TAR_OUT, OPT_OCI_OUT, OPT_LAYERDIRS, OPT_FORMAT, OPT_PLATFORM, OPT_USERXATTR,
 	OPT_VERBOSE, OPT_QUIET, OPT_PROGRESS, OPT_HELP, OPT_END
 };
 
@@ -102,7 +102,7 @@ static const struct cmd_opt diff_opts[] = {
 	{ "output", 'o', OPT_REQUIRED, "FILE", "@file",
 	  "the tarball to write with --oci (- for standard output), or "
 	  "oci:DIR:TAG for an image" },
-	OPT_TAR_OUT, OPT_OCI_OUT, OPT_FORMAT, OPT_PLATFORM, OPT_USERXATTR,
+	OPT_TAR_OUT, OPT_OCI_OUT, OPT_LAYERDIRS, OPT_FORMAT, OPT_PLATFORM, OPT_USERXATTR,
 	OPT_QUIET, OPT_PROGRESS, OPT_HELP, OPT_END
 };
 
@@ -128,7 +128,7 @@ static const struct cmd_opt fsck_opts[] = {
 	{ "force", 0, OPT_NONE, NULL, NULL,
 	  "with -p or -y: repair where it cannot be known whether a mounted "
 	  "overlay uses the layer" },
-	OPT_FORMAT, OPT_PLATFORM, OPT_USERXATTR, OPT_VERBOSE, OPT_QUIET, OPT_PROGRESS,
+	OPT_LAYERDIRS, OPT_FORMAT, OPT_PLATFORM, OPT_USERXATTR, OPT_VERBOSE, OPT_QUIET, OPT_PROGRESS,
 	{ "completion-fd", 'C', OPT_REQUIRED, "FD", NULL,
 	  "e2fsck's completion lines (PASS CURRENT MAX DEVICE) on FD" },
 	OPT_HELP, OPT_END
@@ -151,7 +151,7 @@ static const struct cmd_opt mount_opts[] = {
 	{ "no-mtab", 'n', OPT_NONE, NULL, NULL,
 	  "mount(8)'s -n: accepted, does nothing (the kernel keeps the "
 	  "table: /proc/self/mounts)" },
-	OPT_FORMAT, OPT_USERXATTR, OPT_VERBOSE, OPT_QUIET,
+	OPT_LAYERDIRS, OPT_FORMAT, OPT_USERXATTR, OPT_VERBOSE, OPT_QUIET,
 	OPT_HELP, OPT_END
 };
 

@@ -137,7 +137,13 @@ int cmd_mount(const struct cmd *c, int argc, char **argv)
 
 	if (first < 0)
 		return EXIT_USAGE;
-	if (argc - first < 3)
+	/* --lowerdir alone: a read-only mount of lowers, as overlayfs's
+	 * lowerdir= without upperdir= */
+	a.mo.lower_only = a.lo.lowerdir && !a.lo.upperdir &&
+			  argc - first == 1;
+	if (layer_operands(c, &a.lo, &argc, &argv, first, 1) < 0)
+		return EXIT_USAGE;
+	if (argc - first < (a.mo.lower_only ? 2 : 3))
 		return cmd_usage_error(c, "give the layers (at least two, "
 				       "bottom first) and the mount point"),
 		       EXIT_USAGE;

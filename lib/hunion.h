@@ -790,6 +790,12 @@ struct hu_mount_spec {
 int hu_mount_spec_parse(const char *opts, bool take_dirs,
 			struct hu_mount_spec *sp, struct hu_error *e);
 void hu_mount_spec_free(struct hu_mount_spec *sp);
+/* The layers of lowerdir value @v alone (top first, ':' between, '\'
+ * making the next byte literal, as overlayfs and podman inspect's
+ * LowerDir write it; an unescaped ',' is a byte of a path here) into
+ * @sp->layers, bottom first.  An empty path is refused. */
+int hu_lowerdir_parse(const char *v, struct hu_mount_spec *sp,
+		      struct hu_error *e);
 
 /* A process keeping a mount busy. */
 struct hu_mount_holder {

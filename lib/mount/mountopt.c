@@ -285,6 +285,13 @@ fail:
 	return -1;
 }
 
+int hu_lowerdir_parse(const char *v, struct hu_mount_spec *sp,
+		      struct hu_error *e)
+{
+	memset(sp, 0, sizeof(*sp));
+	return take_lowers(sp, v, strlen(v), e);
+}
+
 void hu_mount_spec_free(struct hu_mount_spec *sp)
 {
 	for (size_t i = 0; sp->layers && sp->layers[i]; i++)
