@@ -169,6 +169,10 @@ int layer_opt(const struct cmd *c, struct layer_opts *lo,
 int layer_operands(const struct cmd *c, const struct layer_opts *lo,
 		   int *argc, char ***argv, int first, int after);
 
+/* Warn (through @r) when a layer of @s that merge -o, diff or flatten
+ * reads is written by a mounted overlay: the result may be torn. */
+void warn_live_layers(const struct hu_stack *s, const struct hu_report *r);
+
 /* The one JSON writer of strings: valid UTF-8 whatever @s holds (a byte
  * that is not UTF-8 is written as the text \xNN), so that every parser
  * takes it.  For text that hunion writes itself. */

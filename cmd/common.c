@@ -315,6 +315,17 @@ int layer_operands(const struct cmd *c, const struct layer_opts *lo,
 	return 0;
 }
 
+void warn_live_layers(const struct hu_stack *s, const struct hu_report *r)
+{
+	struct hu_error e = { 0 };
+
+	if (hu_warn_mounted(s, NULL, -1, "the result may be torn (read "
+			    "while it changes): unmount it first for a "
+			    "consistent one", r, &e) < 0)
+		front_report_warn(NULL, &e);
+	hu_error_clear(&e);
+}
+
 /* Decode one UTF-8 sequence at @s; its length, or 0 when invalid. */
 static size_t utf8_len(const unsigned char *s)
 {

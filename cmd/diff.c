@@ -257,6 +257,7 @@ static int run(struct diff_args *a, char **ops, int nops,
 		if (open_trees(ops, &old, &s, &report, e) < 0)
 			return DIFF_TROUBLE;
 		co.old = &old;
+		warn_live_layers(&old, &report);
 	} else {
 		/* Only the top layer is walked whole; the lowers are read
 		 * where it touches them, so their format is detected then. */
@@ -265,6 +266,7 @@ static int run(struct diff_args *a, char **ops, int nops,
 			return DIFF_TROUBLE;
 		co.base = s.n - 1;
 	}
+	warn_live_layers(&s, &report);
 	if (a->oci) {
 		rc = write_oci(a, &s, &co, &to, e);
 	} else {

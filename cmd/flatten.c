@@ -167,6 +167,7 @@ int cmd_flatten(const struct cmd *c, int argc, char **argv)
 		oci_args_free(&a.oci);
 		return EXIT_USAGE;
 	}
+	warn_live_layers(&s, &f.report);
 	f.s = &s;
 	if (a.image)
 		rc = write_image(&a, &f, &to, &e);

@@ -195,6 +195,7 @@ int cmd_merge(const struct cmd *c, int argc, char **argv)
 		hu_stack_close(&s);
 		return rc;
 	}
+	warn_live_layers(&s, &report);
 	rc = hu_merge_tree(&s, a.out, &mo, &st, &e);
 	if (rc < 0)
 		front_progress_done();

@@ -673,6 +673,19 @@ int hu_dirs_apart(const struct hu_dir_ref *d, size_t n, struct hu_error *e);
 int hu_dirs_in_use(const struct hu_dir_ref *d, size_t n,
 		   struct hu_mount_use *use, struct hu_error *e);
 
+/*
+ * Warn through @r when a layer of @s, or the workdir @workfd (-1: none;
+ * @workdir names it), is written by a mounted overlay: its upperdir or
+ * workdir, or inside one.  Reading it reads changes in progress, which
+ * @effect says the consequence of ("the check may see changes in
+ * progress").  Where that cannot be known (the kernel cannot be asked),
+ * no warning: the reader changes nothing either way.  0, or -1 when the
+ * mounts cannot be read.
+ */
+int hu_warn_mounted(const struct hu_stack *s, const char *workdir,
+		    int workfd, const char *effect, const struct hu_report *r,
+		    struct hu_error *e);
+
 /* ---- mounting a stack with the kernel (mount.c, mountcheck.c,
  * mountopt.c, umount.c) ------------------------------------------------- */
 
