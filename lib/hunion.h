@@ -697,6 +697,11 @@ enum hu_mount_fs {
 	HU_MOUNT_FUSE,		/* fuse-overlayfs: the rootless path */
 };
 
+/* The layer format the running kernel mounts: union where it has the
+ * union filesystem (as hu_mount_prepare() finds it: /proc/filesystems,
+ * a module it loads), else overlay. */
+enum hu_format hu_mount_layer_format(void);
+
 /* "auto", "overlay", "union", "fuse"; -1 when unknown. */
 const char *hu_mount_fs_name(enum hu_mount_fs f);
 int hu_mount_fs_parse(const char *s, enum hu_mount_fs *out);
@@ -967,9 +972,10 @@ struct hu_wh_edit {
 };
 
 /* The format hu_wh_add() and hu_wh_set_opaque() write in @l: its own;
- * for a layer with no markers (HU_FMT_NONE) @want, or union when @want is
- * AUTO.  A @want other than AUTO and the layer's own format is refused:
- * the layer would mix formats. */
+ * for a layer with no markers (HU_FMT_NONE) @want, or when @want is AUTO
+ * the one the running kernel mounts (hu_mount_layer_format()).  A @want
+ * other than AUTO and the layer's own format is refused: the layer would
+ * mix formats. */
 int hu_wh_write_format(const struct hu_layer *l, enum hu_format want,
 		       enum hu_format *out, struct hu_error *e);
 /* Create a whiteout for @path.  @path must not exist in the layer. */
