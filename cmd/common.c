@@ -287,10 +287,8 @@ int layer_operands(const struct cmd *c, const struct layer_opts *lo,
 				       "upper last), not both");
 	if (!lo->lowerdir)
 		return 0;
-	if (stack_argv || hu_lowerdir_parse(lo->lowerdir,
-					    &lowerdir_layers, &e) < 0) {
-		cmd_usage_error(c, "--lowerdir: %s", stack_argv ?
-				"given twice" : e.msg);
+	if (hu_lowerdir_parse(lo->lowerdir, &lowerdir_layers, &e) < 0) {
+		cmd_usage_error(c, "--lowerdir: %s", e.msg);
 		hu_error_clear(&e);
 		return -1;
 	}
