@@ -75,6 +75,13 @@ const struct cmd *cmd_top(void);	/* "hunion" itself, holding them */
 	"written" }
 #define OPT_USERXATTR { "userxattr", 0, OPT_NONE, NULL, NULL, \
 	"markers live under user.* instead of trusted.*" }
+/* A stack as overlayfs's mount options and podman inspect's
+ * GraphDriver.Data give it: layer_operands() puts the layers in. */
+#define OPT_LAYERDIRS { "lowerdir", 0, OPT_REQUIRED, "TOP:...:BOTTOM", \
+	"@dir", "layers beneath the operands, top first as overlayfs's " \
+	"lowerdir= (':' between, '\\' escapes)" }, \
+	{ "upperdir", 0, OPT_REQUIRED, "DIR", "@dir", \
+	"with --lowerdir, no layer operands: the top layer" }
 #define OPT_HELP { "help", 'h', OPT_NONE, NULL, NULL, "show this help" }
 #define OPT_VERBOSE { "verbose", 'v', OPT_NONE, NULL, NULL, \
 	"say more about what is done" }
@@ -192,16 +199,29 @@ struct layer_opts {
 	struct hu_stack_opts stack;
 	bool json;
 	bool dry_run;
+	const char *lowerdir, *upperdir;	/* --lowerdir, --upperdir */
 };
 /* Refuse an operand oci:DIR[:REF] among @argv[@first..@argc) for a
  * command (@what) that changes its layers or mounts them: -1 after
  * printing why. */
 int refuse_images(const struct cmd *c, int argc, char **argv, int first,
 		  const char *what);
-/* Handle --format, --platform, --userxattr, -v, -q, --json, -n: returns 1 if @o was
- * one of them, 0 if not, -1 on a bad value. */
+/* Handle --format, --platform, --userxattr, -v, -q, --json, -n,
+ * --lowerdir, --upperdir: returns 1 if @o was one of them, 0 if not, -1
+ * on a bad value. */
 int layer_opt(const struct cmd *c, struct layer_opts *lo,
 	      const struct parsed_opt *o);
+
+/* The stack of a command, bottom first, in *@argv[@first, *@argc -
+ * @after): --lowerdir's layers beneath the layer operands, --upperdir's
+ * on top (then there may be none), the @after operands that are no
+ * layers (mount's MOUNTPOINT) last.  0, or -1 after a usage error. */
+int layer_operands(const struct cmd *c, const struct layer_opts *lo,
+		   int *argc, char ***argv, int first, int after);
+
+/* Warn (through @r) when a layer of @s that merge -o, diff or flatten
+ * reads is written by a mounted overlay: the result may be torn. */
+void warn_live_layers(const struct hu_stack *s, const struct hu_report *r);
 
 /* The one JSON writer of strings: valid UTF-8 whatever @s holds (a byte
  * that is not UTF-8 is written as the text \xNN), so that every parser

@@ -286,10 +286,79 @@ int layer_opt(const struct cmd *c, struct layer_opts *lo,
 		lo->json = true;
 	} else if (!strcmp(o->name, "dry-run")) {
 		lo->dry_run = true;
+	} else if (!strcmp(o->name, "lowerdir") ||
+		   !strcmp(o->name, "upperdir")) {
+		/* once each: cmd_parse() refuses a second one */
+		*(o->name[0] == 'l' ? &lo->lowerdir : &lo->upperdir) = o->arg;
 	} else {
 		return progress_opt(c, o);
 	}
 	return 1;
+}
+
+/* What layer_operands() made lives as long as the argv it replaces. */
+static struct hu_mount_spec lowerdir_layers;
+static char **stack_argv;
+
+static void free_stack_argv(void)
+{
+	hu_mount_spec_free(&lowerdir_layers);
+	free(stack_argv);
+}
+
+int layer_operands(const struct cmd *c, const struct layer_opts *lo,
+		   int *argc, char ***argv, int first, int after)
+{
+	int nops = *argc - first - after, k = 0;
+	struct hu_error e = { 0 };
+	char **v;
+
+	if (lo->upperdir && !lo->lowerdir)
+		return cmd_usage_error(c, "--upperdir goes with --lowerdir "
+				       "(the layers beneath it)");
+	if (lo->upperdir && nops > 0)
+		return cmd_usage_error(c, "--upperdir with layer operands: "
+				       "give the layers beneath the upper "
+				       "either with --lowerdir (top first) "
+				       "or as operands (bottom first, the "
+				       "upper last), not both");
+	if (!lo->lowerdir)
+		return 0;
+	if (hu_lowerdir_parse(lo->lowerdir, &lowerdir_layers, &e) < 0) {
+		cmd_usage_error(c, "--lowerdir: %s", e.msg);
+		hu_error_clear(&e);
+		return -1;
+	}
+	v = calloc((size_t)*argc + lowerdir_layers.n + 2, sizeof(*v));
+	if (!v)
+		return cmd_usage_error(c, "out of memory");
+	stack_argv = v;
+	if (atexit(free_stack_argv) != 0)
+		return cmd_usage_error(c, "out of memory");
+	for (int i = 0; i < first; i++)
+		v[k++] = (*argv)[i];
+	for (size_t i = 0; i < lowerdir_layers.n; i++)
+		v[k++] = lowerdir_layers.layers[i];
+	for (int i = first; i < first + nops; i++)
+		v[k++] = (*argv)[i];
+	if (lo->upperdir)
+		v[k++] = (char *)lo->upperdir;
+	for (int i = *argc - after; i < *argc; i++)
+		v[k++] = (*argv)[i];
+	*argc = k;
+	*argv = v;
+	return 0;
+}
+
+void warn_live_layers(const struct hu_stack *s, const struct hu_report *r)
+{
+	struct hu_error e = { 0 };
+
+	if (hu_warn_mounted(s, NULL, -1, "the result may be torn (read "
+			    "while it changes): unmount it first for a "
+			    "consistent one", r, &e) < 0)
+		front_report_warn(NULL, &e);
+	hu_error_clear(&e);
 }
 
 /* Decode one UTF-8 sequence at @s; its length, or 0 when invalid. */

@@ -262,6 +262,7 @@ static int run(struct diff_args *a, char **ops, int nops,
 		if (open_trees(ops, &old, &s, &report, e) < 0)
 			return DIFF_TROUBLE;
 		co.old = &old;
+		warn_live_layers(&old, &report);
 	} else {
 		/* Only the top layer is walked whole; the lowers are read
 		 * where it touches them, so their format is detected then. */
@@ -270,6 +271,7 @@ static int run(struct diff_args *a, char **ops, int nops,
 			return DIFF_TROUBLE;
 		co.base = s.n - 1;
 	}
+	warn_live_layers(&s, &report);
 	if (a->oci) {
 		rc = write_oci(a, &s, &co, &to, e);
 	} else {
@@ -293,7 +295,14 @@ int cmd_diff(const struct cmd *c, int argc, char **argv)
 
 	front.trouble = DIFF_TROUBLE;
 	first = cmd_parse(c, argc, argv, diff_opt, &a);
-	if (first < 0 || check_args(&a, argc - first) < 0 ||
+	if (first >= 0 && a.trees && (a.lo.lowerdir || a.lo.upperdir)) {
+		cmd_usage_error(c, "--trees compares two plain trees: no "
+				"--lowerdir or --upperdir");
+		return DIFF_TROUBLE;
+	}
+	if (first < 0 ||
+	    layer_operands(c, &a.lo, &argc, &argv, first, 0) < 0 ||
+	    check_args(&a, argc - first) < 0 ||
 	    (a.trees && refuse_images(c, argc, argv, first,
 				      "diff --trees") < 0))
 		return DIFF_TROUBLE;	/* usage: 2, as diff(1) */

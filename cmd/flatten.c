@@ -129,7 +129,8 @@ int cmd_flatten(const struct cmd *c, int argc, char **argv)
 	int first = cmd_parse(c, argc, argv, flatten_opt, &a), rc;
 	bool image_operand = false;
 
-	if (first < 0)
+	if (first < 0 ||
+	    layer_operands(c, &a.lo, &argc, &argv, first, 0) < 0)
 		return EXIT_USAGE;
 	if (!a.out)
 		return cmd_usage_error(c, "-o FILE is required"), EXIT_USAGE;
@@ -168,6 +169,7 @@ int cmd_flatten(const struct cmd *c, int argc, char **argv)
 		oci_args_free(&a.oci);
 		return EXIT_USAGE;
 	}
+	warn_live_layers(&s, &f.report);
 	f.s = &s;
 	if (a.image)
 		rc = write_image(&a, &f, &to, &e);

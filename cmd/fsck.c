@@ -299,7 +299,9 @@ int cmd_fsck(const struct cmd *c, int argc, char **argv)
 	for (unsigned i = 0; i < HU_PB_COUNT; i++)
 		a.sev[i] = hu_problem_info(i)->severity;
 	first = cmd_parse(c, argc, argv, fsck_opt, &a);
-	if (first < 0 || check_args(&a, argc - first) < 0)
+	if (first < 0 ||
+	    layer_operands(c, &a.lo, &argc, &argv, first, 0) < 0 ||
+	    check_args(&a, argc - first) < 0)
 		return FSCK_USAGE;
 	report = front_report();
 	if (a.lo.json)

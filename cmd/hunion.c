@@ -26,7 +26,7 @@ static const struct cmd_opt merge_opts[] = {
 	{ "force", 0, OPT_NONE, NULL, NULL,
 	  "with --into: go on while the upper or the target is part of a "
 	  "mounted overlay, or may be" },
-	OPT_FORMAT, OPT_PLATFORM, OPT_USERXATTR, OPT_DRY_RUN, OPT_VERBOSE, OPT_QUIET, OPT_PROGRESS,
+	OPT_LAYERDIRS, OPT_FORMAT, OPT_PLATFORM, OPT_USERXATTR, OPT_DRY_RUN, OPT_VERBOSE, OPT_QUIET, OPT_PROGRESS,
 	OPT_HELP, OPT_END
 };
 
@@ -80,7 +80,8 @@ static const struct cmd_opt flatten_opts[] = {
 	{ "base", 0, OPT_REQUIRED, "N", NULL,
 	  "keep the bottom N layers as context: write the squashed layer of "
 	  "the ones above" },
-	OPT_TAR_OUT, OPT_OCI_OUT, OPT_FORMAT, OPT_PLATFORM_OUT, OPT_USERXATTR,
+	OPT_TAR_OUT, OPT_OCI_OUT, OPT_LAYERDIRS, OPT_FORMAT, OPT_PLATFORM_OUT,
+	OPT_USERXATTR,
 	OPT_VERBOSE, OPT_QUIET, OPT_PROGRESS, OPT_HELP, OPT_END
 };
 
@@ -100,7 +101,8 @@ static const struct cmd_opt diff_opts[] = {
 	{ "exit-code", 0, OPT_NONE, NULL, NULL,
 	  "exit 1 when there are changes, with -o too (a listing always "
 	  "does)" },
-	OPT_TAR_OUT, OPT_OCI_OUT, OPT_FORMAT, OPT_PLATFORM_OUT, OPT_USERXATTR,
+	OPT_TAR_OUT, OPT_OCI_OUT, OPT_LAYERDIRS, OPT_FORMAT, OPT_PLATFORM_OUT,
+	OPT_USERXATTR,
 	OPT_QUIET, OPT_PROGRESS, OPT_HELP, OPT_END
 };
 
@@ -126,7 +128,7 @@ static const struct cmd_opt fsck_opts[] = {
 	{ "force", 0, OPT_NONE, NULL, NULL,
 	  "with -p or -y: repair where it cannot be known whether a mounted "
 	  "overlay uses the layer" },
-	OPT_FORMAT, OPT_PLATFORM, OPT_USERXATTR, OPT_VERBOSE, OPT_QUIET, OPT_PROGRESS,
+	OPT_LAYERDIRS, OPT_FORMAT, OPT_PLATFORM, OPT_USERXATTR, OPT_VERBOSE, OPT_QUIET, OPT_PROGRESS,
 	{ "completion-fd", 'C', OPT_REQUIRED, "FD", NULL,
 	  "e2fsck's completion lines (PASS CURRENT MAX DEVICE) on FD, or "
 	  "with 0 its bar on standard output (a terminal)" },
@@ -144,7 +146,22 @@ static const struct cmd_opt mount_opts[] = {
 	  "mount flags (ro: every layer a lower) and filesystem options" },
 	{ "force", 0, OPT_NONE, NULL, NULL,
 	  "mount despite fsck errors or a layer in use by another mount" },
-	OPT_FORMAT, OPT_USERXATTR, OPT_DRY_RUN, OPT_VERBOSE, OPT_QUIET,
+	{ "fake", 'f', OPT_NONE, NULL, NULL,
+	  "check, show the mount(2) call, mount nothing (mount(8)'s -f)" },
+	{ "dry-run", 0, OPT_NONE, NULL, NULL, "the same as --fake" },
+	{ "no-mtab", 'n', OPT_NONE, NULL, NULL,
+	  "mount(8)'s -n: accepted, does nothing (the kernel keeps the "
+	  "table: /proc/self/mounts)" },
+	OPT_LAYERDIRS, OPT_FORMAT, OPT_USERXATTR, OPT_VERBOSE, OPT_QUIET,
+	OPT_HELP, OPT_END
+};
+
+static const struct cmd_opt umount_opts[] = {
+	{ "lazy", 'l', OPT_NONE, NULL, NULL,
+	  "detach now, clean up when no longer busy (MNT_DETACH)" },
+	{ "force", 'f', OPT_NONE, NULL, NULL,
+	  "force the unmount (MNT_FORCE: a fuse mount's connection is "
+	  "aborted; overlayfs does as without it)" },
 	OPT_HELP, OPT_END
 };
 
@@ -211,7 +228,8 @@ const struct cmd hunion_cmds[] = {
 	  "[-t TYPE] [-o OPTS] LAYER... MOUNTPOINT", mount_opts, NULL,
 	  "@layer", "hunion-mount(8)" },
 	{ "umount", cmd_umount, "unmount a stack; say who keeps it busy",
-	  "MOUNTPOINT", help_only, NULL, "@dir", "hunion-umount(8)" },
+	  "[-l] [-f] MOUNTPOINT", umount_opts, NULL, "@dir",
+	  "hunion-umount(8)" },
 	{ "whiteout", NULL, "create, list, remove and convert whiteouts",
 	  "ls|add|rm|opaque|convert ...", help_only, whiteout_cmds, NULL,
 	  "hunion-whiteout(1)" },

@@ -145,7 +145,8 @@ int cmd_merge(const struct cmd *c, int argc, char **argv)
 	struct hu_stack s;
 	int first = cmd_parse(c, argc, argv, merge_opt, &a), rc;
 
-	if (first < 0)
+	if (first < 0 ||
+	    layer_operands(c, &a.lo, &argc, &argv, first, 0) < 0)
 		return EXIT_USAGE;
 	if (a.into && (a.out || a.link))
 		return cmd_usage_error(c, "--into merges in place: no -o, no "
@@ -194,6 +195,7 @@ int cmd_merge(const struct cmd *c, int argc, char **argv)
 		hu_stack_close(&s);
 		return rc;
 	}
+	warn_live_layers(&s, &report);
 	rc = hu_merge_tree(&s, a.out, &mo, &st, &e);
 	if (rc < 0)
 		front_progress_done();

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * hunion mount [-t TYPE] [--workdir W] [-o OPTS] [--force] [-n] [-v]
+ * hunion mount [-t TYPE] [--workdir W] [-o OPTS] [--force] [-f] [-v]
  *              LAYER... MOUNTPOINT
- * hunion umount MOUNTPOINT
+ * hunion umount [-l] [-f] MOUNTPOINT
  * mount.union / mount.hunion SPEC DIR [-sfnv] [-o OPTS] [-t TYPE.SUB]:
  * the same binary called by mount(8) as its helper for -t union and
  * -t hunion.
@@ -39,7 +39,11 @@ static int mount_opt(void *ctx, const struct parsed_opt *o)
 		a->mo.options = o->arg;
 	} else if (!strcmp(o->name, "force")) {
 		a->mo.force = true;
+	} else if (!strcmp(o->name, "fake")) {
+		a->lo.dry_run = true;
 	}
+	/* --no-mtab: mount(8)'s -n, nothing to do; the kernel's
+	 * /proc/self/mounts is the only table */
 	return 0;
 }
 
@@ -135,7 +139,13 @@ int cmd_mount(const struct cmd *c, int argc, char **argv)
 
 	if (first < 0)
 		return EXIT_USAGE;
-	if (argc - first < 3)
+	/* --lowerdir alone: a read-only mount of lowers, as overlayfs's
+	 * lowerdir= without upperdir= */
+	a.mo.lower_only = a.lo.lowerdir && !a.lo.upperdir &&
+			  argc - first == 1;
+	if (layer_operands(c, &a.lo, &argc, &argv, first, 1) < 0)
+		return EXIT_USAGE;
+	if (argc - first < (a.mo.lower_only ? 2 : 3))
 		return cmd_usage_error(c, "give the layers (at least two, "
 				       "bottom first) and the mount point"),
 		       EXIT_USAGE;
@@ -143,25 +153,30 @@ int cmd_mount(const struct cmd *c, int argc, char **argv)
 			EXIT_TROUBLE);
 }
 
-static int no_opt(void *ctx, const struct parsed_opt *o)
+static int umount_opt(void *ctx, const struct parsed_opt *o)
 {
-	(void)ctx;
-	(void)o;
+	struct hu_umount_opts *uo = ctx;
+
+	if (!strcmp(o->name, "lazy"))
+		uo->lazy = true;
+	else if (!strcmp(o->name, "force"))
+		uo->force = true;
 	return 0;
 }
 
 int cmd_umount(const struct cmd *c, int argc, char **argv)
 {
+	struct hu_umount_opts uo = { 0 };
 	struct hu_mount_holder *h;
 	struct hu_error e = { 0 };
 	size_t n;
-	int first = cmd_parse(c, argc, argv, no_opt, NULL);
+	int first = cmd_parse(c, argc, argv, umount_opt, &uo);
 
 	if (first < 0)
 		return EXIT_USAGE;
 	if (argc - first != 1)
 		return cmd_usage_error(c, "give one mount point"), EXIT_USAGE;
-	if (hu_umount(argv[first], &h, &n, &e) == 0)
+	if (hu_umount(argv[first], &uo, &h, &n, &e) == 0)
 		return EXIT_OK;
 	print_error(&e);
 	for (size_t i = 0; i < n; i++) {

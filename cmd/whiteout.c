@@ -166,6 +166,23 @@ static void say(const struct wh_args *a, enum edit op, const char *path,
 	fputc('\n', to);
 }
 
+/* A layer with no markers yet takes the format the kernel mounts, unless
+ * --format chose: say which, and why, as it decides what mounts it. */
+static void say_format(const struct wh_args *a, const struct hu_layer *l,
+		       enum edit op, enum hu_format f)
+{
+	if (l->format != HU_FMT_NONE || a->lo.stack.format != HU_FMT_AUTO ||
+	    front.verbosity < 0)
+		return;
+	fprintf(stderr, "%s: ", front.cmdname);
+	print_path_escaped(stderr, l->path);
+	fprintf(stderr, ": no markers yet: %s %s %s (the kernel has %s union "
+		"filesystem; --format chooses)\n",
+		a->lo.dry_run ? "would write" : "writing", hu_format_name(f),
+		op == EDIT_ADD ? "whiteouts" : "opaque markers",
+		f == HU_FMT_UNION ? "the" : "no");
+}
+
 static int edit(const struct cmd *c, int argc, char **argv, enum edit op)
 {
 	struct hu_stack_opts so;
@@ -193,6 +210,8 @@ static int edit(const struct cmd *c, int argc, char **argv, enum edit op)
 		rc = fail(&e);
 		goto out;
 	}
+	if (op == EDIT_ADD || (op == EDIT_OPAQUE && !a.clear))
+		say_format(&a, &l, op, f);
 	eo = (struct hu_wh_edit){ f, a.lo.dry_run };
 	for (int i = first + 1; i < argc; i++) {
 		int r;

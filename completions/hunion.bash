@@ -16,43 +16,43 @@ _hunion_spec()
 		;;
 	'hunion merge')
 		subs=''
-		longs='--output= --link --into --keep-upper --force --format= --platform= --userxattr --dry-run --verbose --quiet --progress= --progress-fd= --help'
+		longs='--output= --link --into --keep-upper --force --lowerdir= --upperdir= --format= --platform= --userxattr --dry-run --verbose --quiet --progress= --progress-fd= --help'
 		shorts='-o -n -v -q -h'
-		args='-o --output --format --platform --progress --progress-fd'
+		args='-o --output --lowerdir --upperdir --format --platform --progress --progress-fd'
 		operands='@layer'
 		;;
 	'hunion diff')
 		subs=''
-		longs='--recursive --json --exact --trees --oci --output= --exit-code --compress= --level= --threads= --descriptor= --clamp-mtime= --opaque-markers --config= --config.cmd= --config.entrypoint= --config.env= --config.label= --config.exposedports= --config.volume= --config.user= --config.workingdir= --author= --history= --format= --platform= --userxattr --quiet --progress= --progress-fd= --help'
+		longs='--recursive --json --exact --trees --oci --output= --exit-code --compress= --level= --threads= --descriptor= --clamp-mtime= --opaque-markers --config= --config.cmd= --config.entrypoint= --config.env= --config.label= --config.exposedports= --config.volume= --config.user= --config.workingdir= --author= --history= --lowerdir= --upperdir= --format= --platform= --userxattr --quiet --progress= --progress-fd= --help'
 		shorts='-r -o -q -h'
-		args='-o --output --compress --level --threads --descriptor --clamp-mtime --config --config.cmd --config.entrypoint --config.env --config.label --config.exposedports --config.volume --config.user --config.workingdir --author --history --format --platform --progress --progress-fd'
+		args='-o --output --compress --level --threads --descriptor --clamp-mtime --config --config.cmd --config.entrypoint --config.env --config.label --config.exposedports --config.volume --config.user --config.workingdir --author --history --lowerdir --upperdir --format --platform --progress --progress-fd'
 		operands='@layer'
 		;;
 	'hunion flatten')
 		subs=''
-		longs='--output= --base= --compress= --level= --threads= --descriptor= --clamp-mtime= --opaque-markers --config= --config.cmd= --config.entrypoint= --config.env= --config.label= --config.exposedports= --config.volume= --config.user= --config.workingdir= --author= --history= --format= --platform= --userxattr --verbose --quiet --progress= --progress-fd= --help'
+		longs='--output= --base= --compress= --level= --threads= --descriptor= --clamp-mtime= --opaque-markers --config= --config.cmd= --config.entrypoint= --config.env= --config.label= --config.exposedports= --config.volume= --config.user= --config.workingdir= --author= --history= --lowerdir= --upperdir= --format= --platform= --userxattr --verbose --quiet --progress= --progress-fd= --help'
 		shorts='-o -v -q -h'
-		args='-o --output --base --compress --level --threads --descriptor --clamp-mtime --config --config.cmd --config.entrypoint --config.env --config.label --config.exposedports --config.volume --config.user --config.workingdir --author --history --format --platform --progress --progress-fd'
+		args='-o --output --base --compress --level --threads --descriptor --clamp-mtime --config --config.cmd --config.entrypoint --config.env --config.label --config.exposedports --config.volume --config.user --config.workingdir --author --history --lowerdir --upperdir --format --platform --progress --progress-fd'
 		operands='@layer'
 		;;
 	'hunion fsck')
 		subs=''
-		longs='--no --preen --yes --dry-run --json --workdir= --all-layers --vacuum --severity= --repair-lowers --force --format= --platform= --userxattr --verbose --quiet --progress= --progress-fd= --completion-fd= --help'
+		longs='--no --preen --yes --dry-run --json --workdir= --all-layers --vacuum --severity= --repair-lowers --force --lowerdir= --upperdir= --format= --platform= --userxattr --verbose --quiet --progress= --progress-fd= --completion-fd= --help'
 		shorts='-n -p -y -v -q -C -h'
-		args='--workdir --severity --format --platform --progress --progress-fd -C --completion-fd'
+		args='--workdir --severity --lowerdir --upperdir --format --platform --progress --progress-fd -C --completion-fd'
 		operands='@layer'
 		;;
 	'hunion mount')
 		subs=''
-		longs='--type= --workdir= --options= --force --format= --userxattr --dry-run --verbose --quiet --help'
-		shorts='-t -o -n -v -q -h'
-		args='-t --type --workdir -o --options --format'
+		longs='--type= --workdir= --options= --force --fake --dry-run --no-mtab --lowerdir= --upperdir= --format= --userxattr --verbose --quiet --help'
+		shorts='-t -o -f -n -v -q -h'
+		args='-t --type --workdir -o --options --lowerdir --upperdir --format'
 		operands='@layer'
 		;;
 	'hunion umount')
 		subs=''
-		longs='--help'
-		shorts='-h'
+		longs='--lazy --force --help'
+		shorts='-l -f -h'
 		args=''
 		operands='@dir'
 		;;
@@ -141,25 +141,35 @@ _hunion_values()
 {
 	case "$1 $2" in
 	'hunion merge --output'|'hunion merge -o') printf '%s\n' '@dir' ;;
+	'hunion merge --lowerdir') printf '%s\n' '@dir' ;;
+	'hunion merge --upperdir') printf '%s\n' '@dir' ;;
 	'hunion merge --format') printf '%s\n' 'auto|union|overlay|oci' ;;
 	'hunion merge --progress') printf '%s\n' 'auto|always|never' ;;
 	'hunion diff --output'|'hunion diff -o') printf '%s\n' '@file' ;;
 	'hunion diff --compress') printf '%s\n' 'auto|none|gzip|zstd' ;;
 	'hunion diff --descriptor') printf '%s\n' '@file' ;;
 	'hunion diff --config') printf '%s\n' '@file' ;;
+	'hunion diff --lowerdir') printf '%s\n' '@dir' ;;
+	'hunion diff --upperdir') printf '%s\n' '@dir' ;;
 	'hunion diff --format') printf '%s\n' 'auto|union|overlay|oci' ;;
 	'hunion diff --progress') printf '%s\n' 'auto|always|never' ;;
 	'hunion flatten --output'|'hunion flatten -o') printf '%s\n' '@file' ;;
 	'hunion flatten --compress') printf '%s\n' 'auto|none|gzip|zstd' ;;
 	'hunion flatten --descriptor') printf '%s\n' '@file' ;;
 	'hunion flatten --config') printf '%s\n' '@file' ;;
+	'hunion flatten --lowerdir') printf '%s\n' '@dir' ;;
+	'hunion flatten --upperdir') printf '%s\n' '@dir' ;;
 	'hunion flatten --format') printf '%s\n' 'auto|union|overlay|oci' ;;
 	'hunion flatten --progress') printf '%s\n' 'auto|always|never' ;;
 	'hunion fsck --workdir') printf '%s\n' '@dir' ;;
+	'hunion fsck --lowerdir') printf '%s\n' '@dir' ;;
+	'hunion fsck --upperdir') printf '%s\n' '@dir' ;;
 	'hunion fsck --format') printf '%s\n' 'auto|union|overlay|oci' ;;
 	'hunion fsck --progress') printf '%s\n' 'auto|always|never' ;;
 	'hunion mount --type'|'hunion mount -t') printf '%s\n' 'auto|overlay|union|fuse' ;;
 	'hunion mount --workdir') printf '%s\n' '@dir' ;;
+	'hunion mount --lowerdir') printf '%s\n' '@dir' ;;
+	'hunion mount --upperdir') printf '%s\n' '@dir' ;;
 	'hunion mount --format') printf '%s\n' 'auto|union|overlay|oci' ;;
 	'hunion whiteout ls --format') printf '%s\n' 'auto|union|overlay|oci' ;;
 	'hunion whiteout add --format') printf '%s\n' 'auto|union|overlay|oci' ;;

@@ -684,6 +684,19 @@ int hu_dirs_apart(const struct hu_dir_ref *d, size_t n, struct hu_error *e);
 int hu_dirs_in_use(const struct hu_dir_ref *d, size_t n,
 		   struct hu_mount_use *use, struct hu_error *e);
 
+/*
+ * Warn through @r when a layer of @s, or the workdir @workfd (-1: none;
+ * @workdir names it), is written by a mounted overlay: its upperdir or
+ * workdir, or inside one.  Reading it reads changes in progress, which
+ * @effect says the consequence of ("the check may see changes in
+ * progress").  Where that cannot be known (the kernel cannot be asked),
+ * no warning: the reader changes nothing either way.  0, or -1 when the
+ * mounts cannot be read.
+ */
+int hu_warn_mounted(const struct hu_stack *s, const char *workdir,
+		    int workfd, const char *effect, const struct hu_report *r,
+		    struct hu_error *e);
+
 /* ---- mounting a stack with the kernel (mount.c, mountcheck.c,
  * mountopt.c, umount.c) ------------------------------------------------- */
 
@@ -694,6 +707,11 @@ enum hu_mount_fs {
 	HU_MOUNT_UNION,		/* the kernel's union fs (union layers) */
 	HU_MOUNT_FUSE,		/* fuse-overlayfs: the rootless path */
 };
+
+/* The layer format the running kernel mounts: union where it has the
+ * union filesystem (as hu_mount_prepare() finds it: /proc/filesystems,
+ * a module it loads), else overlay. */
+enum hu_format hu_mount_layer_format(void);
 
 /* "auto", "overlay", "union", "fuse"; -1 when unknown. */
 const char *hu_mount_fs_name(enum hu_mount_fs f);
@@ -801,6 +819,12 @@ struct hu_mount_spec {
 int hu_mount_spec_parse(const char *opts, bool take_dirs,
 			struct hu_mount_spec *sp, struct hu_error *e);
 void hu_mount_spec_free(struct hu_mount_spec *sp);
+/* The layers of lowerdir value @v alone (top first, ':' between, '\'
+ * making the next byte literal, as overlayfs and podman inspect's
+ * LowerDir write it; an unescaped ',' is a byte of a path here) into
+ * @sp->layers, bottom first.  An empty path is refused. */
+int hu_lowerdir_parse(const char *v, struct hu_mount_spec *sp,
+		      struct hu_error *e);
 
 /* A process keeping a mount busy. */
 struct hu_mount_holder {
@@ -810,6 +834,14 @@ struct hu_mount_holder {
 	char *path;		/* "mount": the mount beneath */
 };
 
+/* How to unmount, as umount(8)'s -l and -f ask. */
+struct hu_umount_opts {
+	bool lazy;	/* MNT_DETACH: gone from the tree now, cleaned up
+			 * when no longer busy (fusermount3 -z) */
+	bool force;	/* MNT_FORCE: fuse aborts its connection; overlayfs
+			 * and a non-root user's fusermount3 do as without */
+};
+
 /*
  * Unmount @mountpoint, an overlay, union or fuse-overlayfs mount (any
  * other is refused: hunion umount is not umount(8)).  A non-root user's
@@ -817,8 +849,9 @@ struct hu_mount_holder {
  * EBUSY and, in *@holders (*@n of them), the processes whose working
  * directory, root or open files are in it, and the mounts beneath it.
  */
-int hu_umount(const char *mountpoint, struct hu_mount_holder **holders,
-	      size_t *n, struct hu_error *e);
+int hu_umount(const char *mountpoint, const struct hu_umount_opts *o,
+	      struct hu_mount_holder **holders, size_t *n,
+	      struct hu_error *e);
 void hu_mount_holders_free(struct hu_mount_holder *h, size_t n);
 
 /* ---- fsck: find and repair a layer's problems (fsck*.c) ---------------- */
@@ -950,9 +983,10 @@ struct hu_wh_edit {
 };
 
 /* The format hu_wh_add() and hu_wh_set_opaque() write in @l: its own;
- * for a layer with no markers (HU_FMT_NONE) @want, or union when @want is
- * AUTO.  A @want other than AUTO and the layer's own format is refused:
- * the layer would mix formats. */
+ * for a layer with no markers (HU_FMT_NONE) @want, or when @want is AUTO
+ * the one the running kernel mounts (hu_mount_layer_format()).  A @want
+ * other than AUTO and the layer's own format is refused: the layer would
+ * mix formats. */
 int hu_wh_write_format(const struct hu_layer *l, enum hu_format want,
 		       enum hu_format *out, struct hu_error *e);
 /* Create a whiteout for @path.  @path must not exist in the layer. */

@@ -877,48 +877,6 @@ static int check_writable(const struct hu_stack *s, size_t from,
 	return rc;
 }
 
-/* The layers, the top first, and the workdir, into @d, as read: a mount
- * counts only where it writes them (its upperdir or workdir).  Their
- * count. */
-static size_t read_dirs(const struct hu_stack *s, const char *workdir,
-			int workfd, struct hu_dir_ref *d)
-{
-	size_t n = 0;
-
-	for (size_t k = s->n; k-- > 0;)
-		d[n++] = (struct hu_dir_ref){ s->layers[k].fd,
-					      s->layers[k].path, "layer",
-					      false, false };
-	if (workfd >= 0)
-		d[n++] = (struct hu_dir_ref){ workfd, workdir, "workdir",
-					      false, false };
-	return n;
-}
-
-/* A check of a layer a mount writes reads it while it may change.  Where
- * that cannot be known (the kernel cannot be asked), no warning: the
- * check is read only either way. */
-static int warn_mounted(const struct hu_stack *s, const char *workdir,
-			int workfd, const struct hu_report *r,
-			struct hu_error *e)
-{
-	struct hu_mount_use use = { 0 };
-	struct hu_dir_ref *d = calloc(s->n + 1, sizeof(*d));
-	int rc;
-
-	if (!d)
-		return hu_error_set(e, ENOMEM, NULL, "out of memory");
-	rc = hu_dirs_in_use(d, read_dirs(s, workdir, workfd, d), &use, e);
-	if (rc == 1)
-		hu_report_warn(r, 0, use.mountpoint, NULL, "%s is the %s of "
-			       "the %s mounted here: the check may see "
-			       "changes in progress", use.layer, use.role,
-			       use.fstype);
-	hu_mount_use_free(&use);
-	free(d);
-	return rc < 0 ? -1 : 0;
-}
-
 /* Passes at most: a repair pass can only remove or mark entries, so what
  * a repair exposes is found in the next; repairs that still do not
  * converge in the last are left to the next run, whose -n shows them. */
@@ -998,7 +956,9 @@ int hu_fsck(char *const paths[], size_t n, const struct hu_stack_opts *so,
 	}
 	if (writes && check_writable(&s, sc.first_checked, o, workfd, e) < 0)
 		goto out;
-	if (!writes && warn_mounted(&s, o->workdir, workfd, o->report, e) < 0)
+	if (!writes && hu_warn_mounted(&s, o->workdir, workfd, "the check may "
+				       "see changes in progress", o->report,
+				       e) < 0)
 		goto out;
 	r.s = &s;
 	r.o = o;

@@ -73,6 +73,11 @@ static bool kernel_has(const char *name)
 	return found;
 }
 
+enum hu_format hu_mount_layer_format(void)
+{
+	return kernel_has("union") ? HU_FMT_UNION : HU_FMT_OVERLAY;
+}
+
 /* ---- what the layers need --------------------------------------------- */
 
 struct features {

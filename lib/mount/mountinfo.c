@@ -4,8 +4,8 @@
  * or workdir of a mounted overlay is undefined behaviour for the kernel
  * (Documentation/filesystems/overlayfs.rst, "Changes to underlying
  * filesystems"), so what fsck -p/-y, merge --into and mount write is
- * refused there; and reading an upperdir or workdir (fsck -n) may see
- * changes in progress, so fsck warns.  One scanner, hu_mountinfo_dirs(),
+ * refused there; and reading an upperdir or workdir (fsck -n, merge -o,
+ * diff, flatten) may see changes in progress, so they warn.  One scanner, hu_mountinfo_dirs(),
  * answers both.
  *
  * /proc/self/mountinfo names each overlay's directories in its super
@@ -475,6 +475,44 @@ int hu_dirs_in_use(const struct hu_dir_ref *d, size_t n,
 			       e);
 	fclose(f);
 	return rc;
+}
+
+/* The layers, the top first, and the workdir, into @d, as read: a mount
+ * counts only where it writes them (its upperdir or workdir).  Their
+ * count. */
+static size_t read_dirs(const struct hu_stack *s, const char *workdir,
+			int workfd, struct hu_dir_ref *d)
+{
+	size_t n = 0;
+
+	for (size_t k = s->n; k-- > 0;)
+		d[n++] = (struct hu_dir_ref){ s->layers[k].fd,
+					      s->layers[k].path, "layer",
+					      false, false };
+	if (workfd >= 0)
+		d[n++] = (struct hu_dir_ref){ workfd, workdir, "workdir",
+					      false, false };
+	return n;
+}
+
+int hu_warn_mounted(const struct hu_stack *s, const char *workdir,
+		    int workfd, const char *effect, const struct hu_report *r,
+		    struct hu_error *e)
+{
+	struct hu_mount_use use = { 0 };
+	struct hu_dir_ref *d = calloc(s->n + 1, sizeof(*d));
+	int rc;
+
+	if (!d)
+		return hu_error_set(e, ENOMEM, NULL, "out of memory");
+	rc = hu_dirs_in_use(d, read_dirs(s, workdir, workfd, d), &use, e);
+	if (rc == 1)
+		hu_report_warn(r, 0, use.mountpoint, NULL, "%s is the %s of "
+			       "the %s mounted here: %s", use.layer, use.role,
+			       use.fstype, effect);
+	hu_mount_use_free(&use);
+	free(d);
+	return rc < 0 ? -1 : 0;
 }
 
 /*

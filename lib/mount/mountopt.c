@@ -187,9 +187,9 @@ static int take_lowers(struct hu_mount_spec *sp, const char *v, size_t n,
 	for (i = count, p = s; !last; p = rest) {
 		hu_mountopt_next_path(p, &rest, &last);
 		if (!*p) {
-			hu_error_set(e, 0, NULL, "lowerdir= holds an empty path "
+			hu_error_set(e, 0, NULL, "an empty path in lowerdir "
 				     "('::' is overlayfs's data-only layers, "
-				     "which hunion does not mount)");
+				     "which hunion does not take)");
 			goto out;
 		}
 		sp->layers[--i] = strdup(p);
@@ -283,6 +283,13 @@ fail:
 	free(upper);
 	hu_mount_spec_free(sp);
 	return -1;
+}
+
+int hu_lowerdir_parse(const char *v, struct hu_mount_spec *sp,
+		      struct hu_error *e)
+{
+	memset(sp, 0, sizeof(*sp));
+	return take_lowers(sp, v, strlen(v), e);
 }
 
 void hu_mount_spec_free(struct hu_mount_spec *sp)

@@ -161,7 +161,7 @@ static void holders_of(uint64_t id, const char *child,
 }
 
 /* A non-root user's fuse mount: fusermount3 -u (setuid root) does it. */
-static int fusermount_u(const char *mp, struct hu_error *e)
+static int fusermount_u(const char *mp, bool lazy, struct hu_error *e)
 {
 	static const char *const tools[] = { "fusermount3", "fusermount" };
 	int status;
@@ -172,8 +172,8 @@ static int fusermount_u(const char *mp, struct hu_error *e)
 		if (pid < 0)
 			return hu_error_set(e, errno, NULL, "cannot fork");
 		if (pid == 0) {
-			execlp(tools[i], tools[i], "-u", "-q", "--", mp,
-			       (char *)NULL);
+			execlp(tools[i], tools[i], lazy ? "-uz" : "-u", "-q",
+			       "--", mp, (char *)NULL);
 			_exit(127);
 		}
 		while (waitpid(pid, &status, 0) < 0)
@@ -191,9 +191,12 @@ static int fusermount_u(const char *mp, struct hu_error *e)
 			    "nor fusermount is installed");
 }
 
-int hu_umount(const char *mountpoint, struct hu_mount_holder **holders,
-	      size_t *n, struct hu_error *e)
+int hu_umount(const char *mountpoint, const struct hu_umount_opts *o,
+	      struct hu_mount_holder **holders, size_t *n,
+	      struct hu_error *e)
 {
+	int flags = UMOUNT_NOFOLLOW | (o->lazy ? MNT_DETACH : 0) |
+		    (o->force ? MNT_FORCE : 0);
 	char fstype[64], *child = NULL;
 	struct statx stx;
 	uint64_t id;
@@ -221,9 +224,9 @@ int hu_umount(const char *mountpoint, struct hu_mount_holder **holders,
 				    "fuse-overlayfs): use umount(8)", fstype);
 	}
 	if (geteuid() != 0 && !strcmp(fstype, "fuse.fuse-overlayfs"))
-		rc = fusermount_u(mountpoint, e);
+		rc = fusermount_u(mountpoint, o->lazy, e);
 	else
-		rc = umount2(mountpoint, UMOUNT_NOFOLLOW);
+		rc = umount2(mountpoint, flags);
 	if (rc == 0) {
 		free(child);
 		return 0;

@@ -230,7 +230,7 @@ int hu_wh_write_format(const struct hu_layer *l, enum hu_format want,
 		       enum hu_format *out, struct hu_error *e)
 {
 	if (l->format == HU_FMT_NONE) {
-		*out = want == HU_FMT_AUTO ? HU_FMT_UNION : want;
+		*out = want == HU_FMT_AUTO ? hu_mount_layer_format() : want;
 		return 0;
 	}
 	if (want != HU_FMT_AUTO && want != l->format)

@@ -249,9 +249,18 @@ Test(whiteout, add_to_a_layer_without_markers)
 	struct hu_error e = { 0 };
 
 	tu_mkdir("p");
+	tu_mkdir("u");
 	tu_mkdir("q");
+	/* the default: what the running kernel mounts */
+	tu_file("no-union", "nodev\toverlay\n");
+	tu_file("union", "nodev\toverlay\nnodev\tunion\n");
+	setenv("HUNION_FILESYSTEMS", tu_path("no-union"), 1);
 	cr_assert_eq(edit("p", 'a', "x", false, &e), 0, "%s", e.msg);
-	cr_expect(is_union_whiteout("p/x"), "union is the default");
+	cr_expect(is_overlay_whiteout("p/x"), "overlay without union fs");
+	setenv("HUNION_FILESYSTEMS", tu_path("union"), 1);
+	cr_assert_eq(edit("u", 'a', "x", false, &e), 0, "%s", e.msg);
+	cr_expect(is_union_whiteout("u/x"), "union with the union fs");
+	unsetenv("HUNION_FILESYSTEMS");
 	l = open_layer("q");
 	o.format = HU_FMT_OCI;
 	cr_assert_eq(hu_wh_add(&l, &o, "x", &e), 0, "%s", e.msg);
