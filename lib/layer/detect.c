@@ -58,15 +58,15 @@ struct detect {
 };
 
 /* Count xattr @rest (its namespace left off) as evidence of its format,
- * unless it is a marker (@marker) or hunion's own conversion record. */
+ * unless it is a marker (@marker) or one of hunion's own records, which
+ * every format's layers hold (hu_xattr_is_record()). */
 static void note_evidence(struct detect *d, const char *rest, bool marker)
 {
 	if (marker || d->keep != HU_FMT_NONE)
 		return;
 	if (strncmp(rest, "overlay.", 8) == 0)
 		d->evidence[HU_FMT_OVERLAY]++;
-	else if (strncmp(rest, "union.", 6) == 0 &&
-		 strncmp(rest, "union.converting", 16) != 0)
+	else if (strncmp(rest, "union.", 6) == 0 && !hu_xattr_is_record(rest))
 		d->evidence[HU_FMT_UNION]++;
 }
 
@@ -428,12 +428,93 @@ static int detect_count(struct detect *d)
 	return rc;
 }
 
+/* ---- the format record -------------------------------------------------- */
+
+/*
+ * A repair that removes markers (fsck -p, -y) can remove the last ones
+ * that showed the layer's format: the layer would then read as one with
+ * no markers (or as OCI, by its .wh. names), a lookalike the run left for
+ * -y would be a lookalike no more, and the next run would say clean.  So
+ * fsck records the format on the layer root before its first repair, in
+ * the namespace of the layer's markers: union.format, "union" or
+ * "overlay".  Markers decide; the record speaks only for a layer where no
+ * marker does.  A private union.* xattr: never shown in a view, never
+ * copied, and no marker nor evidence of any format (hu_xattr_is_record()).
+ */
+#define FORMAT_RECORD "union.format"
+
+/* The record's xattr for @l: where its markers' xattrs are. */
+static const char *record_attr(const struct hu_layer *l)
+{
+	return l->userxattr ? "user." FORMAT_RECORD : "trusted." FORMAT_RECORD;
+}
+
+/* The record of a layer with no markers: *@f the format it names, and
+ * its namespace in the walk's (as a marker's would be).  0 when there is
+ * none (trusted.* is not read with --userxattr, and reads as absent
+ * without CAP_SYS_ADMIN), 1 found, -1 error. */
+static int record_read(struct detect *d, enum hu_format *f)
+{
+	static const char *const attrs[] = {
+		"user." FORMAT_RECORD, "trusted." FORMAT_RECORD };
+	int tries = d->l->userxattr ? 1 : 2;
+	char v[16];
+
+	for (int i = 0; i < tries; i++) {
+		ssize_t n = fgetxattr(d->l->fd, attrs[i], v, sizeof(v) - 1);
+
+		if (n < 0 && (errno == ENODATA || errno == ENOTSUP))
+			continue;
+		if (n < 0 && errno != ERANGE)
+			return hu_error_set(d->e, errno, "", "cannot read %s",
+					    attrs[i]);
+		v[n < 0 ? 0 : n] = '\0';
+		if (n < 0 || hu_format_parse(v, f) < 0 ||
+		    (*f != HU_FMT_UNION && *f != HU_FMT_OVERLAY))
+			return hu_error_set(d->e, 0, "", "unknown format '%s' "
+					    "in %s on the layer root: remove "
+					    "it (setfattr -x %s %s)", v,
+					    attrs[i], attrs[i], d->l->path);
+		if (i == 0)
+			d->seen_user = true;
+		else
+			d->seen_trusted = true;
+		return 1;
+	}
+	return 0;
+}
+
+int hu_layer_record_format(const struct hu_layer *l, struct hu_error *e)
+{
+	const char *attr = record_attr(l), *name = hu_format_name(l->format);
+	char v[16];
+	ssize_t n;
+
+	if (l->format != HU_FMT_UNION && l->format != HU_FMT_OVERLAY)
+		return 0;
+	n = fgetxattr(l->fd, attr, v, sizeof(v));
+	if (n == (ssize_t)strlen(name) && memcmp(v, name, n) == 0)
+		return 0;
+	if (hu_wr_setxattr_at(l->fd, NULL, attr, name, strlen(name), 0) < 0)
+		return hu_error_set(e, errno, "", "cannot record the layer's "
+				    "format in %s on its root", attr);
+	return 0;
+}
+
 /* The rest, after detect_count() returned @rc: a mixed layer's reports
  * (from the thread that may call the sink), and the layer's fields. */
 static int detect_finish(struct detect *d, int rc)
 {
 	struct hu_layer *l = d->l;
+	enum hu_format recorded;
 
+	if (rc == 0 && d->found == HU_FMT_NONE) {
+		rc = record_read(d, &recorded);
+		if (rc > 0) {
+			d->found = recorded;
+			rc = 0;
+		}
+	}
 	if (rc == 0 && d->mixed) {
 		d->keep = d->found = majority(d);
 		if (l->format_tied)
