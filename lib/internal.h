@@ -567,7 +567,8 @@ char *hu_tar_path_norm(const char *in, bool *is_root, const char **why);
  * directory) other than in the form every reader takes alike: names
  * joined by one '/', none empty, "." or "..", not absolute, a trailing
  * '/' on a directory only?  One leading "./" is that form too (GNU tar
- * and docker write it).  NULL when it is in that form, else why not. */
+ * and docker write it), and the root as "." or "/" (umoci writes "/").
+ * NULL when it is in that form, else why not. */
 const char *hu_tar_path_unusual(const char *in, bool is_dir);
 
 #endif /* HUNION_INTERNAL_H */
