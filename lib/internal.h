@@ -119,6 +119,11 @@ int hu_layer_detect(struct hu_layer *l, struct hu_error *e);
  * does before it repairs.  Through the write wrapper; nothing when the
  * record is there already.  Errors name the layer root as "". */
 int hu_layer_record_format(const struct hu_layer *l, struct hu_error *e);
+/* @l converted in place to @to's format: a format record it holds (either
+ * namespace) names @to's format, in @to's namespace, or goes (OCI).
+ * Nothing for a layer without one. */
+int hu_layer_record_convert(const struct hu_layer *l,
+			    const struct hu_layer *to, struct hu_error *e);
 /* Is @rest (an xattr name, its namespace left off) one of hunion's own
  * records, which layers of every format hold and which are no marker nor
  * evidence of a format: a conversion's (union.converting*), a merge

@@ -501,6 +501,34 @@ int hu_layer_record_format(const struct hu_layer *l, struct hu_error *e)
 	return 0;
 }
 
+int hu_layer_record_convert(const struct hu_layer *l,
+			    const struct hu_layer *to, struct hu_error *e)
+{
+	static const char *const attrs[] = {
+		"user." FORMAT_RECORD, "trusted." FORMAT_RECORD };
+	const char *keep = to->format == HU_FMT_UNION ||
+			   to->format == HU_FMT_OVERLAY ? record_attr(to) : "";
+	bool had[2];
+
+	for (int i = 0; i < 2; i++) {
+		had[i] = fgetxattr(l->fd, attrs[i], NULL, 0) >= 0;
+		if (!had[i] && errno != ENODATA && errno != ENOTSUP)
+			return hu_error_set(e, errno, "", "cannot read %s",
+					    attrs[i]);
+	}
+	if (!had[0] && !had[1])
+		return 0;
+	if (*keep && hu_layer_record_format(to, e) < 0)
+		return -1;
+	for (int i = 0; i < 2; i++)
+		if (had[i] && strcmp(attrs[i], keep) != 0 &&
+		    hu_wr_removexattr_at(l->fd, NULL, attrs[i]) < 0 &&
+		    errno != ENODATA)
+			return hu_error_set(e, errno, "", "cannot remove %s",
+					    attrs[i]);
+	return 0;
+}
+
 /* The rest, after detect_count() returned @rc: a mixed layer's reports
  * (from the thread that may call the sink), and the layer's fields. */
 static int detect_finish(struct detect *d, int rc)
