@@ -536,10 +536,12 @@ static int detect_finish(struct detect *d, int rc)
 	struct hu_layer *l = d->l;
 	enum hu_format recorded;
 
+	l->by_record = false;
 	if (rc == 0 && d->found == HU_FMT_NONE) {
 		rc = record_read(d, &recorded);
 		if (rc > 0) {
 			d->found = recorded;
+			l->by_record = true;
 			rc = 0;
 		}
 	}
