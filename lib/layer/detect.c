@@ -374,14 +374,18 @@ static int detect_dir(struct detect *d, int fd)
 	return rc;
 }
 
-/* The format a mixed layer is read in: that of most of its markers; on a
- * tie, overlay with a workdir given, else that of most of its private
- * xattrs that are no markers; else a guess (hu_layer.format_tied): the
- * format of the first marker met. */
-static enum hu_format majority(struct detect *d)
+/* The format a mixed layer is read in: the one fsck read it in when it
+ * began repairing it (@recorded, NONE for none: its repairs must not
+ * flip it); else that of most of its markers; on a tie, overlay with a
+ * workdir given, else that of most of its private xattrs that are no
+ * markers; else a guess (hu_layer.format_tied): the format of the first
+ * marker met. */
+static enum hu_format majority(struct detect *d, enum hu_format recorded)
 {
 	enum hu_format u = HU_FMT_UNION, o = HU_FMT_OVERLAY;
 
+	if (recorded != HU_FMT_NONE)
+		return recorded;
 	if (d->count[u] != d->count[o])
 		return d->count[u] > d->count[o] ? u : o;
 	if (d->l->workdir_given)
@@ -438,7 +442,8 @@ static int detect_count(struct detect *d)
  * fsck records the format on the layer root before its first repair, in
  * the namespace of the layer's markers: union.format, "union" or
  * "overlay".  Markers decide; the record speaks only for a layer where no
- * marker does.  A private union.* xattr: never shown in a view, never
+ * marker does, and for a mixed one (which fsck reads), before the counts
+ * that its repairs could tip (majority()).  A private union.* xattr: never shown in a view, never
  * copied, and no marker nor evidence of any format (hu_xattr_is_record()).
  */
 #define FORMAT_RECORD "union.format"
@@ -449,11 +454,11 @@ static const char *record_attr(const struct hu_layer *l)
 	return l->userxattr ? "user." FORMAT_RECORD : "trusted." FORMAT_RECORD;
 }
 
-/* The record of a layer with no markers: *@f the format it names, and
- * its namespace in the walk's (as a marker's would be).  0 when there is
- * none (trusted.* is not read with --userxattr, and reads as absent
- * without CAP_SYS_ADMIN), 1 found, -1 error. */
-static int record_read(struct detect *d, enum hu_format *f)
+/* The record of the layer: *@f the format it names, *@user whether it is
+ * under user.*.  0 when there is none (trusted.* is not read with
+ * --userxattr, and reads as absent without CAP_SYS_ADMIN), 1 found, -1
+ * error. */
+static int record_read(struct detect *d, enum hu_format *f, bool *user)
 {
 	static const char *const attrs[] = {
 		"user." FORMAT_RECORD, "trusted." FORMAT_RECORD };
@@ -475,10 +480,7 @@ static int record_read(struct detect *d, enum hu_format *f)
 					    "in %s on the layer root: remove "
 					    "it (setfattr -x %s %s)", v,
 					    attrs[i], attrs[i], d->l->path);
-		if (i == 0)
-			d->seen_user = true;
-		else
-			d->seen_trusted = true;
+		*user = i == 0;
 		return 1;
 	}
 	return 0;
@@ -534,19 +536,24 @@ int hu_layer_record_convert(const struct hu_layer *l,
 static int detect_finish(struct detect *d, int rc)
 {
 	struct hu_layer *l = d->l;
-	enum hu_format recorded;
+	enum hu_format recorded = HU_FMT_NONE;
+	bool user = false;
 
 	l->by_record = false;
-	if (rc == 0 && d->found == HU_FMT_NONE) {
-		rc = record_read(d, &recorded);
-		if (rc > 0) {
+	if (rc == 0 && (d->found == HU_FMT_NONE || d->mixed)) {
+		/* a layer with no markers, or with both kinds */
+		rc = record_read(d, &recorded, &user);
+		if (rc > 0 && d->found == HU_FMT_NONE) {
+			/* its namespace, as a marker's would say it */
 			d->found = recorded;
+			d->seen_user = user;
+			d->seen_trusted = !user;
 			l->by_record = true;
-			rc = 0;
 		}
+		rc = rc < 0 ? rc : 0;
 	}
 	if (rc == 0 && d->mixed) {
-		d->keep = d->found = majority(d);
+		d->keep = d->found = majority(d, recorded);
 		if (l->format_tied)
 			rc = report_tie(d);
 		if (rc == 0)
