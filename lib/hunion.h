@@ -185,6 +185,8 @@ struct hu_layer {
 	struct timespec ctime;	/* its root's when opened (a directory) */
 	enum hu_format format;	/* never AUTO once opened */
 	bool userxattr;		/* markers under user.* instead of trusted.* */
+	bool by_record;		/* format from the record fsck left (no
+				 * markers: every filesystem reads it alike) */
 	bool deferred;		/* format not detected yet: NONE until the
 				 * view meets a marker (hu_layer_settle) */
 	/* Deferred, and read by several threads at once, which must not

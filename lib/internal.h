@@ -114,6 +114,21 @@ int hu_interrupt_check(struct hu_error *e);
  * format of most of its markers, and each marker of the other is
  * reported (formatMixed). */
 int hu_layer_detect(struct hu_layer *l, struct hu_error *e);
+/* Record @l's format (union or overlay; nothing for another) on its root,
+ * for detection to read where no marker is left (detect.c): what fsck
+ * does before it repairs.  Through the write wrapper; nothing when the
+ * record is there already.  Errors name the layer root as "". */
+int hu_layer_record_format(const struct hu_layer *l, struct hu_error *e);
+/* @l converted in place to @to's format: a format record it holds (either
+ * namespace) names @to's format, in @to's namespace, or goes (OCI).
+ * Nothing for a layer without one. */
+int hu_layer_record_convert(const struct hu_layer *l,
+			    const struct hu_layer *to, struct hu_error *e);
+/* Is @rest (an xattr name, its namespace left off) one of hunion's own
+ * records, which layers of every format hold and which are no marker nor
+ * evidence of a format: a conversion's (union.converting*), a merge
+ * --into's (union.mergedown-*), the format fsck keeps (union.format)? */
+bool hu_xattr_is_record(const char *rest);
 /* The same in two steps, for layers detected side by side with a problem
  * sink: the walk that counts, which reports nothing and may run in any
  * thread, then (always, to free *@out, even after the walk failed) the
@@ -557,7 +572,8 @@ char *hu_tar_path_norm(const char *in, bool *is_root, const char **why);
  * directory) other than in the form every reader takes alike: names
  * joined by one '/', none empty, "." or "..", not absolute, a trailing
  * '/' on a directory only?  One leading "./" is that form too (GNU tar
- * and docker write it).  NULL when it is in that form, else why not. */
+ * and docker write it), and the root as "." or "/" (umoci writes "/").
+ * NULL when it is in that form, else why not. */
 const char *hu_tar_path_unusual(const char *in, bool is_dir);
 
 #endif /* HUNION_INTERNAL_H */

@@ -41,6 +41,7 @@ struct fsck_run {
 	const struct hu_fsck_opts *o;
 	struct hu_fsck_stats *st;
 	bool may_write;			/* this layer may be repaired */
+	bool format_kept;		/* its format recorded (keep_format) */
 	bool in_workdir;		/* fsck_workdir() runs: findings name
 					 * the workdir as their layer */
 	struct hu_vdir *below_root;
@@ -300,6 +301,26 @@ bool fsck_xattr_listed(const char *list, ssize_t len, const char *attr)
 	return false;
 }
 
+/*
+ * Before the first repair of a layer: its format recorded on its root
+ * (hu_layer_record_format()), so that a repair removing the last markers
+ * that showed it does not change the format the layer reads in, and with
+ * it what the next run finds (a lookalike left for -y found by that -y).
+ * Not for the workdir, nor for a half-converted layer, whose conversion
+ * record says its formats (and whose repair changes its format).
+ */
+static int keep_format(struct fsck_run *r, struct hu_error *why)
+{
+	const struct hu_layer *l = fsck_layer(r);
+
+	if (r->format_kept || r->in_workdir || hu_layer_half(l))
+		return 0;
+	if (hu_layer_record_format(l, why) < 0)
+		return -1;
+	r->format_kept = true;
+	return 0;
+}
+
 static void cur_free(struct fsck_run *r)
 {
 	free(r->cur_path);
@@ -312,6 +333,7 @@ int fsck_found(struct fsck_run *r, enum hu_problem_id id, const char *dir,
 	       const char *name, const char *detail, struct hu_error *e)
 {
 	enum hu_severity sev = severity_of(r->o, id);
+	struct hu_error why = { 0 };
 	struct hu_fsck_finding f = {
 		.id = id, .severity = sev,
 		.layer = r->in_workdir ? r->o->workdir : fsck_layer(r)->path,
@@ -349,6 +371,8 @@ int fsck_found(struct fsck_run *r, enum hu_problem_id id, const char *dir,
 		r->cur.path = r->cur_path;
 		r->cur.detail = r->cur_detail;
 		r->pending = true;
+		if (keep_format(r, &why) < 0)
+			return fsck_done(r, -1, &why, e) < 0 ? -1 : 0;
 		return 1;
 	}
 	if (sev >= HU_SEV_WARNING) {
@@ -655,6 +679,7 @@ static int check_layer(struct fsck_run *r, struct hu_error *e)
 	size_t ntold = r->ntold;
 	int rc;
 
+	r->format_kept = false;
 	if (l->unpacked)
 		return fsck_tarball(r, l, e);
 	/*

@@ -62,10 +62,9 @@ static int put_whiteout(const struct hu_layer *l, const struct fsck_dir *d,
 	return 0;
 }
 
-/* Is xattr @a a marker of another format than @l's?  The records of a
- * conversion (union.converting*) and of a merge --into (union.mergedown-*,
- * kept on an upper of any format; union.mergedown-kept for good) are
- * every format's. */
+/* Is xattr @a a marker of another format than @l's?  hunion's records
+ * (a conversion's, a merge --into's, kept on an upper of any format, and
+ * the format fsck keeps: hu_xattr_is_record()) are every format's. */
 static bool foreign_xattr(const struct hu_layer *l, const char *a)
 {
 	const char *rest = !strncmp(a, "user.", 5) ? a + 5 :
@@ -76,8 +75,7 @@ static bool foreign_xattr(const struct hu_layer *l, const char *a)
 	if (!strncmp(rest, "overlay.", 8))
 		return l->format == HU_FMT_UNION || l->format == HU_FMT_OCI;
 	if (!strncmp(rest, "union.", 6))
-		return strncmp(rest, "union.converting", 16) != 0 &&
-		       strncmp(rest, "union.mergedown-", 16) != 0 &&
+		return !hu_xattr_is_record(rest) &&
 		       (l->format == HU_FMT_OVERLAY ||
 			l->format == HU_FMT_OCI);
 	return false;

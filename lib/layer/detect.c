@@ -58,15 +58,15 @@ struct detect {
 };
 
 /* Count xattr @rest (its namespace left off) as evidence of its format,
- * unless it is a marker (@marker) or hunion's own conversion record. */
+ * unless it is a marker (@marker) or one of hunion's own records, which
+ * every format's layers hold (hu_xattr_is_record()). */
 static void note_evidence(struct detect *d, const char *rest, bool marker)
 {
 	if (marker || d->keep != HU_FMT_NONE)
 		return;
 	if (strncmp(rest, "overlay.", 8) == 0)
 		d->evidence[HU_FMT_OVERLAY]++;
-	else if (strncmp(rest, "union.", 6) == 0 &&
-		 strncmp(rest, "union.converting", 16) != 0)
+	else if (strncmp(rest, "union.", 6) == 0 && !hu_xattr_is_record(rest))
 		d->evidence[HU_FMT_UNION]++;
 }
 
@@ -374,14 +374,18 @@ static int detect_dir(struct detect *d, int fd)
 	return rc;
 }
 
-/* The format a mixed layer is read in: that of most of its markers; on a
- * tie, overlay with a workdir given, else that of most of its private
- * xattrs that are no markers; else a guess (hu_layer.format_tied): the
- * format of the first marker met. */
-static enum hu_format majority(struct detect *d)
+/* The format a mixed layer is read in: the one fsck read it in when it
+ * began repairing it (@recorded, NONE for none: its repairs must not
+ * flip it); else that of most of its markers; on a tie, overlay with a
+ * workdir given, else that of most of its private xattrs that are no
+ * markers; else a guess (hu_layer.format_tied): the format of the first
+ * marker met. */
+static enum hu_format majority(struct detect *d, enum hu_format recorded)
 {
 	enum hu_format u = HU_FMT_UNION, o = HU_FMT_OVERLAY;
 
+	if (recorded != HU_FMT_NONE)
+		return recorded;
 	if (d->count[u] != d->count[o])
 		return d->count[u] > d->count[o] ? u : o;
 	if (d->l->workdir_given)
@@ -428,14 +432,128 @@ static int detect_count(struct detect *d)
 	return rc;
 }
 
+/* ---- the format record -------------------------------------------------- */
+
+/*
+ * A repair that removes markers (fsck -p, -y) can remove the last ones
+ * that showed the layer's format: the layer would then read as one with
+ * no markers (or as OCI, by its .wh. names), a lookalike the run left for
+ * -y would be a lookalike no more, and the next run would say clean.  So
+ * fsck records the format on the layer root before its first repair, in
+ * the namespace of the layer's markers: union.format, "union" or
+ * "overlay".  Markers decide; the record speaks only for a layer where no
+ * marker does, and for a mixed one (which fsck reads), before the counts
+ * that its repairs could tip (majority()).  A private union.* xattr: never shown in a view, never
+ * copied, and no marker nor evidence of any format (hu_xattr_is_record()).
+ */
+#define FORMAT_RECORD "union.format"
+
+/* The record's xattr for @l: where its markers' xattrs are. */
+static const char *record_attr(const struct hu_layer *l)
+{
+	return l->userxattr ? "user." FORMAT_RECORD : "trusted." FORMAT_RECORD;
+}
+
+/* The record of the layer: *@f the format it names, *@user whether it is
+ * under user.*.  0 when there is none (trusted.* is not read with
+ * --userxattr, and reads as absent without CAP_SYS_ADMIN), 1 found, -1
+ * error. */
+static int record_read(struct detect *d, enum hu_format *f, bool *user)
+{
+	static const char *const attrs[] = {
+		"user." FORMAT_RECORD, "trusted." FORMAT_RECORD };
+	int tries = d->l->userxattr ? 1 : 2;
+	char v[16];
+
+	for (int i = 0; i < tries; i++) {
+		ssize_t n = fgetxattr(d->l->fd, attrs[i], v, sizeof(v) - 1);
+
+		if (n < 0 && (errno == ENODATA || errno == ENOTSUP))
+			continue;
+		if (n < 0 && errno != ERANGE)
+			return hu_error_set(d->e, errno, "", "cannot read %s",
+					    attrs[i]);
+		v[n < 0 ? 0 : n] = '\0';
+		if (n < 0 || hu_format_parse(v, f) < 0 ||
+		    (*f != HU_FMT_UNION && *f != HU_FMT_OVERLAY))
+			return hu_error_set(d->e, 0, "", "unknown format '%s' "
+					    "in %s on the layer root: remove "
+					    "it (setfattr -x %s %s)", v,
+					    attrs[i], attrs[i], d->l->path);
+		*user = i == 0;
+		return 1;
+	}
+	return 0;
+}
+
+int hu_layer_record_format(const struct hu_layer *l, struct hu_error *e)
+{
+	const char *attr = record_attr(l), *name = hu_format_name(l->format);
+	char v[16];
+	ssize_t n;
+
+	if (l->format != HU_FMT_UNION && l->format != HU_FMT_OVERLAY)
+		return 0;
+	n = fgetxattr(l->fd, attr, v, sizeof(v));
+	if (n == (ssize_t)strlen(name) && memcmp(v, name, n) == 0)
+		return 0;
+	if (hu_wr_setxattr_at(l->fd, NULL, attr, name, strlen(name), 0) < 0)
+		return hu_error_set(e, errno, "", "cannot record the layer's "
+				    "format in %s on its root", attr);
+	return 0;
+}
+
+int hu_layer_record_convert(const struct hu_layer *l,
+			    const struct hu_layer *to, struct hu_error *e)
+{
+	static const char *const attrs[] = {
+		"user." FORMAT_RECORD, "trusted." FORMAT_RECORD };
+	const char *keep = to->format == HU_FMT_UNION ||
+			   to->format == HU_FMT_OVERLAY ? record_attr(to) : "";
+	bool had[2];
+
+	for (int i = 0; i < 2; i++) {
+		had[i] = fgetxattr(l->fd, attrs[i], NULL, 0) >= 0;
+		if (!had[i] && errno != ENODATA && errno != ENOTSUP)
+			return hu_error_set(e, errno, "", "cannot read %s",
+					    attrs[i]);
+	}
+	if (!had[0] && !had[1])
+		return 0;
+	if (*keep && hu_layer_record_format(to, e) < 0)
+		return -1;
+	for (int i = 0; i < 2; i++)
+		if (had[i] && strcmp(attrs[i], keep) != 0 &&
+		    hu_wr_removexattr_at(l->fd, NULL, attrs[i]) < 0 &&
+		    errno != ENODATA)
+			return hu_error_set(e, errno, "", "cannot remove %s",
+					    attrs[i]);
+	return 0;
+}
+
 /* The rest, after detect_count() returned @rc: a mixed layer's reports
  * (from the thread that may call the sink), and the layer's fields. */
 static int detect_finish(struct detect *d, int rc)
 {
 	struct hu_layer *l = d->l;
+	enum hu_format recorded = HU_FMT_NONE;
+	bool user = false;
 
+	l->by_record = false;
+	if (rc == 0 && (d->found == HU_FMT_NONE || d->mixed)) {
+		/* a layer with no markers, or with both kinds */
+		rc = record_read(d, &recorded, &user);
+		if (rc > 0 && d->found == HU_FMT_NONE) {
+			/* its namespace, as a marker's would say it */
+			d->found = recorded;
+			d->seen_user = user;
+			d->seen_trusted = !user;
+			l->by_record = true;
+		}
+		rc = rc < 0 ? rc : 0;
+	}
 	if (rc == 0 && d->mixed) {
-		d->keep = d->found = majority(d);
+		d->keep = d->found = majority(d, recorded);
 		if (l->format_tied)
 			rc = report_tie(d);
 		if (rc == 0)

@@ -59,6 +59,13 @@ bool hu_xattr_is_private(const char *name)
 	return false;
 }
 
+bool hu_xattr_is_record(const char *rest)
+{
+	return strncmp(rest, "union.converting", 16) == 0 ||
+	       strncmp(rest, "union.mergedown-", 16) == 0 ||
+	       strcmp(rest, "union.format") == 0;
+}
+
 /* Is xattr @attr of the entry exactly the one byte @want?  Like the
  * kernel, read at most one byte: a longer value is not a match. */
 static int xattr_is_byte(int dirfd, const char *name, const char *attr,

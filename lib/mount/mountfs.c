@@ -158,6 +158,10 @@ static int choose_fs(struct hu_mount_plan *p, const struct hu_stack *s,
 		if (l->format == HU_FMT_OCI)
 			return convert_hint(e, l, "an OCI layer (.wh. "
 				"whiteouts), which no kernel filesystem reads");
+		/* A layer whose format only its record says has no marker
+		 * a filesystem could misread: it asks for none. */
+		if (l->by_record)
+			continue;
 		if (l->format == HU_FMT_UNION && !uni)
 			uni = l;
 		if (l->format == HU_FMT_OVERLAY && !ovl)

@@ -89,8 +89,8 @@ const char *hu_tar_path_unusual(const char *in, bool is_dir)
 	/* One leading "./": what GNU tar (tar -C dir .) and docker write. */
 	if (s[0] == '.' && s[1] == '/')
 		s += 2;
-	else if (s[0] == '.' && !s[1])
-		return NULL;	/* the root, as "." */
+	else if ((s[0] == '.' || s[0] == '/') && !s[1])
+		return NULL;	/* the root, as "." or as "/" (umoci's) */
 	if (*s == '/')
 		return "absolute";
 	while (*s) {

@@ -420,6 +420,13 @@ int hu_wh_convert(const struct hu_layer *l, const char *out,
 	c.pass = CV_INPLACE;
 	if (wh_walk(&src, &cv_inplace_ops, &c, e) < 0)
 		return -1;
+	/* A record of the format fsck left names the target, also where
+	 * nothing else changed (a layer whose markers are gone); before the
+	 * last change, since till then the conversion record speaks. */
+	if (hu_layer_record_convert(&src, &c.to, e) < 0) {
+		hu_error_prefix(e, l->path);
+		return -1;
+	}
 	/* the last change: the layer is read in the target format alone */
 	if ((c.half || st->started) && hu_conv_record_clear(&src, &c.to, e) < 0)
 		return -1;

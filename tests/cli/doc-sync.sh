@@ -17,8 +17,10 @@
 #      pasted: in order, in one bash under set -e, with the binary as
 #      the "hunion" that make builds in the source tree (a temp copy of
 #      the tree's top: only ./hunion), TMPDIR a temp dir.  Blocks of make
-#      commands only are the build itself and are not run.  As root only
-#      (the examples write trusted.* xattrs);
+#      commands only are the build itself and are not run.  A line
+#      "CMD || [ $? = N ]" (the way to let an expected status through
+#      set -e) runs as an exact check: CMD must exit N, and 0 fails it
+#      too.  As root only (the examples write trusted.* xattrs);
 #  (e) every man page renders with scdoc (when scdoc is installed);
 #  (f) every problem of lib/fsck/problem.def has its hunion-fsck(8) section;
 #  (g) README.md's "Source tree" names every folder of lib/ and every file
@@ -241,9 +243,27 @@ check_common
 # ---- (d) README's examples run ---------------------------------------------
 
 # The ```sh blocks of README.md, each as "# README.md:LINE" and its lines,
-# blocks of make commands only left out (with a line "#skip LINE").
+# blocks of make commands only left out (with a line "#skip LINE").  A
+# line "CMD || [ $? = N ]  # comment" becomes an exact check of CMD's
+# status: as pasted it lets a 0 through as well, which would hide a
+# command that stopped reporting what the README says it reports.
 readme_blocks() {
 	awk '
+		function exact(line, at,   i, rest, j, n, tail) {
+			i = index(line, "|| [ $? = ")
+			if (!i)
+				return line
+			rest = substr(line, i + 10)
+			j = index(rest, " ]")
+			n = substr(rest, 1, j - 1)
+			tail = substr(rest, j + 2)
+			if (!j || n !~ /^[0-9]+$/ || tail !~ /^[ \t]*(#.*)?$/)
+				return line
+			return "if " substr(line, 1, i - 1) "; then echo \"" at \
+			       ": exit 0, not " n "\"; false; else __rc=$?; " \
+			       "[ $__rc = " n " ] || { echo \"" at ": exit " \
+			       "$__rc, not " n "\"; false; }; fi"
+		}
 		/^```sh$/ { on = 1; start = NR + 1; body = ""; build = 1; next }
 		on && /^```$/ {
 			on = 0
@@ -252,7 +272,7 @@ readme_blocks() {
 			next
 		}
 		on {
-			body = body $0 "\n"
+			body = body exact($0, "README.md:" NR) "\n"
 			if ($0 !~ /^[ \t]*(#.*)?$/ && $0 !~ /^make( |$)/)
 				build = 0
 		}' "$root/README.md"

@@ -238,7 +238,8 @@ Test(tarlayer, bad_names_are_refused)
 }
 
 /* The form fsck's tarPathNotNormal holds entry names to: one leading
- * "./" is fine (GNU tar and docker write it), the rest is not. */
+ * "./" is fine (GNU tar and docker write it), and the root as "/"
+ * (umoci writes it), the rest is not. */
 Test(tarlayer, names_in_normal_form)
 {
 	static const struct {
@@ -251,7 +252,8 @@ Test(tarlayer, names_in_normal_form)
 		{ "d/", true, true }, { "./d/", true, true }, { "d", true, true },
 		{ ".", true, true }, { "./", true, true }, { "...", false, true },
 		{ ".wh..wh..opq", false, true },
-		{ "/x", false, false }, { "/", true, false },
+		{ "/", true, true },
+		{ "/x", false, false }, { "//", true, false },
 		{ "//x", false, false }, { "a//b", false, false },
 		{ "a/./b", false, false }, { "././x", false, false },
 		{ "./.", true, false }, { "a/.", true, false },
