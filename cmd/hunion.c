@@ -278,10 +278,13 @@ static size_t edit_distance(const char *a, const char *b)
 	size_t la = strlen(a), lb = strlen(b), d;
 	/* three rows: the one before last (for swaps), the last, this */
 	size_t *rows = calloc(3 * (lb + 1), sizeof(*rows));
-	size_t *r2 = rows, *r1 = rows + lb + 1, *r0 = rows + 2 * (lb + 1);
+	size_t *r2, *r1, *r0;
 
 	if (!rows)
 		return SIZE_MAX;
+	r2 = rows;
+	r1 = rows + lb + 1;
+	r0 = rows + 2 * (lb + 1);
 	for (size_t j = 0; j <= lb; j++)
 		r1[j] = j;
 	for (size_t i = 1; i <= la; i++) {
