@@ -170,10 +170,17 @@ struct tar_args {
 	const char *compress;	/* NULL or "auto": from the output's name */
 	const char *level, *threads, *descriptor, *clamp;
 	bool opaque_markers;
+	bool layer;		/* an OCI layer (diff --oci): a media type
+				 * must say its compression */
 };
 /* Take @o if it is one of them: 1, else 0. */
 int tar_opt(struct tar_args *t, const struct parsed_opt *o);
-/* Check them into @to (SOURCE_DATE_EPOCH too); -1 after a usage error. */
+/* Check them into @to (SOURCE_DATE_EPOCH too); -1 after a usage error.
+ * The compression is what @out's name says (hu_compress_for_path()):
+ * --compress may only agree with it, and a name of a compression that
+ * cannot be written is refused.  @out NULL: an image's layer, gzip
+ * unless --compress says otherwise.  An image's layer, t->layer and
+ * --descriptor take only the compressions with an OCI media type. */
 int tar_args_resolve(const struct cmd *c, const struct tar_args *t,
 		     const char *out, struct hu_tarout_opts *to);
 /* Stream the entries of a tarball into @t. */

@@ -242,6 +242,7 @@ static int run(struct diff_args *a, char **ops, int nops,
 	int rc;
 
 	if (a->oci || a->image.config || a->image.history) {
+		a->tar.layer = true;	/* its tarball is a layer */
 		rc = oci_args_resolve(a->c, &a->image, a->oci ? a->out : NULL,
 				      &a->tar, &to);
 		a->to_image = rc > 0;

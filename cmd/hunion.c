@@ -59,7 +59,7 @@ static const struct cmd_opt wh_convert_opts[] = {
 };
 
 #define OPT_TAR_OUT \
-	{ "compress", 0, OPT_REQUIRED, "ALGO", "auto|none|gzip|zstd", \
+	{ "compress", 0, OPT_REQUIRED, "ALGO", "auto|none|gzip|zstd|xz|bzip2", \
 	  "compression (default: auto, from the file name)" }, \
 	{ "level", 0, OPT_REQUIRED, "N", NULL, "compression level" }, \
 	{ "threads", 0, OPT_REQUIRED, "N", NULL, \

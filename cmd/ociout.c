@@ -66,7 +66,7 @@ int oci_args_resolve(const struct cmd *c, struct oci_args *oa,
 		return -1;
 	/* An image's layers are gzip unless --compress says otherwise: the
 	 * media type every reader takes. */
-	if (tar_args_resolve(c, ta, "layer.tar.gz", to) < 0)
+	if (tar_args_resolve(c, ta, NULL, to) < 0)
 		return -1;
 	return 1;
 }

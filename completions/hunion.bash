@@ -130,13 +130,13 @@ _hunion_values()
 	'hunion merge --format') printf '%s\n' 'auto|union|overlay|oci' ;;
 	'hunion merge --progress') printf '%s\n' 'auto|always|never' ;;
 	'hunion diff --output'|'hunion diff -o') printf '%s\n' '@file' ;;
-	'hunion diff --compress') printf '%s\n' 'auto|none|gzip|zstd' ;;
+	'hunion diff --compress') printf '%s\n' 'auto|none|gzip|zstd|xz|bzip2' ;;
 	'hunion diff --descriptor') printf '%s\n' '@file' ;;
 	'hunion diff --config') printf '%s\n' '@file' ;;
 	'hunion diff --format') printf '%s\n' 'auto|union|overlay|oci' ;;
 	'hunion diff --progress') printf '%s\n' 'auto|always|never' ;;
 	'hunion flatten --output'|'hunion flatten -o') printf '%s\n' '@file' ;;
-	'hunion flatten --compress') printf '%s\n' 'auto|none|gzip|zstd' ;;
+	'hunion flatten --compress') printf '%s\n' 'auto|none|gzip|zstd|xz|bzip2' ;;
 	'hunion flatten --descriptor') printf '%s\n' '@file' ;;
 	'hunion flatten --config') printf '%s\n' '@file' ;;
 	'hunion flatten --format') printf '%s\n' 'auto|union|overlay|oci' ;;

@@ -48,7 +48,7 @@ complete -c hunion -n '__fish_seen_subcommand_from diff' -l exact -d 'compare co
 complete -c hunion -n '__fish_seen_subcommand_from diff' -l trees -d 'compare two plain trees OLD NEW'
 complete -c hunion -n '__fish_seen_subcommand_from diff' -l oci -d 'write the changes as an OCI layer tarball (with -o)'
 complete -c hunion -n '__fish_seen_subcommand_from diff' -s o -l output -r -F -d 'the tarball to write with --oci (- for standard output), or oci:DIR:TAG for an image'
-complete -c hunion -n '__fish_seen_subcommand_from diff' -l compress -x -a 'auto none gzip zstd' -d 'compression (default: auto, from the file name)'
+complete -c hunion -n '__fish_seen_subcommand_from diff' -l compress -x -a 'auto none gzip zstd xz bzip2' -d 'compression (default: auto, from the file name)'
 complete -c hunion -n '__fish_seen_subcommand_from diff' -l level -x -a '' -d 'compression level'
 complete -c hunion -n '__fish_seen_subcommand_from diff' -l threads -x -a '' -d 'zstd worker threads (default and at most: the online cores)'
 complete -c hunion -n '__fish_seen_subcommand_from diff' -l descriptor -r -F -d 'write the OCI descriptor (mediaType, digest, size, diffID) as JSON'
@@ -68,7 +68,7 @@ complete -c hunion -n '__fish_seen_subcommand_from diff' -x -a '(__hunion_layers
 # hunion flatten
 complete -c hunion -n '__fish_seen_subcommand_from flatten' -s o -l output -r -F -d 'the tarball to write (- for standard output), or oci:DIR:TAG for an image'
 complete -c hunion -n '__fish_seen_subcommand_from flatten' -l base -x -a '' -d 'keep the bottom N layers as context: write the squashed layer of the ones above'
-complete -c hunion -n '__fish_seen_subcommand_from flatten' -l compress -x -a 'auto none gzip zstd' -d 'compression (default: auto, from the file name)'
+complete -c hunion -n '__fish_seen_subcommand_from flatten' -l compress -x -a 'auto none gzip zstd xz bzip2' -d 'compression (default: auto, from the file name)'
 complete -c hunion -n '__fish_seen_subcommand_from flatten' -l level -x -a '' -d 'compression level'
 complete -c hunion -n '__fish_seen_subcommand_from flatten' -l threads -x -a '' -d 'zstd worker threads (default and at most: the online cores)'
 complete -c hunion -n '__fish_seen_subcommand_from flatten' -l descriptor -r -F -d 'write the OCI descriptor (mediaType, digest, size, diffID) as JSON'

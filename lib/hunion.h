@@ -1013,12 +1013,16 @@ int hu_wh_convert(const struct hu_layer *l, const char *out,
 
 /* ---- tar output: OCI layer tarballs with digests (tarout.c) ------------ */
 
-enum hu_compress { HU_COMP_NONE = 0, HU_COMP_GZIP, HU_COMP_ZSTD };
+/* xz and bzip2 have no OCI layer media type: for plain tarballs only
+ * (hu_compress_oci()). */
+enum hu_compress {
+	HU_COMP_NONE = 0, HU_COMP_GZIP, HU_COMP_ZSTD, HU_COMP_XZ, HU_COMP_BZIP2
+};
 
 struct hu_tarout_opts {
 	enum hu_compress compress;
 	int level;		/* 0: the compressor's default */
-	int threads;		/* zstd workers; 0: all online cores */
+	int threads;		/* zstd and xz workers; 0: all online cores */
 	bool clamp_mtime;	/* mtimes newer than @mtime_max become it */
 	int64_t mtime_max;
 	/* The file data read and the bytes written to the fd (after
@@ -1030,7 +1034,9 @@ struct hu_digests {
 	char diff_id[72];	/* "sha256:<hex>" of the uncompressed tar */
 	char digest[72];	/* "sha256:<hex>" of the bytes written */
 	uint64_t size;		/* bytes written */
-	const char *media_type;	/* application/vnd.oci.image.layer.v1.tar... */
+	const char *media_type;	/* application/vnd.oci.image.layer.v1.tar...;
+				 * for xz and bzip2 application/x-xz,
+				 * application/x-bzip2 (no OCI type) */
 };
 
 struct hu_tarout;
@@ -1083,11 +1089,23 @@ void hu_tarout_abort(struct hu_tarout *t);
  * directory its opaque marker, then its whiteouts, then the rest.
  */
 
-/* "none", "gzip" or "zstd" (not "auto"); -1 when unknown. */
+/* "none", "gzip", "zstd", "xz" or "bzip2" (not "auto"); -1 when
+ * unknown. */
 int hu_compress_parse(const char *s, enum hu_compress *out);
-/* The compression a file name asks for: .gz, .tgz: gzip; .zst, .tzst:
- * zstd; anything else (and "-"): none. */
-enum hu_compress hu_compress_for_path(const char *path);
+/* The name hu_compress_parse() takes for @c. */
+const char *hu_compress_name(enum hu_compress c);
+/* The compression a file name says, in *@out: 1 when its suffix names
+ * one (.tar: none; .tar.gz, .tgz, .gz: gzip; .tar.zst, .tar.zstd, .tzst,
+ * .zst, .zstd: zstd; .tar.xz, .txz, .xz: xz; .tar.bz2, .tbz2, .tbz, .bz2:
+ * bzip2); 0 when it says nothing (no such suffix, "-": *@out is none);
+ * -1 when it names a compression that cannot be written (.lz4, .lzma,
+ * .lz, .Z, ...): *@out is then none. */
+int hu_compress_for_path(const char *path, enum hu_compress *out);
+/* The suffixes hu_compress_for_path() knows, for a message:
+ * ".tar, .tar.gz (.tgz), ...". */
+extern const char hu_compress_suffixes[];
+/* Has @c an OCI layer media type (none, gzip, zstd)? */
+bool hu_compress_oci(enum hu_compress c);
 /* The levels @c accepts in hu_tarout_opts.level (0 always means the
  * default); -1 when @c has no levels (none). */
 int hu_compress_levels(enum hu_compress c, int *min, int *max);
