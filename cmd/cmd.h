@@ -119,6 +119,12 @@ struct hu_report front_report(void);
 void front_report_warn(void *ctx, const struct hu_error *w);
 /* Clear the terminal's progress line, before any other output. */
 void front_progress_done(void);
+/* Around the open and read of an input that may block (--config naming a
+ * FIFO nobody writes): true lets SIGINT, SIGTERM and SIGHUP interrupt
+ * the call (EINTR, the run then stops: hu_eintr_retry()), false goes back
+ * to restarting calls, which the rest of a run needs.  False when a
+ * signal came already: do not start the call. */
+bool front_interruptible(bool on);
 
 /* ---- progress (progress.c) --------------------------------------------- */
 enum progress_mode { PROGRESS_AUTO = 0, PROGRESS_ALWAYS, PROGRESS_NEVER };

@@ -25,8 +25,17 @@ int oci_opt(struct oci_args *oa, const struct parsed_opt *o)
 static int read_config(const struct cmd *c, struct oci_args *oa)
 {
 	json_error_t je;
-	json_t *j = json_load_file(oa->config, JSON_REJECT_DUPLICATES, &je);
+	json_t *j = NULL;
 
+	/* a FIFO, say, that nobody writes: a signal ends the wait */
+	if (front_interruptible(true))
+		j = json_load_file(oa->config, JSON_REJECT_DUPLICATES, &je);
+	front_interruptible(false);
+	if (!j && hu_interrupted()) {
+		fprintf(stderr, "%s: --config %s: interrupted\n",
+			front.cmdname, oa->config);
+		return -1;
+	}
 	if (!j && je.line < 0)	/* not read */
 		return cmd_usage_error(c, "--config: %s", je.text);
 	if (!j)

@@ -4,6 +4,7 @@
 #define HUNION_INTERNAL_H
 
 #include <dirent.h>
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <string.h>
@@ -107,6 +108,15 @@ char *hu_path_join(const char *dir, const char *name);
 /* -1 with "interrupted" in @e once hu_interrupt() was called: the long
  * loops ask between entries. */
 int hu_interrupt_check(struct hu_error *e);
+
+/* Try a call that failed with EINTR again?  Not once the run was asked
+ * to stop: where the front end lets SIGINT, SIGTERM and SIGHUP interrupt
+ * calls (an input that may block, a FIFO nobody writes), a read ends on
+ * the first signal.  Other signals still get the call tried again. */
+static inline bool hu_eintr_retry(void)
+{
+	return errno == EINTR && !hu_interrupted();
+}
 
 /* Find @l's format and xattr namespace from the markers it holds (detect.c).
  * Refuses a layer with both union and overlay markers, unless its problem

@@ -211,7 +211,7 @@ int hu_outfile_write(struct hu_outfile *f, const void *buf, size_t len,
 	while (len) {
 		ssize_t n = hu_wr_write(f->fd, p, len);
 
-		if (n < 0 && errno == EINTR)
+		if (n < 0 && hu_eintr_retry())
 			continue;
 		if (n <= 0)
 			return hu_error_set(e, n < 0 ? errno : EIO, f->name,

@@ -119,7 +119,7 @@ static int emit(struct hu_zsink *z, const unsigned char *buf, size_t len,
 	while (len) {
 		ssize_t n = hu_wr_write(z->fd, p, len);
 
-		if (n < 0 && errno == EINTR)
+		if (n < 0 && hu_eintr_retry())
 			continue;
 		if (n <= 0)
 			return hu_error_set(e, n < 0 ? errno : EIO, NULL,
