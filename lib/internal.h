@@ -481,6 +481,17 @@ int hu_linkat_path(int rootfd, const char *oldpath, int newdirfd,
 /* Remove @name in @dirfd and everything below it (through the wrapper). */
 int hu_rmtree(int dirfd, const char *name);
 
+/* What an output is (outexist.c). */
+enum hu_out_kind { HU_OUT_FILE, HU_OUT_TREE };
+/* The rule for an output @name in @dirfd (@path as the user named it)
+ * that exists already, the same for every command: a regular file is
+ * replaced by a new file (HU_OUT_FILE), an empty directory by a new tree
+ * (HU_OUT_TREE); anything else is refused.  1 when @name exists and may
+ * be replaced (@st its lstat), 0 when it does not exist, -1 refused. */
+int hu_out_existing(int dirfd, const char *name, const char *path,
+		    enum hu_out_kind kind, struct stat *st,
+		    struct hu_error *e);
+
 /* Refuse an output @out whose directory is @dirfd when that directory or
  * one above it is the root of one of @layers (treeout.c): writing there
  * would change a layer while it is read. */
