@@ -295,7 +295,7 @@ int cmd_diff(const struct cmd *c, int argc, char **argv)
 		return DIFF_TROUBLE;	/* usage: 2, as diff(1) */
 	rc = run(&a, argv + first, argc - first, &e);
 	if (rc == EXIT_USAGE || rc == DIFF_TROUBLE) {
-		if (e.msg[0])
+		if (hu_error_has_msg(&e))
 			print_error(&e);
 		rc = DIFF_TROUBLE;
 	}

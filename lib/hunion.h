@@ -21,13 +21,16 @@
 struct hu_error {
 	int err;	/* errno, or 0 when the cause is not a system error */
 	char *path;	/* what the error concerns, as the user named it */
-	char msg[256];	/* what went wrong, without the path or errno text */
+	char *msg;	/* what went wrong, without the path or errno text,
+			 * whole (malloc'd; NULL when none, or when memory
+			 * ran out for it) */
 	bool whole;	/* path is already complete: hu_error_prefix leaves
 			 * it alone */
 };
 
 /* Fill @e and return -1; @path may be NULL.  A later call replaces the
- * earlier error. */
+ * earlier error; its arguments may be the earlier error's own path and
+ * message (e->path, e->msg): they are read before they are replaced. */
 int hu_error_set(struct hu_error *e, int err, const char *path,
 		 const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 /* Same, with the path given as "@dir/@name" (either part may be empty). */
@@ -35,6 +38,11 @@ int hu_error_setat(struct hu_error *e, int err, const char *dir,
 		   const char *name, const char *fmt, ...)
 	__attribute__((format(printf, 5, 6)));
 void hu_error_clear(struct hu_error *e);
+/* Has @e a message (it was set, and memory held for the message)? */
+static inline bool hu_error_has_msg(const struct hu_error *e)
+{
+	return e->msg && e->msg[0];
+}
 /* Ask whatever this process is doing to stop: the next check, between two
  * entries, fails with "interrupted", and the operation cleans up as after
  * any error (no output file, no unpacked layer left behind).  For a signal
