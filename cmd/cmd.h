@@ -199,6 +199,16 @@ int tar_write(const struct tar_args *ta, const char *path,
 	      const struct hu_stack *s, const struct hu_tarout_opts *to,
 	      tar_fill_fn fill, void *ctx, struct hu_digests *d,
 	      struct hu_error *e);
+/* -n: the tarball @path that tar_write() would have written (@d, @to),
+ * with @entries (PROGRESS_UNKNOWN: not said) and its descriptor, on
+ * standard output (tarargs.c); and the image of @nlayers layers that
+ * -o oci:DIR:TAG would get (ociout.c). */
+void print_would_write(const struct tar_args *ta, const char *path,
+		       const struct hu_tarout_opts *to,
+		       const struct hu_digests *d, uint64_t entries);
+struct oci_args;
+void print_would_write_image(const struct oci_args *oa, size_t nlayers,
+			     const struct hu_tarout_opts *to);
 /* -o oci:DIR:TAG of flatten and diff --oci (ociout.c). */
 struct oci_args {
 	const char *config, *history;	/* --config FILE, --history TEXT */

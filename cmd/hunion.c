@@ -86,7 +86,7 @@ static const struct cmd_opt flatten_opts[] = {
 	  "keep the bottom N layers as context: write the squashed layer of "
 	  "the ones above" },
 	OPT_TAR_OUT, OPT_OCI_OUT, OPT_FORMAT, OPT_PLATFORM, OPT_USERXATTR,
-	OPT_VERBOSE, OPT_QUIET, OPT_PROGRESS, OPT_HELP, OPT_END
+	OPT_DRY_RUN, OPT_VERBOSE, OPT_QUIET, OPT_PROGRESS, OPT_HELP, OPT_END
 };
 
 static const struct cmd_opt diff_opts[] = {
@@ -103,7 +103,7 @@ static const struct cmd_opt diff_opts[] = {
 	  "the tarball to write with --oci (- for standard output), or "
 	  "oci:DIR:TAG for an image" },
 	OPT_TAR_OUT, OPT_OCI_OUT, OPT_FORMAT, OPT_PLATFORM, OPT_USERXATTR,
-	OPT_QUIET, OPT_PROGRESS, OPT_HELP, OPT_END
+	OPT_DRY_RUN, OPT_QUIET, OPT_PROGRESS, OPT_HELP, OPT_END
 };
 
 static const struct cmd_opt fsck_opts[] = {

@@ -5,6 +5,7 @@
  * it is), its top layer what the command fills. */
 #include <errno.h>
 #include <jansson.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -174,4 +175,12 @@ int oci_write(const struct oci_args *oa, const struct hu_stack *s,
 out:
 	hu_ociout_close(w);
 	return rc;
+}
+
+void print_would_write_image(const struct oci_args *oa, size_t nlayers,
+			     const struct hu_tarout_opts *to)
+{
+	printf("would write oci:%s:%s: an image of %zu %s, %s\n", oa->dir,
+	       oa->tag, nlayers, nlayers == 1 ? "layer" : "layers",
+	       hu_compress_name(to->compress));
 }

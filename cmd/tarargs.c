@@ -2,6 +2,7 @@
 /* The tarball options that flatten and diff --oci share (OPT_TAR_OUT in
  * hunion.c): collected while parsing, then checked into hu_tarout_opts. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -189,4 +190,20 @@ int tar_write(const struct tar_args *ta, const char *path,
 		hu_outfile_abort(&f[0]);
 	}
 	return rc;
+}
+
+void print_would_write(const struct tar_args *ta, const char *path,
+		       const struct hu_tarout_opts *to,
+		       const struct hu_digests *d, uint64_t entries)
+{
+	printf("would write %s: %s", strcmp(path, "-") ? path :
+	       "standard output", hu_compress_name(to->compress));
+	if (entries != PROGRESS_UNKNOWN)
+		printf(", %llu %s", (unsigned long long)entries,
+		       entries == 1 ? "entry" : "entries");
+	printf(", %llu bytes, digest %s, diffID %s\n",
+	       (unsigned long long)d->size, d->digest, d->diff_id);
+	if (ta->descriptor)
+		printf("would write %s: its descriptor, %s\n", ta->descriptor,
+		       d->media_type);
 }

@@ -23,15 +23,15 @@ _hunion_spec()
 		;;
 	'hunion diff')
 		subs=''
-		longs='--recursive --json --exact --trees --oci --output= --compress= --level= --threads= --descriptor= --clamp-mtime= --opaque-markers --config= --history= --format= --platform= --userxattr --quiet --progress= --progress-fd= --help'
-		shorts='-r -o -q -h'
+		longs='--recursive --json --exact --trees --oci --output= --compress= --level= --threads= --descriptor= --clamp-mtime= --opaque-markers --config= --history= --format= --platform= --userxattr --dry-run --quiet --progress= --progress-fd= --help'
+		shorts='-r -o -n -q -h'
 		args='-o --output --compress --level --threads --descriptor --clamp-mtime --config --history --format --platform --progress --progress-fd'
 		operands='@layer'
 		;;
 	'hunion flatten')
 		subs=''
-		longs='--output= --base= --compress= --level= --threads= --descriptor= --clamp-mtime= --opaque-markers --config= --history= --format= --platform= --userxattr --verbose --quiet --progress= --progress-fd= --help'
-		shorts='-o -v -q -h'
+		longs='--output= --base= --compress= --level= --threads= --descriptor= --clamp-mtime= --opaque-markers --config= --history= --format= --platform= --userxattr --dry-run --verbose --quiet --progress= --progress-fd= --help'
+		shorts='-o -n -v -q -h'
 		args='-o --output --base --compress --level --threads --descriptor --clamp-mtime --config --history --format --platform --progress --progress-fd'
 		operands='@layer'
 		;;

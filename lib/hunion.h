@@ -48,6 +48,12 @@ static inline bool hu_error_has_msg(const struct hu_error *e)
  * any error (no output file, no unpacked layer left behind).  For a signal
  * handler: async-signal-safe, and it cannot be undone. */
 void hu_interrupt(void);
+/* Until called with false, nothing this process writes through the
+ * library reaches the filesystem: a file written goes to /dev/null (its
+ * bytes counted and hashed as if written), standard output gets none,
+ * and renames, links and removals are skipped.  For the dry runs of the
+ * commands that write one output file (flatten -n, diff --oci -n). */
+void hu_dry_run(bool on);
 /* Has hu_interrupt() been called? */
 bool hu_interrupted(void);
 /* Prepend @dir to the path of @e. */
