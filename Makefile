@@ -24,7 +24,7 @@ MOUNTHELPERDIR ?= /sbin
 # lib/common/crypto_dl.c), never linked by hunion: their headers only
 # (dlopen() is in libc since glibc 2.34: no -ldl).  The unit tests and
 # the fuzz targets, which call them too, link them.
-PKGS     = libattr libzstd zlib jansson
+PKGS     = libattr libzstd zlib jansson liblzma
 DL_PKGS  = libarchive libcrypto
 DL_LIBS  = $(shell pkg-config --libs $(DL_PKGS) 2>/dev/null || echo -larchive -lcrypto)
 WARN     = -Wall -Wextra -Wformat=2 -Wmissing-prototypes -Wvla -Wshadow \
@@ -35,7 +35,8 @@ endif
 OPT     ?= -O2 -g
 CPPFLAGS += -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -Ilib
 CFLAGS  += -std=c11 -pthread $(OPT) $(WARN) $(shell pkg-config --cflags $(DL_PKGS) $(PKGS) 2>/dev/null)
-LDLIBS  += $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lattr -lzstd -lz -ljansson)
+# libbz2 ships no pkg-config file
+LDLIBS  += $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lattr -lzstd -lz -ljansson -llzma) -lbz2
 
 B       ?= build
 LIB_SRC  = $(sort $(wildcard lib/*/*.c))
@@ -48,8 +49,8 @@ MANS     = $(patsubst man/%.scd,$(B)/man/%,$(wildcard man/*.scd))
 
 # The Debian packages the build, the docs and the tests use.
 DEB_PKGS = build-essential clang pkg-config libarchive-dev libattr1-dev \
-           libzstd-dev libssl-dev zlib1g-dev libcriterion-dev scdoc attr python3 \
-           libarchive-tools e2fsprogs util-linux kmod rsync zstd umoci time \
+           libzstd-dev liblzma-dev libbz2-dev libssl-dev zlib1g-dev libcriterion-dev scdoc attr python3 \
+           libarchive-tools e2fsprogs util-linux kmod rsync zstd xz-utils bzip2 umoci time \
            zsh fish xfsprogs libcap2-bin cppcheck shellcheck fuse-overlayfs \
            libjansson-dev skopeo podman busybox-static \
            docker-registry runc

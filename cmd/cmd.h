@@ -176,6 +176,12 @@ struct hu_report front_report(void);
 void front_report_warn(void *ctx, const struct hu_error *w);
 /* Clear the terminal's progress line, before any other output. */
 void front_progress_done(void);
+/* Around the open and read of an input that may block (--config naming a
+ * FIFO nobody writes): true lets SIGINT, SIGTERM and SIGHUP interrupt
+ * the call (EINTR, the run then stops: hu_eintr_retry()), false goes back
+ * to restarting calls, which the rest of a run needs.  False when a
+ * signal came already: do not start the call. */
+bool front_interruptible(bool on);
 
 /* ---- progress (progress.c) --------------------------------------------- */
 enum progress_mode { PROGRESS_AUTO = 0, PROGRESS_ALWAYS, PROGRESS_NEVER };
@@ -240,10 +246,17 @@ struct tar_args {
 	const char *compress;	/* NULL or "auto": from the output's name */
 	const char *level, *threads, *descriptor, *clamp;
 	bool opaque_markers;
+	bool layer;		/* an OCI layer (diff --oci): a media type
+				 * must say its compression */
 };
 /* Take @o if it is one of them: 1, else 0. */
 int tar_opt(struct tar_args *t, const struct parsed_opt *o);
-/* Check them into @to (SOURCE_DATE_EPOCH too); -1 after a usage error. */
+/* Check them into @to (SOURCE_DATE_EPOCH too); -1 after a usage error.
+ * The compression is what @out's name says (hu_compress_for_path()):
+ * --compress may only agree with it, and a name of a compression that
+ * cannot be written is refused.  @out NULL: an image's layer, gzip
+ * unless --compress says otherwise.  An image's layer, t->layer and
+ * --descriptor take only the compressions with an OCI media type. */
 int tar_args_resolve(const struct cmd *c, const struct tar_args *t,
 		     const char *out, struct hu_tarout_opts *to);
 /* SOURCE_DATE_EPOCH @sde into @v: whole seconds, at most the end of
@@ -259,6 +272,16 @@ int tar_write(const struct tar_args *ta, const char *path,
 	      const struct hu_stack *s, const struct hu_tarout_opts *to,
 	      tar_fill_fn fill, void *ctx, struct hu_digests *d,
 	      struct hu_error *e);
+/* -n: the tarball @path that tar_write() would have written (@d, @to),
+ * with @entries (PROGRESS_UNKNOWN: not said) and its descriptor, on
+ * standard output (tarargs.c); and the image of @nlayers layers that
+ * -o oci:DIR:TAG would get (ociout.c). */
+void print_would_write(const struct tar_args *ta, const char *path,
+		       const struct hu_tarout_opts *to,
+		       const struct hu_digests *d, uint64_t entries);
+struct oci_args;
+void print_would_write_image(const struct oci_args *oa, size_t nlayers,
+			     const struct hu_tarout_opts *to);
 /* -o oci:DIR:TAG of flatten and diff --oci (ociout.c). */
 struct oci_args {
 	const char *config, *history;	/* --config FILE, --history TEXT */

@@ -198,7 +198,7 @@ void print_error(const struct hu_error *e)
 		print_path_escaped(stderr, e->path);
 		fputs(": ", stderr);
 	}
-	fputs(e->msg[0] ? e->msg : "failed", stderr);
+	fputs(hu_error_has_msg(e) ? e->msg : "failed", stderr);
 	if (e->err)
 		fprintf(stderr, ": %s", strerror(e->err));
 	fputc('\n', stderr);
@@ -245,7 +245,7 @@ void front_report_warn(void *ctx, const struct hu_error *w)
 		print_path_escaped(stderr, w->path);
 		fputs(": ", stderr);
 	}
-	fputs(w->msg, stderr);
+	fputs(hu_error_has_msg(w) ? w->msg : "", stderr);
 	if (w->err)
 		fprintf(stderr, ": %s", strerror(w->err));
 	fputc('\n', stderr);

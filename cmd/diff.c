@@ -173,12 +173,27 @@ static int write_oci(const struct diff_args *a, const struct hu_stack *s,
 	};
 	struct hu_digests d;
 	bool any = false;
+	int rc;
 
 	if (a->exit_code && any_change(s, co, &any, e) < 0)
 		return DIFF_TROUBLE;
-	if (a->to_image ? oci_write(&a->image, s, &ow, e) < 0 :
-	    tar_write(&a->tar, a->out, s, to, fill_changes, &f, &d, e) < 0)
+	if (a->to_image && a->lo.dry_run) {
+		/* each layer beneath, then the changes */
+		print_would_write_image(&a->image, s->n, to);
+		return any ? DIFF_CHANGES : DIFF_SAME;
+	}
+	if (a->to_image)
+		return oci_write(&a->image, s, &ow, e) < 0 ? DIFF_TROUBLE :
+		       any ? DIFF_CHANGES : DIFF_SAME;
+	/* -n: the whole tarball made, its bytes counted and hashed, none
+	 * written */
+	hu_dry_run(a->lo.dry_run);
+	rc = tar_write(&a->tar, a->out, s, to, fill_changes, &f, &d, e);
+	hu_dry_run(false);
+	if (rc < 0)
 		return DIFF_TROUBLE;
+	if (a->lo.dry_run)
+		print_would_write(&a->tar, a->out, to, &d, PROGRESS_UNKNOWN);
 	return any ? DIFF_CHANGES : DIFF_SAME;
 }
 
@@ -202,6 +217,9 @@ static int check_args(struct diff_args *a, int nops)
 			a->tar.opaque_markers))
 		return cmd_usage_error(c, "-o and the tarball options need "
 				       "--oci");
+	if (a->lo.dry_run && !a->oci)
+		return cmd_usage_error(c, "-n shows what --oci -o would write: "
+				       "it needs --oci");
 	if (a->oci && (a->lo.json || a->recursive))
 		return cmd_usage_error(c, "--oci writes a tarball: no --json "
 				       "or -r");
@@ -247,6 +265,7 @@ static int run(struct diff_args *a, char **ops, int nops,
 
 	if (a->oci || a->image.first_opt) {
 		a->image.edit.platform = a->lo.stack.platform;
+		a->tar.layer = true;	/* its tarball is a layer */
 		rc = oci_args_resolve(a->c, &a->image, a->oci ? a->out : NULL,
 				      &a->tar, &to);
 		a->to_image = rc > 0;
@@ -308,7 +327,7 @@ int cmd_diff(const struct cmd *c, int argc, char **argv)
 		return DIFF_TROUBLE;	/* usage: 2, as diff(1) */
 	rc = run(&a, argv + first, argc - first, &e);
 	if (rc == EXIT_USAGE || rc == DIFF_TROUBLE) {
-		if (e.msg[0])
+		if (hu_error_has_msg(&e))
 			print_error(&e);
 		rc = DIFF_TROUBLE;
 	}

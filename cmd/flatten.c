@@ -171,10 +171,20 @@ int cmd_flatten(const struct cmd *c, int argc, char **argv)
 	}
 	warn_live_layers(&s, &f.report);
 	f.s = &s;
-	if (a.image)
+	if (a.image && a.lo.dry_run) {
+		/* the bottom N (--base) each a layer, then the squashed one */
+		print_would_write_image(&a.oci, a.base ?
+					strtoul(a.base, NULL, 10) + 1 : 1, &to);
+		rc = 0;
+	} else if (a.image) {
 		rc = write_image(&a, &f, &to, &e);
-	else
+	} else {
+		/* -n: the whole tarball made, its bytes counted and hashed,
+		 * none written */
+		hu_dry_run(a.lo.dry_run);
 		rc = tar_write(&a.tar, a.out, &s, &to, fill, &f, &d, &e);
+		hu_dry_run(false);
+	}
 	/* The bytes written: the live count, every byte that reached the
 	 * output, which is the tarball's size (d.size); the progress-fd
 	 * case holds the two equal.  The entries: the summary's, an
@@ -185,6 +195,9 @@ int cmd_flatten(const struct cmd *c, int argc, char **argv)
 		progress_finish(PROGRESS_UNKNOWN, PROGRESS_UNKNOWN);
 	if (rc < 0)
 		print_error(&e);
+	else if (a.lo.dry_run && !a.image)
+		print_would_write(&a.tar, a.out, &to, &d, a.base ?
+				  PROGRESS_UNKNOWN : f.st.entries + 1);
 	else if (front.verbosity > 0 && !a.image)
 		print_summary(&a, &f.st, &d);
 	hu_error_clear(&e);

@@ -104,7 +104,7 @@ static void print_error_text(FILE *f, const struct hu_error *why)
 		print_path_escaped(f, why->path);
 		fputs(": ", f);
 	}
-	fputs(why->msg, f);
+	fputs(hu_error_has_msg(why) ? why->msg : "failed", f);
 	if (why->err)
 		fprintf(f, ": %s", strerror(why->err));
 }

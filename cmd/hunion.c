@@ -60,7 +60,7 @@ static const struct cmd_opt wh_convert_opts[] = {
 };
 
 #define OPT_TAR_OUT \
-	{ "compress", 0, OPT_REQUIRED, "ALGO", "auto|none|gzip|zstd", \
+	{ "compress", 0, OPT_REQUIRED, "ALGO", "auto|none|gzip|zstd|xz|bzip2", \
 	  "compression (default: auto, from the file name)" }, \
 	{ "level", 0, OPT_REQUIRED, "N", NULL, "compression level" }, \
 	{ "threads", 0, OPT_REQUIRED, "N", NULL, \
@@ -81,7 +81,7 @@ static const struct cmd_opt flatten_opts[] = {
 	  "keep the bottom N layers as context: write the squashed layer of "
 	  "the ones above" },
 	OPT_TAR_OUT, OPT_OCI_OUT, OPT_LAYERDIRS, OPT_FORMAT, OPT_PLATFORM_OUT,
-	OPT_USERXATTR,
+	OPT_USERXATTR, OPT_DRY_RUN,
 	OPT_VERBOSE, OPT_QUIET, OPT_PROGRESS, OPT_HELP, OPT_END
 };
 
@@ -102,7 +102,7 @@ static const struct cmd_opt diff_opts[] = {
 	  "exit 1 when there are changes, with -o too (a listing always "
 	  "does)" },
 	OPT_TAR_OUT, OPT_OCI_OUT, OPT_LAYERDIRS, OPT_FORMAT, OPT_PLATFORM_OUT,
-	OPT_USERXATTR,
+	OPT_USERXATTR, OPT_DRY_RUN,
 	OPT_QUIET, OPT_PROGRESS, OPT_HELP, OPT_END
 };
 
@@ -447,22 +447,42 @@ static void on_signal(int sig)
 	hu_interrupt();
 }
 
-static void catch_signals(void)
+static const int stop_sigs[] = { SIGINT, SIGTERM, SIGHUP };
+static bool stop_caught[3];	/* a handler of ours, not ignored */
+
+/* SA_RESTART: a call a signal interrupts goes on after the handler.  A
+ * run that stops still says what it did, whole: fsck's findings and its
+ * summary, written to a pipe that was full when the signal came, and
+ * waits that must end on a signal do not rely on interrupted calls
+ * (flock is taken in naps, outlock.c).  Only an input that may block
+ * needs the call interrupted: front_interruptible(). */
+static void set_handlers(int flags)
 {
-	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP };
-	struct sigaction sa = { .sa_handler = on_signal,
-				.sa_flags = SA_RESTART };
+	struct sigaction sa = { .sa_handler = on_signal, .sa_flags = flags };
 
 	sigemptyset(&sa.sa_mask);
-	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
+	for (size_t i = 0; i < sizeof(stop_sigs) / sizeof(stop_sigs[0]); i++)
+		if (stop_caught[i])
+			(void)sigaction(stop_sigs[i], &sa, NULL);
+}
+
+bool front_interruptible(bool on)
+{
+	set_handlers(on ? 0 : SA_RESTART);
+	return !hu_interrupted();
+}
+
+static void catch_signals(void)
+{
+	for (size_t i = 0; i < sizeof(stop_sigs) / sizeof(stop_sigs[0]); i++) {
 		struct sigaction old;
 
 		/* ignored from the start (nohup, a background job of a
 		 * script): stay ignored */
-		if (sigaction(sigs[i], NULL, &old) == 0 &&
-		    old.sa_handler != SIG_IGN)
-			(void)sigaction(sigs[i], &sa, NULL);
+		stop_caught[i] = sigaction(stop_sigs[i], NULL, &old) == 0 &&
+				 old.sa_handler != SIG_IGN;
 	}
+	set_handlers(SA_RESTART);
 }
 
 int main(int argc, char **argv)

@@ -8,6 +8,7 @@
  * written. */
 #include <errno.h>
 #include <jansson.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -83,10 +84,19 @@ static int read_config(const struct cmd *c, struct oci_args *oa)
 {
 	struct hu_error e = { 0 };
 	json_error_t je;
-	json_t *j = json_load_file(oa->config, JSON_REJECT_DUPLICATES, &je);
+	json_t *j = NULL;
 	char *text;
 	int rc;
 
+	/* a FIFO, say, that nobody writes: a signal ends the wait */
+	if (front_interruptible(true))
+		j = json_load_file(oa->config, JSON_REJECT_DUPLICATES, &je);
+	front_interruptible(false);
+	if (!j && hu_interrupted()) {
+		fprintf(stderr, "%s: --config %s: interrupted\n",
+			front.cmdname, oa->config);
+		return -1;
+	}
 	if (!j && je.line < 0)	/* not read */
 		return cmd_usage_error(c, "--config: %s", je.text);
 	if (!j)
@@ -148,7 +158,7 @@ int oci_args_resolve(const struct cmd *c, struct oci_args *oa,
 		return -1;
 	/* An image's layers are gzip unless --compress says otherwise: the
 	 * media type every reader takes. */
-	if (tar_args_resolve(c, ta, "layer.tar.gz", to) < 0)
+	if (tar_args_resolve(c, ta, NULL, to) < 0)
 		return -1;
 	return 1;
 }
@@ -280,4 +290,12 @@ out:
 	hu_ociout_close(w);
 	free(config);
 	return rc;
+}
+
+void print_would_write_image(const struct oci_args *oa, size_t nlayers,
+			     const struct hu_tarout_opts *to)
+{
+	printf("would write oci:%s:%s: an image of %zu %s, %s\n", oa->dir,
+	       oa->tag, nlayers, nlayers == 1 ? "layer" : "layers",
+	       hu_compress_name(to->compress));
 }

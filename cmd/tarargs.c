@@ -2,6 +2,7 @@
 /* The tarball options that flatten and diff --oci share (OPT_TAR_OUT in
  * hunion.c): collected while parsing, then checked into hu_tarout_opts. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -40,7 +41,7 @@ bool parse_num(const char *s, long long min, long long max, long long *out)
 	return true;
 }
 
-/* --threads: zstd's workers.  More than the online cores only cost
+/* --threads: zstd's or xz's workers.  More than the online cores only cost
  * memory (zstd then fails for it): clamp, and say so. */
 static int threads_resolve(const struct cmd *c, const char *arg,
 			   struct hu_tarout_opts *to)
@@ -49,8 +50,9 @@ static int threads_resolve(const struct cmd *c, const char *arg,
 	long cores = sysconf(_SC_NPROCESSORS_ONLN);
 	long long v;
 
-	if (to->compress != HU_COMP_ZSTD)
-		return cmd_usage_error(c, "--threads needs zstd compression");
+	if (to->compress != HU_COMP_ZSTD && to->compress != HU_COMP_XZ)
+		return cmd_usage_error(c, "--threads needs zstd or xz "
+				       "compression");
 	if (!parse_num(arg, 0, 1024, &v))
 		return cmd_usage_error(c, "invalid --threads '%s' (0 for all "
 				       "cores, up to 1024)", arg);
@@ -77,6 +79,39 @@ int sde_parse(const struct cmd *c, const char *sde, long long *v)
 	return 0;
 }
 
+/* What the output's name says, and what --compress says: they must
+ * agree. */
+static int compress_resolve(const struct cmd *c, const struct tar_args *t,
+			    const char *out, struct hu_tarout_opts *to)
+{
+	enum hu_compress named = out ? HU_COMP_NONE : HU_COMP_GZIP;
+	int says = out ? hu_compress_for_path(out, &named) : 0;
+	bool given = t->compress && strcmp(t->compress, "auto");
+
+	if (says < 0)
+		return cmd_usage_error(c, "%s: a compression hunion cannot "
+				       "write (it writes %s)", out,
+				       hu_compress_suffixes);
+	to->compress = named;
+	if (given && hu_compress_parse(t->compress, &to->compress) < 0)
+		return cmd_usage_error(c, "invalid --compress '%s' (choose "
+				       "auto, none, gzip, zstd, xz or bzip2)",
+				       t->compress);
+	if (given && says > 0 && to->compress != named)
+		return cmd_usage_error(c, "--compress=%s contradicts the name "
+				       "%s, which says %s", t->compress, out,
+				       named == HU_COMP_NONE ? "uncompressed" :
+				       hu_compress_name(named));
+	if (!hu_compress_oci(to->compress) && (!out || t->layer ||
+					       t->descriptor))
+		return cmd_usage_error(c, "%s: an OCI layer has no media type "
+				       "for %s (choose none, gzip or zstd)",
+				       !out ? "an image" : t->descriptor ?
+				       "--descriptor" : out,
+				       hu_compress_name(to->compress));
+	return 0;
+}
+
 int tar_args_resolve(const struct cmd *c, const struct tar_args *t,
 		     const char *out, struct hu_tarout_opts *to)
 {
@@ -86,16 +121,13 @@ int tar_args_resolve(const struct cmd *c, const struct tar_args *t,
 
 	memset(to, 0, sizeof(*to));
 	to->bytes = progress_bytes();
-	if (!t->compress || !strcmp(t->compress, "auto"))
-		to->compress = hu_compress_for_path(out);
-	else if (hu_compress_parse(t->compress, &to->compress) < 0)
-		return cmd_usage_error(c, "invalid --compress '%s' (choose "
-				       "auto, none, gzip or zstd)",
-				       t->compress);
+	if (compress_resolve(c, t, out, to) < 0)
+		return -1;
 	if (t->level) {
 		if (hu_compress_levels(to->compress, &min, &max) < 0)
-			return cmd_usage_error(c, "--level needs gzip or "
-					       "zstd compression");
+			return cmd_usage_error(c, "--level needs "
+					       "compression (gzip, zstd, xz "
+					       "or bzip2)");
 		if (!parse_num(t->level, min, max, &v))
 			return cmd_usage_error(c, "invalid --level '%s' "
 					       "(%d to %d)", t->level, min,
@@ -172,4 +204,20 @@ int tar_write(const struct tar_args *ta, const char *path,
 		hu_outfile_abort(&f[0]);
 	}
 	return rc;
+}
+
+void print_would_write(const struct tar_args *ta, const char *path,
+		       const struct hu_tarout_opts *to,
+		       const struct hu_digests *d, uint64_t entries)
+{
+	printf("would write %s: %s", strcmp(path, "-") ? path :
+	       "standard output", hu_compress_name(to->compress));
+	if (entries != PROGRESS_UNKNOWN)
+		printf(", %llu %s", (unsigned long long)entries,
+		       entries == 1 ? "entry" : "entries");
+	printf(", %llu bytes, digest %s, diffID %s\n",
+	       (unsigned long long)d->size, d->digest, d->diff_id);
+	if (ta->descriptor)
+		printf("would write %s: its descriptor, %s\n", ta->descriptor,
+		       d->media_type);
 }

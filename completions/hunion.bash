@@ -23,15 +23,15 @@ _hunion_spec()
 		;;
 	'hunion diff')
 		subs=''
-		longs='--recursive --json --exact --trees --oci --output= --exit-code --compress= --level= --threads= --descriptor= --clamp-mtime= --opaque-markers --config= --config.cmd= --config.entrypoint= --config.env= --config.label= --config.exposedports= --config.volume= --config.user= --config.workingdir= --author= --history= --lowerdir= --upperdir= --format= --platform= --userxattr --quiet --progress= --progress-fd= --help'
-		shorts='-r -o -q -h'
+		longs='--recursive --json --exact --trees --oci --output= --exit-code --compress= --level= --threads= --descriptor= --clamp-mtime= --opaque-markers --config= --config.cmd= --config.entrypoint= --config.env= --config.label= --config.exposedports= --config.volume= --config.user= --config.workingdir= --author= --history= --lowerdir= --upperdir= --format= --platform= --userxattr --dry-run --quiet --progress= --progress-fd= --help'
+		shorts='-r -o -n -q -h'
 		args='-o --output --compress --level --threads --descriptor --clamp-mtime --config --config.cmd --config.entrypoint --config.env --config.label --config.exposedports --config.volume --config.user --config.workingdir --author --history --lowerdir --upperdir --format --platform --progress --progress-fd'
 		operands='@layer'
 		;;
 	'hunion flatten')
 		subs=''
-		longs='--output= --base= --compress= --level= --threads= --descriptor= --clamp-mtime= --opaque-markers --config= --config.cmd= --config.entrypoint= --config.env= --config.label= --config.exposedports= --config.volume= --config.user= --config.workingdir= --author= --history= --lowerdir= --upperdir= --format= --platform= --userxattr --verbose --quiet --progress= --progress-fd= --help'
-		shorts='-o -v -q -h'
+		longs='--output= --base= --compress= --level= --threads= --descriptor= --clamp-mtime= --opaque-markers --config= --config.cmd= --config.entrypoint= --config.env= --config.label= --config.exposedports= --config.volume= --config.user= --config.workingdir= --author= --history= --lowerdir= --upperdir= --format= --platform= --userxattr --dry-run --verbose --quiet --progress= --progress-fd= --help'
+		shorts='-o -n -v -q -h'
 		args='-o --output --base --compress --level --threads --descriptor --clamp-mtime --config --config.cmd --config.entrypoint --config.env --config.label --config.exposedports --config.volume --config.user --config.workingdir --author --history --lowerdir --upperdir --format --platform --progress --progress-fd'
 		operands='@layer'
 		;;
@@ -146,7 +146,7 @@ _hunion_values()
 	'hunion merge --format') printf '%s\n' 'auto|union|overlay|oci' ;;
 	'hunion merge --progress') printf '%s\n' 'auto|always|never' ;;
 	'hunion diff --output'|'hunion diff -o') printf '%s\n' '@file' ;;
-	'hunion diff --compress') printf '%s\n' 'auto|none|gzip|zstd' ;;
+	'hunion diff --compress') printf '%s\n' 'auto|none|gzip|zstd|xz|bzip2' ;;
 	'hunion diff --descriptor') printf '%s\n' '@file' ;;
 	'hunion diff --config') printf '%s\n' '@file' ;;
 	'hunion diff --lowerdir') printf '%s\n' '@dir' ;;
@@ -154,7 +154,7 @@ _hunion_values()
 	'hunion diff --format') printf '%s\n' 'auto|union|overlay|oci' ;;
 	'hunion diff --progress') printf '%s\n' 'auto|always|never' ;;
 	'hunion flatten --output'|'hunion flatten -o') printf '%s\n' '@file' ;;
-	'hunion flatten --compress') printf '%s\n' 'auto|none|gzip|zstd' ;;
+	'hunion flatten --compress') printf '%s\n' 'auto|none|gzip|zstd|xz|bzip2' ;;
 	'hunion flatten --descriptor') printf '%s\n' '@file' ;;
 	'hunion flatten --config') printf '%s\n' '@file' ;;
 	'hunion flatten --lowerdir') printf '%s\n' '@dir' ;;

@@ -21,13 +21,16 @@
 struct hu_error {
 	int err;	/* errno, or 0 when the cause is not a system error */
 	char *path;	/* what the error concerns, as the user named it */
-	char msg[256];	/* what went wrong, without the path or errno text */
+	char *msg;	/* what went wrong, without the path or errno text,
+			 * whole (malloc'd; NULL when none, or when memory
+			 * ran out for it) */
 	bool whole;	/* path is already complete: hu_error_prefix leaves
 			 * it alone */
 };
 
 /* Fill @e and return -1; @path may be NULL.  A later call replaces the
- * earlier error. */
+ * earlier error; its arguments may be the earlier error's own path and
+ * message (e->path, e->msg): they are read before they are replaced. */
 int hu_error_set(struct hu_error *e, int err, const char *path,
 		 const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 /* Same, with the path given as "@dir/@name" (either part may be empty). */
@@ -35,11 +38,22 @@ int hu_error_setat(struct hu_error *e, int err, const char *dir,
 		   const char *name, const char *fmt, ...)
 	__attribute__((format(printf, 5, 6)));
 void hu_error_clear(struct hu_error *e);
+/* Has @e a message (it was set, and memory held for the message)? */
+static inline bool hu_error_has_msg(const struct hu_error *e)
+{
+	return e->msg && e->msg[0];
+}
 /* Ask whatever this process is doing to stop: the next check, between two
  * entries, fails with "interrupted", and the operation cleans up as after
  * any error (no output file, no unpacked layer left behind).  For a signal
  * handler: async-signal-safe, and it cannot be undone. */
 void hu_interrupt(void);
+/* Until called with false, nothing this process writes through the
+ * library reaches the filesystem: a file written goes to /dev/null (its
+ * bytes counted and hashed as if written), standard output gets none,
+ * and renames, links and removals are skipped.  For the dry runs of the
+ * commands that write one output file (flatten -n, diff --oci -n). */
+void hu_dry_run(bool on);
 /* Has hu_interrupt() been called? */
 bool hu_interrupted(void);
 /* Prepend @dir to the path of @e. */
@@ -1060,12 +1074,16 @@ int hu_wh_convert(const struct hu_layer *l, const char *out,
 
 /* ---- tar output: OCI layer tarballs with digests (tarout.c) ------------ */
 
-enum hu_compress { HU_COMP_NONE = 0, HU_COMP_GZIP, HU_COMP_ZSTD };
+/* xz and bzip2 have no OCI layer media type: for plain tarballs only
+ * (hu_compress_oci()). */
+enum hu_compress {
+	HU_COMP_NONE = 0, HU_COMP_GZIP, HU_COMP_ZSTD, HU_COMP_XZ, HU_COMP_BZIP2
+};
 
 struct hu_tarout_opts {
 	enum hu_compress compress;
 	int level;		/* 0: the compressor's default */
-	int threads;		/* zstd workers; 0: all online cores */
+	int threads;		/* zstd and xz workers; 0: all online cores */
 	bool clamp_mtime;	/* mtimes newer than @mtime_max become it */
 	int64_t mtime_max;
 	/* The file data read and the bytes written to the fd (after
@@ -1077,7 +1095,9 @@ struct hu_digests {
 	char diff_id[72];	/* "sha256:<hex>" of the uncompressed tar */
 	char digest[72];	/* "sha256:<hex>" of the bytes written */
 	uint64_t size;		/* bytes written */
-	const char *media_type;	/* application/vnd.oci.image.layer.v1.tar... */
+	const char *media_type;	/* application/vnd.oci.image.layer.v1.tar...;
+				 * for xz and bzip2 application/x-xz,
+				 * application/x-bzip2 (no OCI type) */
 };
 
 struct hu_tarout;
@@ -1130,11 +1150,23 @@ void hu_tarout_abort(struct hu_tarout *t);
  * directory its opaque marker, then its whiteouts, then the rest.
  */
 
-/* "none", "gzip" or "zstd" (not "auto"); -1 when unknown. */
+/* "none", "gzip", "zstd", "xz" or "bzip2" (not "auto"); -1 when
+ * unknown. */
 int hu_compress_parse(const char *s, enum hu_compress *out);
-/* The compression a file name asks for: .gz, .tgz: gzip; .zst, .tzst:
- * zstd; anything else (and "-"): none. */
-enum hu_compress hu_compress_for_path(const char *path);
+/* The name hu_compress_parse() takes for @c. */
+const char *hu_compress_name(enum hu_compress c);
+/* The compression a file name says, in *@out: 1 when its suffix names
+ * one (.tar: none; .tar.gz, .tgz, .gz: gzip; .tar.zst, .tar.zstd, .tzst,
+ * .zst, .zstd: zstd; .tar.xz, .txz, .xz: xz; .tar.bz2, .tbz2, .tbz, .bz2:
+ * bzip2); 0 when it says nothing (no such suffix, "-": *@out is none);
+ * -1 when it names a compression that cannot be written (.lz4, .lzma,
+ * .lz, .Z, ...): *@out is then none. */
+int hu_compress_for_path(const char *path, enum hu_compress *out);
+/* The suffixes hu_compress_for_path() knows, for a message:
+ * ".tar, .tar.gz (.tgz), ...". */
+extern const char hu_compress_suffixes[];
+/* Has @c an OCI layer media type (none, gzip, zstd)? */
+bool hu_compress_oci(enum hu_compress c);
 /* The levels @c accepts in hu_tarout_opts.level (0 always means the
  * default); -1 when @c has no levels (none). */
 int hu_compress_levels(enum hu_compress c, int *min, int *max);

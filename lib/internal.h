@@ -4,6 +4,7 @@
 #define HUNION_INTERNAL_H
 
 #include <dirent.h>
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <string.h>
@@ -107,6 +108,15 @@ char *hu_path_join(const char *dir, const char *name);
 /* -1 with "interrupted" in @e once hu_interrupt() was called: the long
  * loops ask between entries. */
 int hu_interrupt_check(struct hu_error *e);
+
+/* Try a call that failed with EINTR again?  Not once the run was asked
+ * to stop: where the front end lets SIGINT, SIGTERM and SIGHUP interrupt
+ * calls (an input that may block, a FIFO nobody writes), a read ends on
+ * the first signal.  Other signals still get the call tried again. */
+static inline bool hu_eintr_retry(void)
+{
+	return errno == EINTR && !hu_interrupted();
+}
 
 /* Find @l's format and xattr namespace from the markers it holds (detect.c).
  * Refuses a layer with both union and overlay markers, unless its problem
@@ -485,6 +495,17 @@ int hu_linkat_path(int rootfd, const char *oldpath, int newdirfd,
 
 /* Remove @name in @dirfd and everything below it (through the wrapper). */
 int hu_rmtree(int dirfd, const char *name);
+
+/* What an output is (outexist.c). */
+enum hu_out_kind { HU_OUT_FILE, HU_OUT_TREE };
+/* The rule for an output @name in @dirfd (@path as the user named it)
+ * that exists already, the same for every command: a regular file is
+ * replaced by a new file (HU_OUT_FILE), an empty directory by a new tree
+ * (HU_OUT_TREE); anything else is refused.  1 when @name exists and may
+ * be replaced (@st its lstat), 0 when it does not exist, -1 refused. */
+int hu_out_existing(int dirfd, const char *name, const char *path,
+		    enum hu_out_kind kind, struct stat *st,
+		    struct hu_error *e);
 
 /* Refuse an output @out whose directory is @dirfd when that directory or
  * one above it is the root of one of @layers (treeout.c): writing there

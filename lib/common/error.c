@@ -33,11 +33,18 @@ __attribute__((format(printf, 4, 0)))
 static void error_fill(struct hu_error *e, int err, char *path,
 		       const char *fmt, va_list ap)
 {
+	char *msg;
+
+	/* whole, however long the paths in it: formatted before the old
+	 * message, which it may quote, is freed */
+	if (vasprintf(&msg, fmt, ap) < 0)
+		msg = NULL;
 	free(e->path);
+	free(e->msg);
 	e->err = err;
 	e->path = path;
+	e->msg = msg;
 	e->whole = false;
-	vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
 }
 
 int hu_error_set(struct hu_error *e, int err, const char *path,
@@ -69,10 +76,11 @@ int hu_error_setat(struct hu_error *e, int err, const char *dir,
 void hu_error_clear(struct hu_error *e)
 {
 	free(e->path);
+	free(e->msg);
 	e->path = NULL;
+	e->msg = NULL;
 	e->err = 0;
 	e->whole = false;
-	e->msg[0] = '\0';
 }
 
 void hu_report_warn(const struct hu_report *r, int err, const char *dir,

@@ -195,7 +195,7 @@ int hu_pool_finish(struct hu_pool *p, struct hu_error *e)
 	for (unsigned i = 0; i < p->nthreads; i++)
 		pthread_join(p->threads[i], NULL);
 	failed = p->failed;
-	if (failed && e && !e->msg[0]) {
+	if (failed && e && !hu_error_has_msg(e)) {
 		hu_error_clear(e);
 		*e = p->first;
 	} else {

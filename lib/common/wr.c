@@ -59,6 +59,11 @@ void hu_wr_set_dry_run(bool on)
 	dry_run = on;
 }
 
+void hu_dry_run(bool on)
+{
+	hu_wr_set_dry_run(on);
+}
+
 bool hu_wr_dry_run(void)
 {
 	return dry_run;

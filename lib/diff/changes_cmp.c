@@ -162,7 +162,7 @@ static ssize_t read_full(int fd, char *buf, size_t len, off_t off)
 	while (got < len) {
 		ssize_t r = pread(fd, buf + got, len - got, off + got);
 
-		if (r < 0 && errno == EINTR)
+		if (r < 0 && hu_eintr_retry())
 			continue;
 		if (r < 0)
 			return -1;

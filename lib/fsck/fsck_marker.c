@@ -41,14 +41,10 @@ int fsck_keep_times(struct fsck_run *r, struct fsck_dir *d,
 
 	if (d->wd->changed)
 		return 0;
-	if (hu_conv_times_set(l, l, d->wd->fd, &d->wd->st, why) < 0) {
-		char msg[sizeof(why->msg)];
-
-		memcpy(msg, why->msg, sizeof(msg));
+	if (hu_conv_times_set(l, l, d->wd->fd, &d->wd->st, why) < 0)
 		return hu_error_setat(why, why->err, d->wd->path, "",
 				      "cannot record the directory's times "
-				      "(%s)", msg);
-	}
+				      "(%s)", why->msg);
 	d->wd->changed = true;
 	return 0;
 }

@@ -57,12 +57,15 @@ static int report_shared(struct fsck_run *r, struct ovl_redirect *rec,
 {
 	const struct hu_layer *l = fsck_layer(r);
 	struct hu_error why = { 0 };
-	char detail[600];
+	char *detail;
 	int rc, fd;
 
-	snprintf(detail, sizeof(detail), "/%s, as %s does", rec->origin,
-		 rec->shared_with);
+	/* whole: it names paths */
+	if (asprintf(&detail, "/%s, as %s does", rec->origin,
+		     rec->shared_with) < 0)
+		return hu_error_set(e, ENOMEM, NULL, "out of memory");
 	rc = fsck_found(r, HU_PB_REDIRECT_SHARED, rec->path, NULL, detail, e);
+	free(detail);
 	if (rc != 1)
 		return rc < 0 ? -1 : 0;
 	fd = hu_open_dir_beneath(l->fd, rec->path);
@@ -390,7 +393,7 @@ static int cover_absent(struct fsck_run *r, struct origin_walk *w,
 		made++;
 		if (!p || ovl_below_open(r, p, &bp, &v, why) < 0 || !v) {
 			ovl_below_close(&bp);
-			if (!why->msg[0])
+			if (!hu_error_has_msg(why))
 				hu_error_set(why, ENOENT, p, "gone beneath");
 			goto undo;
 		}
@@ -517,7 +520,7 @@ static int check_at(struct fsck_run *r, const struct ovl_redirect *rec,
 {
 	struct origin_walk w;
 	struct hu_error why = { 0 };
-	char detail[600];
+	char *detail;
 	bool yes = false;
 	int rc;
 
@@ -527,11 +530,15 @@ static int check_at(struct fsck_run *r, const struct ovl_redirect *rec,
 	if (rc < 0 || !yes)
 		goto out;
 	*told = true;
-	snprintf(detail, sizeof(detail), w.how == MERGING ?
-		 "/%s: a directory there merges with it too" :
-		 "/%s: nothing covers it", at);
+	if (asprintf(&detail, w.how == MERGING ?
+		     "/%s: a directory there merges with it too" :
+		     "/%s: nothing covers it", at) < 0) {
+		rc = hu_error_set(e, ENOMEM, NULL, "out of memory");
+		goto out;
+	}
 	rc = fsck_found(r, HU_PB_REDIRECT_UNCOVERED, rec->path, NULL, detail,
 			e);
+	free(detail);
 	if (rc == 1)
 		rc = fsck_done(r, cover(r, &w, &why), &why, e);
 out:

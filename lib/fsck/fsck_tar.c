@@ -31,13 +31,14 @@
 /* "TARBALL: ENTRY: message"; outside an entry "TARBALL: message". */
 int ft_fail(struct ft *t, int err, const char *msg)
 {
-	char esc[256], *where = NULL;
+	char *esc, *where = NULL;
 
 	if (!t->raw)
 		return hu_error_set(t->e, err, t->l->path, "%s", msg);
-	tl_escape(esc, sizeof(esc), t->raw);
+	esc = tl_escape(t->raw);
 	if (asprintf(&where, "%s: %s", t->l->path, esc) < 0)
 		where = NULL;
+	tl_escape_free(esc);
 	hu_error_set(t->e, err, where ? where : t->l->path, "%s", msg);
 	free(where);
 	return -1;
@@ -46,11 +47,16 @@ int ft_fail(struct ft *t, int err, const char *msg)
 static int ft_archive_fail(struct ft *t)
 {
 	const char *why = archive_error_string(t->a);
-	char msg[300];
+	char *msg;
+	int rc;
 
-	snprintf(msg, sizeof(msg), "cannot read the tarball again: %s",
-		 why && *why ? why : "corrupt data");
-	return ft_fail(t, 0, msg);
+	/* whole: libarchive's text may name a path */
+	if (asprintf(&msg, "cannot read the tarball again: %s",
+		     why && *why ? why : "corrupt data") < 0)
+		return ft_fail(t, ENOMEM, "out of memory");
+	rc = ft_fail(t, 0, msg);
+	free(msg);
+	return rc;
 }
 
 /* Report @id at @path (split into its directory and name for
@@ -59,17 +65,18 @@ int ft_report(struct ft *t, enum hu_problem_id id, const char *path,
 	      const char *detail)
 {
 	const char *slash = strrchr(path, '/');
-	char esc[512], *dir;
+	char *esc = NULL, *dir;
 	struct hu_error why = { 0 };
 	int rc;
 
-	if (detail)
-		tl_escape(esc, sizeof(esc), detail);
 	dir = strndup(path, slash ? (size_t)(slash - path) : 0);
 	if (!dir)
 		return hu_error_set(t->e, ENOMEM, t->l->path, "out of memory");
-	rc = fsck_found(t->r, id, dir, slash ? slash + 1 : path,
-			detail ? esc : NULL, t->e);
+	if (detail)
+		esc = tl_escape(detail);
+	rc = fsck_found(t->r, id, dir, slash ? slash + 1 : path, esc, t->e);
+	if (esc)
+		tl_escape_free(esc);
 	free(dir);
 	if (rc <= 0)
 		return rc;

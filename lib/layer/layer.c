@@ -132,7 +132,7 @@ static int detect_pending(struct pending *p, struct hu_error *e)
 		if (!p->wait[i])
 			continue;
 		p->wait[i] = false;
-		if (rc == 0 && (p->errs[i].msg[0] ||
+		if (rc == 0 && (hu_error_has_msg(&p->errs[i]) ||
 				check_trusted(&p->layers[i], &p->errs[i]) < 0)) {
 			hu_error_clear(e);
 			*e = p->errs[i];

@@ -27,13 +27,15 @@ int wh_prefix(struct hu_error *e, const char *top, const char *dir)
 int wh_fail(struct hu_error *e, int err, const char *top, const char *dir,
 	    const char *name, const char *fmt, ...)
 {
-	char msg[sizeof(e->msg)];
+	char *msg;
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	if (vasprintf(&msg, fmt, ap) < 0)
+		msg = NULL;
 	va_end(ap);
-	hu_error_set(e, err, name, "%s", msg);
+	hu_error_set(e, err, name, "%s", msg ? msg : "out of memory");
+	free(msg);
 	return wh_prefix(e, top, dir);
 }
 

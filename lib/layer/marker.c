@@ -375,7 +375,7 @@ int hu_marker_put_whiteout(const struct hu_layer *l, enum hu_format f,
 			   const struct timespec ts[2], unsigned int flags,
 			   unsigned int *seed, struct hu_error *e)
 {
-	char tmp[sizeof(HU_CONV_TEMP_PREFIX) + 8], msg[sizeof(e->msg)];
+	char tmp[sizeof(HU_CONV_TEMP_PREFIX) + 8];
 	int tries = 0, err;
 
 	for (;;) {
@@ -386,9 +386,8 @@ int hu_marker_put_whiteout(const struct hu_layer *l, enum hu_format f,
 			break;
 		if (e->err != EEXIST || ++tries == 100) {
 			/* named by the entry: the temporary is gone */
-			memcpy(msg, e->msg, sizeof(msg));
 			return hu_error_set(e, e->err, name, "cannot make its "
-					    "new whiteout (%s)", msg);
+					    "new whiteout (%s)", e->msg);
 		}
 	}
 	if (hu_wr_utimensat(dirfd, tmp, ts, AT_SYMLINK_NOFOLLOW) == 0 &&

@@ -372,7 +372,7 @@ static int pool_run(struct md *m, const struct stat *us, size_t n,
 		task_unlink(&pool, t);
 		task_free(t);
 	}
-	if (!pool.stop && !pool.err.msg[0]) {
+	if (!pool.stop && !hu_error_has_msg(&pool.err)) {
 		rc = 0;
 	} else if (pool.err.err == EXDEV || pool.err.err == EAGAIN) {
 		hu_error_clear(&pool.err);

@@ -326,12 +326,11 @@ static int view_data(struct md *m, struct hu_vdir *v, const char *name,
  * still there, where the copy, removed, is not. */
 static int copy_failed(struct md *m, struct hu_error *e)
 {
-	char msg[sizeof(e->msg)];
+	bool whole = e->whole;
 
-	if (snprintf(msg, sizeof(msg), "cannot copy it into the target: %s",
-		     e->msg) >= (int)sizeof(msg))
-		msg[sizeof(msg) - 1] = '\0';
-	memcpy(e->msg, msg, sizeof(msg));
+	hu_error_set(e, e->err, e->path, "cannot copy it into the target: %s",
+		     e->msg);
+	e->whole = whole;
 	return md_prefix(m->up, m->path.s, NULL, e);
 }
 

@@ -128,19 +128,23 @@ static int in_use(const struct hu_mount_dirs *d, size_t i, bool force,
 	struct hu_mount_use use = { 0 };
 	int rc = hu_dirs_in_use(dirs, top && d->workfd >= 0 ? 2 : 1, &use, e);
 	const char *path;
-	char what[1024];
+	char *what;
 
 	if (rc <= 0)
 		return rc;
 	path = use.layer ? use.layer : l->path;
-	if (rc == 1)
-		snprintf(what, sizeof(what), "in use as %s of the %s mounted "
-			 "on %s", use.role, use.fstype, use.mountpoint);
-	else
-		snprintf(what, sizeof(what), "cannot tell whether the %s "
-			 "mounted on %s uses it: it names a layer by a path "
-			 "that cannot be resolved (%s)", use.fstype,
-			 use.mountpoint, use.option);
+	/* whole: it names paths */
+	if ((rc == 1 ?
+	     asprintf(&what, "in use as %s of the %s mounted on %s", use.role,
+		      use.fstype, use.mountpoint) :
+	     asprintf(&what, "cannot tell whether the %s mounted on %s uses "
+		      "it: it names a layer by a path that cannot be "
+		      "resolved (%s)", use.fstype, use.mountpoint,
+		      use.option)) < 0) {
+		rc = hu_error_set(e, ENOMEM, path, "out of memory");
+		hu_mount_use_free(&use);
+		return rc;
+	}
 	if (force) {
 		hu_report_warn(o->report, 0, path, NULL, "%s (--force: mounted "
 			       "anyway; the kernel calls this undefined)",
@@ -150,6 +154,7 @@ static int in_use(const struct hu_mount_dirs *d, size_t i, bool force,
 		rc = hu_error_set(e, 0, path, "%s: refused (--force mounts "
 				  "anyway)", what);
 	}
+	free(what);
 	hu_mount_use_free(&use);
 	return rc;
 }

@@ -180,7 +180,7 @@ static int read_all(int fd, size_t max, char **buf, size_t *len)
 			b = nb;
 		}
 		r = read(fd, b + n, cap - n);
-		if (r < 0 && errno == EINTR)
+		if (r < 0 && hu_eintr_retry())
 			continue;
 		if (r < 0) {
 			int err = errno;

@@ -239,14 +239,10 @@ static int walk_unknown(struct gc *g, const struct hu_oci_desc *d, int depth,
 		 d->media_type);
 	j = oci_json_load(buf, len, what, e);
 	free(buf);
-	if (!j) {
-		char msg[sizeof(e->msg)];
-
-		memcpy(msg, e->msg, sizeof(msg));
-		hu_error_clear(e);
+	if (!j)
 		return hu_error_set(e, 0, g->l.path, "%s: what it references "
-				    "is not known: refusing to collect", msg);
-	}
+				    "is not known: refusing to collect",
+				    e->msg);
 	rc = walk_json(g, j, depth + 1, e);
 	json_decref(j);
 	return rc;

@@ -345,13 +345,9 @@ int hu_ociout_layer(struct hu_ociout *w, const struct hu_tarout_opts *to,
 	return hu_ociw_add_layer(w, d->media_type, d->digest, d->diff_id, d->size,
 			 created_by, e);
 fail:
-	if (!e->path) {	/* the stream's error: name the blob it wrote */
-		char msg[sizeof(e->msg)];
-
-		snprintf(msg, sizeof(msg), "%s", e->msg);
+	if (!e->path)	/* the stream's error: name the blob it wrote */
 		hu_error_setat(e, e->err, w->l.path, "blobs/sha256",
-			       "writing %s: %s", b.tmp, msg);
-	}
+			       "writing %s: %s", b.tmp, e->msg);
 	hu_ociw_blob_abort(&w->l, &b);
 	return -1;
 }

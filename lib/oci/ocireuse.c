@@ -47,7 +47,7 @@ static int copy_hashed(int fd, struct hu_ociw_blob *b, char got[72],
 	for (;;) {
 		ssize_t r = read(fd, buf, sizeof(buf));
 
-		if (r < 0 && errno == EINTR)
+		if (r < 0 && hu_eintr_retry())
 			continue;
 		if (r < 0)
 			goto out;

@@ -55,7 +55,7 @@ static int write_all(int fd, const char *p, size_t len)
 	while (len > 0) {
 		ssize_t n = hu_wr_write(fd, p, len);
 
-		if (n < 0 && errno == EINTR)
+		if (n < 0 && hu_eintr_retry())
 			continue;
 		if (n <= 0)
 			return -1;
@@ -367,7 +367,7 @@ static bool index_empty(int dirfd)
 		return errno == ENOENT;
 	while (len < sizeof(buf) &&
 	       (n = read(fd, buf + len, sizeof(buf) - len)) != 0) {
-		if (n < 0 && errno == EINTR)
+		if (n < 0 && hu_eintr_retry())
 			continue;
 		if (n < 0)
 			break;

@@ -22,9 +22,6 @@ struct merge {
 static const struct hu_treeout_words merge_words = {
 	.bad_name = "not a usable output name",
 	.no_parent = "cannot open output's parent",
-	.exists = "output already exists",
-	.exists_err = 0,
-	.no_check = "cannot check the output",
 	.no_create = "cannot create the output directory",
 	.no_open = "cannot open the output directory",
 	.no_move = "cannot move the new tree into place",

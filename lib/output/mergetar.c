@@ -33,9 +33,6 @@
 static const struct hu_treeout_words merge_words = {
 	.bad_name = "not a usable output name",
 	.no_parent = "cannot open output's parent",
-	.exists = "output already exists",
-	.exists_err = 0,
-	.no_check = "cannot check the output",
 	.no_create = "cannot create the output directory",
 	.no_open = "cannot open the output directory",
 	.no_move = "cannot move the new tree into place",
@@ -108,12 +105,16 @@ static void held_warn(void *ctx, const struct hu_error *w)
 		}
 	}
 	if (!h->passing) {
-		h->v[h->n] = *w;
-		h->v[h->n].path = w->path ? strdup(w->path) : NULL;
-		if (!w->path || h->v[h->n].path) {
+		struct hu_error *c = &h->v[h->n];
+
+		*c = *w;	/* a copy of its own: @w is the caller's */
+		c->path = w->path ? strdup(w->path) : NULL;
+		c->msg = w->msg ? strdup(w->msg) : NULL;
+		if ((!w->path || c->path) && (!w->msg || c->msg)) {
 			h->n++;
 			return;
 		}
+		hu_error_clear(c);
 	}
 	if (h->to && h->to->warn)
 		h->to->warn(h->to->ctx, w);

@@ -35,35 +35,32 @@ static int check_not_input(const char *path, const struct stat *st,
 	return 0;
 }
 
-/* Check the existing file @name of @f's directory. */
+/* Check what is at @name of @f's directory: the rule of outexist.c,
+ * and not an input. */
 static int check_existing(struct hu_outfile *f, const char *name,
-			  const struct stat *lst, const struct hu_stack *s,
-			  struct hu_error *e)
+			  const struct hu_stack *s, struct hu_error *e)
 {
-	struct stat st;
+	struct stat lst, st;
+	int rc;
 
-	if (S_ISDIR(lst->st_mode))
-		return hu_error_set(e, EISDIR, f->name, "cannot write");
 	/* a symlink to an input says so; any symlink is refused */
-	if (S_ISLNK(lst->st_mode) && fstatat(f->dirfd, name, &st, 0) == 0 &&
+	if (fstatat(f->dirfd, name, &lst, AT_SYMLINK_NOFOLLOW) == 0 &&
+	    S_ISLNK(lst.st_mode) && fstatat(f->dirfd, name, &st, 0) == 0 &&
 	    check_not_input(f->name, &st, s, e) < 0)
 		return -1;
-	if (!S_ISREG(lst->st_mode))
-		return hu_error_set(e, 0, f->name, "exists and is not a "
-				    "regular file");
-	return check_not_input(f->name, lst, s, e);
+	rc = hu_out_existing(f->dirfd, name, f->name, HU_OUT_FILE, &lst, e);
+	return rc > 0 ? check_not_input(f->name, &lst, s, e) : rc;
 }
 
 /* Open the directory of f->name into f->dirfd and keep its last
- * component in f->base; refuse a name that is not a regular file already,
- * or that is an input. */
+ * component in f->base; refuse what may not be replaced (outexist.c), or
+ * an input. */
 static int open_parent(struct hu_outfile *f, const struct hu_stack *s,
 		       struct hu_error *e)
 {
 	const char *path = f->name;
 	char *a = strdup(path), *b = strdup(path);
 	const char *dir, *name;
-	struct stat st;
 	int rc = -1;
 
 	if (!a || !b) {
@@ -83,13 +80,8 @@ static int open_parent(struct hu_outfile *f, const struct hu_stack *s,
 			     "directory");
 		goto out;
 	}
-	if (fstatat(f->dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
-		if (check_existing(f, name, &st, s, e) < 0)
-			goto out;
-	} else if (errno != ENOENT) {
-		hu_error_set(e, errno, path, "cannot check the output");
+	if (check_existing(f, name, s, e) < 0)
 		goto out;
-	}
 	f->base = strdup(name);
 	rc = f->base ? 0 : hu_error_set(e, ENOMEM, path, "out of memory");
 out:
@@ -211,7 +203,7 @@ int hu_outfile_write(struct hu_outfile *f, const void *buf, size_t len,
 	while (len) {
 		ssize_t n = hu_wr_write(f->fd, p, len);
 
-		if (n < 0 && errno == EINTR)
+		if (n < 0 && hu_eintr_retry())
 			continue;
 		if (n <= 0)
 			return hu_error_set(e, n < 0 ? errno : EIO, f->name,

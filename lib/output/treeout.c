@@ -328,8 +328,24 @@ int hu_check_outside_layers(int dirfd, const struct hu_layer *layers,
 	return 0;
 }
 
-/* Open OUT's parent and keep OUT's last component; OUT must not exist. */
-static int open_parent(struct hu_treeout *t, struct hu_error *e)
+/* Refuse an existing OUT (@st) that is the root of one of @layers: an
+ * empty layer may be replaced by the rule, never while read. */
+static int check_not_layer(const struct hu_treeout *t, const struct stat *st,
+			   const struct hu_layer *layers, size_t n,
+			   struct hu_error *e)
+{
+	for (size_t i = 0; i < n; i++)
+		if (st->st_dev == layers[i].dev && st->st_ino == layers[i].ino)
+			return hu_error_set(e, 0, t->out, "is the layer %s: "
+					    "refusing to write over an input",
+					    layers[i].path);
+	return 0;
+}
+
+/* Open OUT's parent and keep OUT's last component; OUT must not exist,
+ * or be an empty directory (outexist.c), which the new tree replaces. */
+static int open_parent(struct hu_treeout *t, const struct hu_layer *layers,
+		       size_t n, struct hu_error *e)
 {
 	const struct hu_treeout_words *w = t->words;
 	char *a = strdup(t->out), *b = strdup(t->out);
@@ -353,11 +369,12 @@ static int open_parent(struct hu_treeout *t, struct hu_error *e)
 		hu_error_set(e, errno, dir, "%s", w->no_parent);
 		goto out;
 	}
-	if (fstatat(t->parentfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
-		hu_error_set(e, w->exists_err, t->out, "%s", w->exists);
-	else if (errno != ENOENT)
-		hu_error_set(e, errno, t->out, "%s", w->no_check);
-	else if (!(t->base = strdup(name)))
+	t->replace = hu_out_existing(t->parentfd, name, t->out, HU_OUT_TREE,
+				     &st, e);
+	if (t->replace < 0 || (t->replace &&
+			       check_not_layer(t, &st, layers, n, e) < 0))
+		goto out;
+	if (!(t->base = strdup(name)))
 		hu_error_set(e, ENOMEM, t->out, "out of memory");
 	else
 		rc = 0;
@@ -384,7 +401,7 @@ int hu_treeout_open(struct hu_treeout *t, const char *out,
 	if (!t->fds)
 		return hu_error_set(e, ENOMEM, out, "out of memory");
 	t->fds[0] = -1;
-	if (open_parent(t, e) < 0)
+	if (open_parent(t, layers, n, e) < 0)
 		return -1;
 	return hu_check_outside_layers(t->parentfd, layers, n, out, e);
 }
@@ -432,7 +449,7 @@ int hu_treeout_end(struct hu_treeout *t, int rc, struct hu_error *e)
 		close(t->fds[0]);
 	if (rc == 0 && t->tmp &&
 	    hu_wr_renameat2(t->parentfd, t->tmp, t->parentfd, t->base,
-			    RENAME_NOREPLACE) < 0)
+			    t->replace ? 0 : RENAME_NOREPLACE) < 0)
 		rc = hu_error_set(e, errno, t->out, "%s", t->words->no_move);
 	if (rc < 0 && t->tmp)
 		(void)hu_rmtree(t->parentfd, t->tmp);

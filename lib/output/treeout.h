@@ -15,13 +15,11 @@
 #include "common/linkmap.h"
 
 /* What the errors of the lifecycle call OUT: each command keeps its own
- * words, which its users and tests know. */
+ * words, which its users and tests know.  (What exists already is judged
+ * by the rule every output shares, outexist.c.) */
 struct hu_treeout_words {
 	const char *bad_name;	/* OUT's last component is "", ".", ".." */
 	const char *no_parent;	/* OUT's parent cannot be opened */
-	const char *exists;	/* OUT exists already, */
-	int exists_err;		/* with this errno (0: none is shown) */
-	const char *no_check;	/* OUT cannot be looked up */
 	const char *no_create;	/* the temporary directory */
 	const char *no_open;	/* the temporary directory, once made */
 	const char *no_move;	/* the final rename */
@@ -33,6 +31,9 @@ struct hu_treeout {
 	int parentfd;		/* OUT's parent */
 	char *base;		/* OUT's last component */
 	char *tmp;		/* the temporary name; NULL until begun */
+	int replace;		/* 1: OUT is an empty directory, which the
+				 * new tree replaces (rename(2) does so
+				 * only while it is empty) */
 	struct hu_outlock lock;	/* held from begin to end (outlock.c) */
 	int *fds;		/* open directory per depth; fds[0] the root */
 	size_t depth, cap;
@@ -46,8 +47,9 @@ struct hu_treeout {
 	struct hu_pool *pool;	/* writes regular files beside the walk */
 };
 
-/* Check that OUT can be written: its parent opens, OUT does not exist and
- * lies inside none of @layers.  Nothing is created yet (a dry run stops
+/* Check that OUT can be written: its parent opens, OUT does not exist (or
+ * is an empty directory: the rule of outexist.c) and lies inside none of
+ * @layers.  Nothing is created yet (a dry run stops
  * here).  Whatever it returns, hu_treeout_end() releases @t. */
 int hu_treeout_open(struct hu_treeout *t, const char *out,
 		    const struct hu_treeout_words *words,

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The byte pipeline under the tar writer: hash the input, compress it,
+ * The byte pipeline under the tar writer: hash the input, compress it
+ * (gzip, zstd; xz and bzip2 for plain tarballs),
  * hash and count the output, write it out in large complete writes.
  *
  * All of that runs in threads of their own: the caller (reading files,
@@ -14,7 +15,9 @@
  * Same input, same bytes: gzip gets a header with no name, no time and
  * OS 255 ("unknown"); zstd always runs with at least one worker thread,
  * and libzstd's multi-threaded output does not depend on how many there
- * are.
+ * are; xz runs liblzma's multi-threaded encoder, whose blocks have a
+ * fixed size (the preset's), so neither do its bytes; bzip2 has nothing
+ * but the data in its stream.
  */
 #include <errno.h>
 #include <openssl/evp.h>
@@ -23,6 +26,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <bzlib.h>
+#include <lzma.h>
 #include <zlib.h>
 #include <zstd.h>
 
@@ -70,6 +75,10 @@ struct hu_zsink {
 	gz_header gzh;
 	bool gz_on;
 	ZSTD_CCtx *zc;
+	lzma_stream xz;
+	bool xz_on;
+	bz_stream bz;
+	bool bz_on;
 	struct stage pipe;	/* the input: hashed, compressed */
 	unsigned char *in;	/* the caller's buffer of pipe */
 	size_t in_len;
@@ -86,6 +95,14 @@ static const char *const media_types[] = {
 	[HU_COMP_NONE] = "application/vnd.oci.image.layer.v1.tar",
 	[HU_COMP_GZIP] = "application/vnd.oci.image.layer.v1.tar+gzip",
 	[HU_COMP_ZSTD] = "application/vnd.oci.image.layer.v1.tar+zstd",
+	[HU_COMP_XZ] = "application/x-xz",
+	[HU_COMP_BZIP2] = "application/x-bzip2",
+};
+
+static const char *const names[] = {
+	[HU_COMP_NONE] = "none", [HU_COMP_GZIP] = "gzip",
+	[HU_COMP_ZSTD] = "zstd", [HU_COMP_XZ] = "xz",
+	[HU_COMP_BZIP2] = "bzip2",
 };
 
 /* Write all of @buf to the fd, hashing it on the way. */
@@ -102,7 +119,7 @@ static int emit(struct hu_zsink *z, const unsigned char *buf, size_t len,
 	while (len) {
 		ssize_t n = hu_wr_write(z->fd, p, len);
 
-		if (n < 0 && errno == EINTR)
+		if (n < 0 && hu_eintr_retry())
 			continue;
 		if (n <= 0)
 			return hu_error_set(e, n < 0 ? errno : EIO, NULL,
@@ -289,6 +306,55 @@ static int put_zstd(struct hu_zsink *z, const unsigned char *p, size_t len,
 	}
 }
 
+/* Run liblzma over @len bytes with @action (LZMA_RUN, LZMA_FINISH). */
+static int put_xz(struct hu_zsink *z, const unsigned char *p, size_t len,
+		  lzma_action action, struct hu_error *e)
+{
+	lzma_ret r;
+
+	z->xz.next_in = p;
+	z->xz.avail_in = len;
+	for (;;) {
+		z->xz.next_out = z->out + z->out_len;
+		z->xz.avail_out = OUT_BUF - z->out_len;
+		r = lzma_code(&z->xz, action);
+		z->out_len = OUT_BUF - z->xz.avail_out;
+		if (r != LZMA_OK && r != LZMA_STREAM_END)
+			return hu_error_set(e, r == LZMA_MEM_ERROR ? ENOMEM :
+					    EIO, NULL, "xz failed (liblzma "
+					    "error %d)", (int)r);
+		if (z->out_len == OUT_BUF && flush_out(z, e) < 0)
+			return -1;
+		if (action == LZMA_FINISH ? r == LZMA_STREAM_END :
+		    z->xz.avail_in == 0 && z->xz.avail_out != 0)
+			return 0;
+	}
+}
+
+/* Run libbz2 over @len bytes with @action (BZ_RUN, BZ_FINISH). */
+static int put_bzip2(struct hu_zsink *z, const unsigned char *p, size_t len,
+		     int action, struct hu_error *e)
+{
+	int r;
+
+	z->bz.next_in = (char *)p;
+	z->bz.avail_in = (unsigned int)len;	/* len <= CHUNK */
+	for (;;) {
+		z->bz.next_out = (char *)z->out + z->out_len;
+		z->bz.avail_out = (unsigned int)(OUT_BUF - z->out_len);
+		r = BZ2_bzCompress(&z->bz, action);
+		z->out_len = OUT_BUF - z->bz.avail_out;
+		if (r != BZ_RUN_OK && r != BZ_FINISH_OK && r != BZ_STREAM_END)
+			return hu_error_set(e, EIO, NULL, "bzip2 failed "
+					    "(libbz2 error %d)", r);
+		if (z->out_len == OUT_BUF && flush_out(z, e) < 0)
+			return -1;
+		if (action == BZ_FINISH ? r == BZ_STREAM_END :
+		    z->bz.avail_in == 0 && z->bz.avail_out != 0)
+			return 0;
+	}
+}
+
 /* Hash @len bytes of input and pass them on. */
 static int process(struct hu_zsink *z, const unsigned char *p, size_t len,
 		   struct hu_error *e)
@@ -301,6 +367,10 @@ static int process(struct hu_zsink *z, const unsigned char *p, size_t len,
 		return put_gzip(z, p, len, Z_NO_FLUSH, e);
 	if (z->c == HU_COMP_ZSTD)
 		return put_zstd(z, p, len, ZSTD_e_continue, e);
+	if (z->c == HU_COMP_XZ)
+		return put_xz(z, p, len, LZMA_RUN, e);
+	if (z->c == HU_COMP_BZIP2)
+		return put_bzip2(z, p, len, BZ_RUN, e);
 	return emit(z, p, len, e);
 }
 
@@ -391,6 +461,44 @@ static int gzip_setup(struct hu_zsink *z, int level, struct hu_error *e)
 	return 0;
 }
 
+/* liblzma's multi-threaded encoder at @level (0: its default, 6).  Each
+ * worker holds a block in and out and an encoder: fewer workers where
+ * they would take more than a quarter of the memory. */
+static int xz_setup(struct hu_zsink *z, int level, int threads,
+		    struct hu_error *e)
+{
+	lzma_mt mt = { .preset = level ? (uint32_t)level : LZMA_PRESET_DEFAULT,
+		       .check = LZMA_CHECK_CRC64 };
+	uint64_t budget = lzma_physmem() / 4;
+	lzma_ret r;
+
+	mt.threads = threads > 0 ? (uint32_t)threads :
+				   (uint32_t)online_cores();
+	while (mt.threads > 1 && budget &&
+	       lzma_stream_encoder_mt_memusage(&mt) > budget)
+		mt.threads--;
+	z->xz = (lzma_stream)LZMA_STREAM_INIT;
+	r = lzma_stream_encoder_mt(&z->xz, &mt);
+	if (r != LZMA_OK)
+		return hu_error_set(e, r == LZMA_MEM_ERROR ? ENOMEM : EINVAL,
+				    NULL, "xz: cannot start (liblzma error "
+				    "%d)", (int)r);
+	z->xz_on = true;
+	return 0;
+}
+
+static int bzip2_setup(struct hu_zsink *z, int level, struct hu_error *e)
+{
+	int r = BZ2_bzCompressInit(&z->bz, level ? level : 9, 0, 0);
+
+	if (r != BZ_OK)
+		return hu_error_set(e, r == BZ_MEM_ERROR ? ENOMEM : EINVAL,
+				    NULL, "bzip2: cannot start (libbz2 "
+				    "error %d)", r);
+	z->bz_on = true;
+	return 0;
+}
+
 int hu_zsink_open(struct hu_zsink **out, int fd, enum hu_compress c,
 		  int level, int threads, struct hu_progress_bytes *bytes,
 		  struct hu_error *e)
@@ -427,6 +535,10 @@ int hu_zsink_open(struct hu_zsink **out, int fd, enum hu_compress c,
 		rc = gzip_setup(z, level, e);
 	else if (c == HU_COMP_ZSTD)
 		rc = zstd_setup(z, level, threads, e);
+	else if (c == HU_COMP_XZ)
+		rc = xz_setup(z, level, threads, e);
+	else if (c == HU_COMP_BZIP2)
+		rc = bzip2_setup(z, level, e);
 	else
 		rc = 0;
 	if (rc == 0 && c != HU_COMP_NONE)
@@ -469,6 +581,10 @@ int hu_zsink_close(struct hu_zsink *z, struct hu_digests *d,
 		rc = put_gzip(z, NULL, 0, Z_FINISH, e);
 	if (rc == 0 && z->c == HU_COMP_ZSTD)
 		rc = put_zstd(z, NULL, 0, ZSTD_e_end, e);
+	if (rc == 0 && z->c == HU_COMP_XZ)
+		rc = put_xz(z, NULL, 0, LZMA_FINISH, e);
+	if (rc == 0 && z->c == HU_COMP_BZIP2)
+		rc = put_bzip2(z, NULL, 0, BZ_FINISH, e);
 	if (rc == 0)
 		rc = flush_out(z, e);
 	stage_stop(&z->writer, rc < 0);
@@ -497,6 +613,10 @@ void hu_zsink_abort(struct hu_zsink *z)
 	if (z->gz_on)
 		deflateEnd(&z->gz);
 	ZSTD_freeCCtx(z->zc);
+	if (z->xz_on)
+		lzma_end(&z->xz);
+	if (z->bz_on)
+		BZ2_bzCompressEnd(&z->bz);
 	EVP_MD_CTX_free(z->in_md);
 	EVP_MD_CTX_free(z->out_md);
 	free(z);
@@ -504,11 +624,6 @@ void hu_zsink_abort(struct hu_zsink *z)
 
 int hu_compress_parse(const char *s, enum hu_compress *out)
 {
-	static const char *const names[] = {
-		[HU_COMP_NONE] = "none", [HU_COMP_GZIP] = "gzip",
-		[HU_COMP_ZSTD] = "zstd",
-	};
-
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
 		if (!strcmp(s, names[i])) {
 			*out = (enum hu_compress)i;
@@ -518,6 +633,16 @@ int hu_compress_parse(const char *s, enum hu_compress *out)
 	return -1;
 }
 
+const char *hu_compress_name(enum hu_compress c)
+{
+	return names[c];
+}
+
+bool hu_compress_oci(enum hu_compress c)
+{
+	return c == HU_COMP_NONE || c == HU_COMP_GZIP || c == HU_COMP_ZSTD;
+}
+
 static bool ends_with(const char *s, const char *suffix)
 {
 	size_t n = strlen(s), k = strlen(suffix);
@@ -525,13 +650,43 @@ static bool ends_with(const char *s, const char *suffix)
 	return n > k && !strcmp(s + n - k, suffix);
 }
 
-enum hu_compress hu_compress_for_path(const char *path)
+/* Longer suffixes first (".tar.gz" before ".gz"); -1: a compression
+ * hunion does not write, so that the name is not taken for plain. */
+static const struct {
+	const char *suffix;
+	int c;
+} suffixes[] = {
+	{ ".tar", HU_COMP_NONE },
+	{ ".tar.gz", HU_COMP_GZIP }, { ".tgz", HU_COMP_GZIP },
+	{ ".gz", HU_COMP_GZIP },
+	{ ".tar.zst", HU_COMP_ZSTD }, { ".tar.zstd", HU_COMP_ZSTD },
+	{ ".tzst", HU_COMP_ZSTD }, { ".zst", HU_COMP_ZSTD },
+	{ ".zstd", HU_COMP_ZSTD },
+	{ ".tar.xz", HU_COMP_XZ }, { ".txz", HU_COMP_XZ }, { ".xz", HU_COMP_XZ },
+	{ ".tar.bz2", HU_COMP_BZIP2 }, { ".tbz2", HU_COMP_BZIP2 },
+	{ ".tbz", HU_COMP_BZIP2 }, { ".bz2", HU_COMP_BZIP2 },
+	{ ".lz4", -1 }, { ".tlz4", -1 }, { ".lzma", -1 }, { ".tlz", -1 },
+	{ ".lz", -1 }, { ".Z", -1 }, { ".taZ", -1 }, { ".lzo", -1 },
+	{ ".tzo", -1 }, { ".br", -1 }, { ".sz", -1 }, { ".lrz", -1 },
+	{ ".zip", -1 }, { ".7z", -1 },
+};
+
+const char hu_compress_suffixes[] =
+	".tar, .tar.gz (.tgz), .tar.zst (.tar.zstd, .tzst), .tar.xz (.txz), "
+	".tar.bz2 (.tbz2)";
+
+int hu_compress_for_path(const char *path, enum hu_compress *out)
 {
-	if (ends_with(path, ".gz") || ends_with(path, ".tgz"))
-		return HU_COMP_GZIP;
-	if (ends_with(path, ".zst") || ends_with(path, ".tzst"))
-		return HU_COMP_ZSTD;
-	return HU_COMP_NONE;
+	*out = HU_COMP_NONE;
+	for (size_t i = 0; i < sizeof(suffixes) / sizeof(suffixes[0]); i++) {
+		if (!ends_with(path, suffixes[i].suffix))
+			continue;
+		if (suffixes[i].c < 0)
+			return -1;
+		*out = (enum hu_compress)suffixes[i].c;
+		return 1;
+	}
+	return 0;
 }
 
 int hu_compress_levels(enum hu_compress c, int *min, int *max)
@@ -544,6 +699,11 @@ int hu_compress_levels(enum hu_compress c, int *min, int *max)
 	if (c == HU_COMP_ZSTD) {
 		*min = ZSTD_minCLevel();
 		*max = ZSTD_maxCLevel();
+		return 0;
+	}
+	if (c == HU_COMP_XZ || c == HU_COMP_BZIP2) {
+		*min = 1;	/* 0 means the default */
+		*max = 9;
 		return 0;
 	}
 	return -1;

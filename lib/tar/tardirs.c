@@ -22,19 +22,31 @@
 #include "internal.h"
 #include "tar/tarlayer.h"
 
-void tl_escape(char *out, size_t size, const char *s)
-{
-	size_t n = 0;
+static char no_memory[] = "";
 
-	for (; *s && n + 5 < size; s++) {
+char *tl_escape(const char *s)
+{
+	size_t n = 0, size = strlen(s) * 4 + 1;	/* "\xNN" at most */
+	char *out = malloc(size);
+
+	if (!out)
+		return no_memory;
+	for (; *s; s++) {
 		unsigned char c = (unsigned char)*s;
 
 		if (c < 0x20 || c == 0x7f || c == '\\')
-			n += snprintf(out + n, size - n, "\\x%02x", c);
+			n += (size_t)snprintf(out + n, size - n, "\\x%02x", c);
 		else
 			out[n++] = (char)c;
 	}
 	out[n] = '\0';
+	return out;
+}
+
+void tl_escape_free(char *esc)
+{
+	if (esc != no_memory)
+		free(esc);
 }
 
 /* ---- reaching a directory ------------------------------------------------- */
@@ -81,18 +93,21 @@ static int make_parent(struct tl *t, int fd, const char *name,
 static int through_fail(struct tl *t, int fd, const char *name,
 			const char *prefix, size_t plen, int err)
 {
-	char *p = strndup(prefix, plen), esc[256];
+	char *p = strndup(prefix, plen), *esc;
 	struct stat st;
 	const char *what = NULL;
 
-	tl_escape(esc, sizeof(esc), p ? p : name);
+	esc = tl_escape(p ? p : name);
 	free(p);
 	if (fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
 		what = S_ISLNK(st.st_mode) ? "a symlink" :
 		       !S_ISDIR(st.st_mode) ? "a non-directory" : NULL;
 	if (what)
-		return tl_fail(t, 0, "path passes through %s: %s", what, esc);
-	return tl_fail(t, err, "cannot open directory %s", esc);
+		tl_fail(t, 0, "path passes through %s: %s", what, esc);
+	else
+		tl_fail(t, err, "cannot open directory %s", esc);
+	tl_escape_free(esc);
+	return -1;
 }
 
 bool tl_live(const struct tar_index *x, uint32_t id)

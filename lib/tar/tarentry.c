@@ -49,7 +49,7 @@ static int set_owner_xattrs(struct tl *t, int fd, int dfd, const char *leaf)
 	archive_entry_xattr_reset(t->ae);
 	while (archive_entry_xattr_next(t->ae, &name, &value, &size) ==
 	       ARCHIVE_OK) {
-		char esc[256], dec[XATTR_NAME_MAX + 1];
+		char dec[XATTR_NAME_MAX + 1], *esc;
 
 		/* libarchive gives the name as the record's key has it:
 		 * GNU tar's escapes or libarchive's URL encoding (paxxattr.c).
@@ -64,10 +64,11 @@ static int set_owner_xattrs(struct tl *t, int fd, int dfd, const char *leaf)
 		if (hu_wr_setxattr_at(fd >= 0 ? fd : dfd, fd >= 0 ? NULL : leaf,
 				      name, value, size, 0) == 0)
 			continue;
-		tl_escape(esc, sizeof(esc), name);
 		if (!xattr_unsupported(errno))
 			return tl_write_fail(t, errno, "set xattr");
+		esc = tl_escape(name);
 		tl_warn(t, errno, "xattr %s not kept", esc);
+		tl_escape_free(esc);
 	}
 	return 0;
 }
@@ -344,14 +345,13 @@ static int link_forward(struct tl *t, const char *path, const char *esc)
  * Returns 1 when the link is to the entry itself (nothing to do).
  */
 static int check_link_target(struct tl *t, const char *hl, const char *path,
-			     char **norm, char *esc, size_t esc_size)
+			     char **norm, const char *esc)
 {
 	const struct ti_node *nd;
 	const char *why;
 	bool is_root;
 	uint32_t id;
 
-	tl_escape(esc, esc_size, hl);
 	*norm = hu_tar_path_norm(hl, &is_root, &why);
 	if (!*norm)
 		return tl_fail(t, 0, "hard link target: %s", why);
@@ -529,17 +529,15 @@ static int put_entry(struct tl *t, const char *dir, const char *leaf,
 	bool marker = is_marker_name(leaf), keep_dir = false;
 	bool want_dir = !marker && !hl &&
 			archive_entry_filetype(t->ae) == AE_IFDIR;
-	char esc[256], *target = NULL;
+	char *esc = hl ? tl_escape(hl) : NULL, *target = NULL;
 	uint32_t parent, id;
 	uint8_t below = 0;
 	int dfd, rc;
 
 	if (hl && !marker) {
-		rc = check_link_target(t, hl, path, &target, esc, sizeof(esc));
-		if (rc != 0) {
-			free(target);
-			return rc < 0 ? -1 : 0;
-		}
+		rc = check_link_target(t, hl, path, &target, esc);
+		if (rc != 0)
+			goto out;
 	}
 	rc = -1;
 	dfd = tl_parent_dir(t, dir, &parent);
@@ -576,6 +574,8 @@ static int put_entry(struct tl *t, const char *dir, const char *leaf,
 				     false)].flags |= below;
 out:
 	free(target);
+	if (esc)
+		tl_escape_free(esc);
 	return rc < 0 ? -1 : 0;
 }
 

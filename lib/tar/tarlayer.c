@@ -47,10 +47,13 @@ __attribute__((format(printf, 4, 0)))
 static int vfail_at(struct tl *t, const char *entry, int err, const char *fmt,
 		    va_list ap)
 {
-	char msg[256], *w = where(t, entry);
+	char *msg, *w = where(t, entry);
 
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	hu_error_set(t->e, err, w ? w : t->l->path, "%s", msg);
+	if (vasprintf(&msg, fmt, ap) < 0)	/* whole: it may name paths */
+		msg = NULL;
+	hu_error_set(t->e, err, w ? w : t->l->path, "%s",
+		     msg ? msg : "out of memory");
+	free(msg);
 	free(w);
 	return -1;
 }
@@ -77,16 +80,19 @@ int tl_fail_at(struct tl *t, const char *path, int err, const char *fmt, ...)
 
 void tl_warn(struct tl *t, int err, const char *fmt, ...)
 {
-	char msg[256], *w;
+	char *msg, *w;
 	va_list ap;
 
 	if (!t->r || !t->r->warn)
 		return;
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	if (vasprintf(&msg, fmt, ap) < 0)
+		msg = NULL;
 	va_end(ap);
 	w = where(t, t->raw);
-	hu_report_warn(t->r, err, w ? w : t->l->path, NULL, "%s", msg);
+	hu_report_warn(t->r, err, w ? w : t->l->path, NULL, "%s",
+		       msg ? msg : "out of memory");
+	free(msg);
 	free(w);
 }
 

@@ -154,8 +154,11 @@ int tl_entry(struct tl *t);
 /* A write failed: the message says where unpacking goes when space ran
  * out. */
 int tl_write_fail(struct tl *t, int err, const char *what);
-/* @s with control bytes and '\' escaped, for a name inside a message. */
-void tl_escape(char *out, size_t size, const char *s);
+/* @s with control bytes and '\' escaped, for a name inside a message:
+ * whole, malloc'd; "" (static) when memory ran out.  tl_escape_free()
+ * frees it. */
+char *tl_escape(const char *s);
+void tl_escape_free(char *esc);
 
 /* The parent directory @dir of an entry, made (as a parent no entry names)
  * when missing; the fd is borrowed (kept open for the next entry). */

@@ -364,7 +364,7 @@ static int add_data(struct hu_tarout *t, int fd, int64_t size,
 		}
 		want = size < (int64_t)room ? (size_t)size : room;
 		n = read(fd, buf, want);
-		if (n < 0 && errno == EINTR)
+		if (n < 0 && hu_eintr_retry())
 			continue;
 		if (n < 0)
 			return hu_error_set(e, errno, path, "cannot read");

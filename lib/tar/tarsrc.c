@@ -25,6 +25,7 @@
 #include "common/crypto_dl.h"
 #include "tar/archive_dl.h"
 #include "tar/tarlayer.h"
+#include "internal.h"
 
 /* NBUF buffers of output: the one the reader is at, and up to NBUF - 1
  * filled ahead by the producer. */
@@ -245,6 +246,14 @@ static void raw_took(struct tar_src *s, const void *p, size_t n)
 	(void)EVP_DigestUpdate(s->raw_md, p, n);
 }
 
+/* Why a read failed: "interrupted" when a signal asked the run to stop
+ * (the call is not tried again then), else errno's text. */
+static const char *read_failure(void)
+{
+	return errno == EINTR && hu_interrupted() ? "interrupted" :
+						    strerror(errno);
+}
+
 /* Refill the input buffer once it is used up.  -1 on a read error. */
 static int refill(struct tar_src *s)
 {
@@ -254,10 +263,10 @@ static int refill(struct tar_src *s)
 		return 0;
 	do
 		n = read(s->fd, s->in, IN_SIZE);
-	while (n < 0 && errno == EINTR);
+	while (n < 0 && hu_eintr_retry());
 	if (n < 0) {
 		snprintf(s->perr, sizeof(s->perr), "cannot read: %s",
-			 strerror(errno));
+			 read_failure());
 		return -1;
 	}
 	raw_took(s, s->in, (size_t)n);
@@ -285,10 +294,10 @@ static int peek(struct tar_src *s, size_t n)
 		s->in_pos = 0;
 		do
 			r = read(s->fd, s->in + s->in_len, IN_SIZE - s->in_len);
-		while (r < 0 && errno == EINTR);
+		while (r < 0 && hu_eintr_retry());
 		if (r < 0) {
 			snprintf(s->perr, sizeof(s->perr), "cannot read: %s",
-				 strerror(errno));
+				 read_failure());
 			return -1;
 		}
 		raw_took(s, s->in + s->in_len, (size_t)r);
@@ -422,10 +431,10 @@ static ssize_t read_plain(struct tar_src *s, unsigned char *out)
 
 	do
 		n = read(s->fd, out, OUT_SIZE);
-	while (n < 0 && errno == EINTR);
+	while (n < 0 && hu_eintr_retry());
 	if (n < 0)
 		snprintf(s->perr, sizeof(s->perr), "cannot read: %s",
-			 strerror(errno));
+			 read_failure());
 	if (n > 0)
 		raw_took(s, out, (size_t)n);
 	s->done = n == 0;

@@ -151,7 +151,7 @@ static int find_data(struct hu_vdir *d, const struct hu_ventry *ent, int fd,
 		close(fd);
 	free(lk.path);
 	free(r);
-	if (!e->msg[0])
+	if (!hu_error_has_msg(e))
 		return no_data(d, ent, quiet, EIO,
 			       "metacopy data is not a file",
 			       "what lies below is not a regular file", e);

@@ -18,9 +18,6 @@
 static const struct hu_treeout_words convert_words = {
 	.bad_name = "not a usable name for a layer",
 	.no_parent = "cannot open the new layer's parent",
-	.exists = "the new layer already exists",
-	.exists_err = EEXIST,
-	.no_check = "cannot check the new layer",
 	.no_create = "cannot create the new layer",
 	.no_open = "cannot open the new layer",
 	.no_move = "cannot move the new layer into place",

@@ -176,9 +176,10 @@ Test(merge, refuses_existing_output_and_output_inside_a_layer)
 
 	tu_file("lo/f", "x");
 	tu_mkdir("up/sub");
-	tu_mkdir("exists");
+	tu_file("exists/mine", "mine");
 	cr_expect_eq(merge("exists", NULL, &e, 2, "lo", "up"), -1);
-	cr_expect_str_eq(e.msg, "output already exists");
+	cr_expect_str_eq(e.msg, "exists and is not empty (an empty directory "
+			 "is replaced)");
 	cr_expect_eq(merge("up/sub/out", NULL, &e, 2, "lo", "up"), -1);
 	cr_expect(strstr(e.msg, "lies inside layer") != NULL, "%s", e.msg);
 	cr_expect(!tu_exists("up/sub/out"));

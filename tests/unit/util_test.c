@@ -392,3 +392,24 @@ Test(names_read, a_short_read_while_interrupted_fails, .fini = tu_cleanup)
 	hu_names_free(&names);
 	close(dirfd);
 }
+
+/* A message is whole however long: no fixed buffer cuts the paths in it
+ * (it used to end at 255 bytes); one may quote the error it replaces. */
+Test(error, a_long_message_is_whole)
+{
+	struct hu_error e = { 0 };
+	char *p = malloc(5001);
+
+	cr_assert_not_null(p);
+	memset(p, 'p', 5000);
+	p[5000] = '\0';
+	hu_error_set(&e, 0, NULL, "is the layer %s: refusing", p);
+	cr_expect_eq(strlen(e.msg), 5000 + strlen("is the layer : refusing"));
+	hu_error_set(&e, EIO, "x", "cannot copy it: %s", e.msg);
+	cr_expect_eq(strncmp(e.msg, "cannot copy it: is the layer ppp", 32), 0);
+	cr_expect_eq(strlen(e.msg), 5000 + strlen("cannot copy it: is the "
+						  "layer : refusing"));
+	hu_error_clear(&e);
+	cr_expect_null(e.msg);
+	free(p);
+}
