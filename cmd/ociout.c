@@ -180,12 +180,15 @@ void oci_args_free(struct oci_args *oa)
  * named (its layout and REF), as "LAYOUT:REF: config: ...". */
 static int oci_error_config(struct hu_error *e, const struct hu_oci_image *im)
 {
-	char msg[sizeof(e->msg)];
+	char *msg = e->msg;	/* taken whole: messages are not cut */
 
-	snprintf(msg, sizeof(msg), "%s", e->msg);
+	e->msg = NULL;
 	hu_error_clear(e);
-	return hu_error_set(e, 0, im->layout, "%s%sits config: %s",
-			    im->ref ? im->ref : "", im->ref ? ": " : "", msg);
+	hu_error_set(e, 0, im->layout, "%s%sits config: %s",
+		     im->ref ? im->ref : "", im->ref ? ": " : "",
+		     msg ? msg : "");
+	free(msg);
+	return -1;
 }
 
 /* Layer @i of the stack as diff --oci writes it over those beneath. */
