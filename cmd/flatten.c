@@ -63,18 +63,19 @@ static void print_summary(const struct flatten_args *a,
 {
 	const char *name = strcmp(a->out, "-") ? a->out : "standard output";
 
+#define N(n, one, many) (unsigned long long)(n), plural(n, one, many)
 	if (!a->base)
-		fprintf(stderr, "%s: %llu entries: %llu directories, %llu "
-			"files (%llu bytes), %llu symlinks, %llu special "
-			"files, %llu hard links, %llu skipped\n",
-			front.cmdname, (unsigned long long)st->entries + 1,
-			(unsigned long long)st->dirs,
-			(unsigned long long)st->files,
-			(unsigned long long)st->bytes,
-			(unsigned long long)st->symlinks,
-			(unsigned long long)st->specials,
-			(unsigned long long)st->hardlinks,
+		fprintf(stderr, "%s: %llu %s: %llu %s, %llu %s (%llu %s), "
+			"%llu %s, %llu %s, %llu %s, %llu skipped\n",
+			front.cmdname, N(st->entries + 1, "entry", "entries"),
+			N(st->dirs, "directory", "directories"),
+			N(st->files, "file", "files"),
+			N(st->bytes, "byte", "bytes"),
+			N(st->symlinks, "symlink", "symlinks"),
+			N(st->specials, "special file", "special files"),
+			N(st->hardlinks, "hard link", "hard links"),
 			(unsigned long long)st->skipped);
+#undef N
 	fprintf(stderr, "%s: wrote %s: %s, %llu bytes, %s, diffID %s\n",
 		front.cmdname, name, d->media_type,
 		(unsigned long long)d->size, d->digest, d->diff_id);

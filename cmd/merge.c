@@ -47,33 +47,37 @@ static void finish_stats(const struct hu_merge_stats *st)
 static void print_stats(const struct merge_args *a,
 			const struct hu_merge_stats *st, size_t layers)
 {
-	printf("%s %s: %llu directories, %llu files (%llu bytes), "
-	       "%llu symlinks, %llu special files, %llu hard links",
-	       a->lo.dry_run ? "would write" : "wrote", a->out,
-	       (unsigned long long)st->dirs, (unsigned long long)st->files,
-	       (unsigned long long)st->bytes,
-	       (unsigned long long)st->symlinks,
-	       (unsigned long long)st->specials,
-	       (unsigned long long)st->hardlinks);
+	FILE *to = front_steps(a->lo.dry_run);
+
+#define N(n, one, many) (unsigned long long)(n), plural(n, one, many)
+	fprintf(to, "%s %s: %llu %s, %llu %s (%llu %s), %llu %s, %llu %s, "
+		"%llu %s", a->lo.dry_run ? "would write" : "wrote", a->out,
+		N(st->dirs, "directory", "directories"),
+		N(st->files, "file", "files"), N(st->bytes, "byte", "bytes"),
+		N(st->symlinks, "symlink", "symlinks"),
+		N(st->specials, "special file", "special files"),
+		N(st->hardlinks, "hard link", "hard links"));
+#undef N
 	if (st->skipped)
-		printf(", %llu skipped", (unsigned long long)st->skipped);
-	printf(" from %zu layers\n", layers);
+		fprintf(to, ", %llu skipped", (unsigned long long)st->skipped);
+	fprintf(to, " from %zu %s\n", layers, plural(layers, "layer", "layers"));
 }
 
 /* -n: the plan; -v: each step as it is done. */
 static void print_step(void *ctx, const char *what, const char *path)
 {
-	(void)ctx;
-	printf("%s ", what);
-	print_path_escaped(stdout, *path ? path : ".");
-	putchar('\n');
+	FILE *to = front_steps(*(const bool *)ctx);
+
+	fprintf(to, "%s ", what);
+	print_path_escaped(to, *path ? path : ".");
+	putc('\n', to);
 }
 
 static void print_into_stats(const struct merge_args *a,
 			     const struct hu_stack *s,
 			     const struct hu_mergedown_stats *st)
 {
-	printf("%s %s into %s: %llu moved, %llu copied, %llu removed, "
+	fprintf(front_steps(a->lo.dry_run), "%s %s into %s: %llu moved, %llu copied, %llu removed, "
 	       "%llu directories merged, %llu markers kept, %llu redirects "
 	       "and metacopy files resolved\n",
 	       a->lo.dry_run ? "would merge" : "merged",
@@ -91,7 +95,7 @@ static int merge_into(struct merge_args *a, struct hu_stack *s,
 		.keep_upper = a->keep_upper, .force = a->force,
 		.dry_run = a->lo.dry_run, .report = report,
 		.step = (front.verbosity > 0 || a->lo.dry_run) ?
-			print_step : NULL,
+			print_step : NULL, .ctx = &a->lo.dry_run,
 	};
 	struct hu_mergedown_stats st;
 	struct hu_error e = { 0 };
@@ -104,9 +108,9 @@ static int merge_into(struct merge_args *a, struct hu_stack *s,
 	if (rc < 0)
 		print_error(&e);
 	else if (st.kept_before && front.verbosity >= 0)
-		printf("%s was merged into %s by an earlier 'merge --into "
+		fprintf(stderr, "%s: %s was merged into %s by an earlier 'merge --into "
 		       "--keep-upper' (the record union.mergedown-kept on its "
-		       "root says so): nothing to do\n",
+		       "root says so): nothing to do\n", front.cmdname,
 		       s->layers[s->n - 1].path, s->layers[s->n - 2].path);
 	else if (front.verbosity > 0 || a->lo.dry_run)
 		print_into_stats(a, s, &st);
