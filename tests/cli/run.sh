@@ -20,12 +20,13 @@
 
 set -u
 # Run as a background job of a script, the suite starts with SIGINT
-# ignored, and a hunion started from it keeps it so: the cases that
-# interrupt hunion (HUNION_FAULT=int:N, as Ctrl-C) need it to be caught.
-# Run again with SIGINT as it should be (env(1) resets it before exec).
+# ignored (under nohup, SIGHUP too), and a hunion started from it keeps
+# it so: the cases that interrupt hunion (HUNION_FAULT=int:N, as Ctrl-C;
+# interrupt-blocked-input's SIGHUP) need them caught.  Run again with
+# them as they should be (env(1) resets them before exec).
 if [ -z "${HUNION_CLI_SIGINT:-}" ]; then
 	export HUNION_CLI_SIGINT=1
-	exec env --default-signal=INT "$0" "$@"
+	exec env --default-signal=INT,HUP,TERM "$0" "$@"
 fi
 # shellcheck source=tests/mntns.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../mntns.sh"
