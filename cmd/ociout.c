@@ -299,6 +299,6 @@ void print_would_write_image(const struct oci_args *oa, size_t nlayers,
 			     const struct hu_tarout_opts *to)
 {
 	printf("would write oci:%s:%s: an image of %zu %s, %s\n", oa->dir,
-	       oa->tag, nlayers, nlayers == 1 ? "layer" : "layers",
+	       oa->tag, nlayers, plural(nlayers, "layer", "layers"),
 	       hu_compress_name(to->compress));
 }

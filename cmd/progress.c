@@ -366,9 +366,9 @@ static void bar_line(void)
 			full = width;
 		snprintf(tail, sizeof(tail), " %4.1f%%  ", percent);
 	} else {
-		snprintf(tail, sizeof(tail), " %llu entr%s ",
+		snprintf(tail, sizeof(tail), " %llu %s ",
 			 (unsigned long long)pg.entries,
-			 pg.entries == 1 ? "y" : "ies");
+			 plural(pg.entries, "entry", "entries"));
 	}
 	putchar('\r');
 	print_path_escaped(stdout, label);

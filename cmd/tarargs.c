@@ -214,7 +214,7 @@ void print_would_write(const struct tar_args *ta, const char *path,
 	       "standard output", hu_compress_name(to->compress));
 	if (entries != PROGRESS_UNKNOWN)
 		printf(", %llu %s", (unsigned long long)entries,
-		       entries == 1 ? "entry" : "entries");
+		       plural(entries, "entry", "entries"));
 	printf(", %llu bytes, digest %s, diffID %s\n",
 	       (unsigned long long)d->size, d->digest, d->diff_id);
 	if (ta->descriptor)
