@@ -55,6 +55,7 @@ static struct {
 	atomic_bool reported;		/* a report came (not only a tick) */
 	uint64_t entries, read, size;	/* as last reported */
 	const char *what;		/* the tarball read, or NULL */
+	char *phase, *phase_what;	/* hu_report_phase()'s, or NULL */
 } pg = { .fd = -1, .cfd = -1 };
 
 static uint64_t now_ns(void)
@@ -234,11 +235,17 @@ static void status_text(char *buf, size_t len, uint64_t now)
 
 	fmt_time(el, sizeof(el), (uint64_t)secs);
 	n = snprintf(buf, len, "%s: ", front.cmdname);
-	if (pg.what && n >= 0 && (size_t)n < len) {
+	if ((pg.phase || pg.what) && n >= 0 && (size_t)n < len) {
 		FILE *f = fmemopen(buf + n, len - (size_t)n, "w");
+		/* the phase and what it is done to; a tarball read without
+		 * a phase of its own by what it is */
+		const char *what = pg.phase ? pg.phase_what : pg.what;
 
 		if (f) {
-			print_path_escaped(f, pg.what);
+			if (pg.phase)
+				fprintf(f, "%s%s", pg.phase, what ? " " : "");
+			if (what)
+				print_path_escaped(f, what);
 			fputs(": ", f);
 			fclose(f);
 		}
@@ -296,18 +303,46 @@ static void status_text(char *buf, size_t len, uint64_t now)
 		 plural(pg.entries, "entry", "entries"), a, b, rate, el);
 }
 
+/* "\"phase\":\"unpacking\",\"what\":\"a.tar\"," into @buf (@what a path:
+ * json_field(), with its bytes in "what_b64" when not UTF-8), or ""
+ * before the first phase, or where it does not fit; its length. */
+static int json_phase(char *buf, size_t len)
+{
+	FILE *f;
+	long n;
+
+	buf[0] = '\0';
+	if (!pg.phase || !(f = fmemopen(buf, len, "w")))
+		return 0;
+	fputs("\"phase\":", f);
+	json_print_string(f, pg.phase);
+	if (pg.phase_what) {
+		fputc(',', f);
+		json_field(f, "what", pg.phase_what);
+	}
+	fputc(',', f);
+	n = ftell(f);
+	if (fclose(f) != 0 || n < 0 || (size_t)n >= len - 256) {
+		buf[0] = '\0';	/* the counts must fit after it */
+		return 0;
+	}
+	return (int)n;
+}
+
 /* @written: the summary's bytes on the last line, else PROGRESS_UNKNOWN
  * (the live count). */
 static void json_line(uint64_t now, bool done, uint64_t written)
 {
-	char buf[512];
+	char buf[8192];
 	int n;
 
 	if (written == PROGRESS_UNKNOWN)
 		written = live_load(&live.written);
-	n = snprintf(buf, sizeof(buf), "{\"command\":\"%s\","
+	n = snprintf(buf, sizeof(buf), "{\"command\":\"%s\",", pg.command);
+	n += json_phase(buf + n, sizeof(buf) - (size_t)n);
+	n += snprintf(buf + n, sizeof(buf) - (size_t)n,
 		     "\"entries\":%llu,\"bytes_read\":%llu,"
-		     "\"bytes_written\":%llu", pg.command,
+		     "\"bytes_written\":%llu",
 		     (unsigned long long)pg.entries,
 		     (unsigned long long)live_load(&live.read),
 		     (unsigned long long)written);
@@ -460,6 +495,30 @@ static void report_progress_read(void *ctx, const char *what, uint64_t done,
 	pthread_mutex_unlock(&draw_lock);
 }
 
+/* A phase begins (hu_report_phase()): every form shows it at once, so
+ * that each phase is in the JSON lines, and the terminal line names it
+ * even when the phase reports no count (a removal). */
+static void report_phase(void *ctx, const char *phase, const char *what)
+{
+	char *p = strdup(phase), *w = what ? strdup(what) : NULL;
+
+	(void)ctx;
+	if (!pg.started || !p || (what && !w)) {
+		free(p);
+		free(w);
+		return;
+	}
+	pthread_mutex_lock(&draw_lock);
+	free(pg.phase);
+	free(pg.phase_what);
+	pg.phase = p;
+	pg.phase_what = w;
+	atomic_store(&pg.reported, true);
+	pg.term.next_ns = pg.json.next_ns = 0;	/* due now (if open) */
+	draw(false);
+	pthread_mutex_unlock(&draw_lock);
+}
+
 void front_progress_done(void)
 {
 	if (pg.shown)
@@ -472,10 +531,31 @@ void front_progress_done(void)
 	pg.bar_shown = false;
 }
 
+/* The run's work is done: what it moved aside goes now (aside.c),
+ * shown as the phase "cleaning up".  Best effort: a leftover that cannot
+ * be removed is said (unless -q) and stays, for the next run or
+ * `hunion clean`; the run's status stays its work's. */
+static void remove_aside(void)
+{
+	struct hu_report r = front_report();
+	struct hu_error e = { 0 };
+
+	if (!hu_aside_pending())
+		return;
+	if (hu_aside_remove(&r, NULL, NULL, &e) < 0 && !hu_interrupted() &&
+	    front.verbosity >= 0) {
+		front_progress_done();
+		print_error(&e);
+	}
+	hu_error_clear(&e);
+}
+
 void progress_finish(uint64_t entries, uint64_t written)
 {
-	uint64_t now = now_ns();
+	uint64_t now;
 
+	remove_aside();
+	now = now_ns();
 	front_progress_done();
 	if (!pg.started || pg.finished)
 		return;
@@ -499,7 +579,7 @@ struct hu_report front_report(void)
 	return (struct hu_report){ .warn = front_report_warn,
 				   .progress = report_progress,
 				   .progress_read = report_progress_read,
-				   .bytes = &live };
+				   .phase = report_phase, .bytes = &live };
 }
 
 struct hu_progress_bytes *progress_bytes(void)

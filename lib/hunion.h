@@ -99,6 +99,8 @@ struct hu_report {
 	/* Where the bytes moved are counted (copy.c, a tarball read or
 	 * written); NULL: not counted. */
 	struct hu_progress_bytes *bytes;
+	/* Optional: the run's phase changed (hu_report_phase()). */
+	void (*phase)(void *ctx, const char *phase, const char *what);
 	void *ctx;
 };
 void hu_report_warn(const struct hu_report *r, int err, const char *dir,
@@ -110,6 +112,49 @@ void hu_report_warn(const struct hu_report *r, int err, const char *dir,
  * r->bytes->entries (1 starts a new count; else the highest stays, as
  * worker threads report out of order). */
 void hu_report_progress(const struct hu_report *r, uint64_t n);
+/*
+ * What the run does from now on, so that no long phase is silent: @phase
+ * one of the HU_PHASE_* words below (a front end shows it and writes it
+ * into its JSON lines as it is), @what what it is done to (a tarball's
+ * path, an image's layer, an output; NULL: the run as a whole).  Each
+ * module calls it as a phase of its own begins: a tarball unpacked or
+ * read, a walk, the path index built (pindex.c), the clean-up at the end
+ * (hu_aside_remove()).  The counts that follow (hu_report_progress(), a
+ * tarball's progress_read) are the phase's.  @what is copied.
+ */
+void hu_report_phase(const struct hu_report *r, const char *phase,
+		     const char *what);
+#define HU_PHASE_UNPACKING "unpacking"	/* a tarball into TMPDIR */
+#define HU_PHASE_READING "reading"	/* a tarball into the output */
+#define HU_PHASE_INDEXING "indexing"	/* a blob's path index built */
+#define HU_PHASE_WRITING "writing"	/* the view into an output */
+#define HU_PHASE_COMPARING "comparing"	/* diff's walk */
+#define HU_PHASE_CHECKING "checking"	/* fsck's walk */
+#define HU_PHASE_MERGING "merging"	/* merge --into's walk */
+#define HU_PHASE_CLEANING "cleaning up"	/* what killed runs left */
+
+/*
+ * What killed runs left is moved aside when a run meets it (one rename,
+ * aside.c), never removed before the run's own work: the front end calls
+ * hu_aside_remove() once the command's work is done.  It removes what
+ * this process moved aside, phase HU_PHASE_CLEANING with each one's
+ * path, @removed (may be NULL) told of each; it stops when interrupted
+ * (the rest stays aside for the next run).  -1 with @e the first that
+ * could not be removed (the others are tried).
+ */
+int hu_aside_remove(const struct hu_report *r,
+		    void (*removed)(void *ctx, const char *path), void *ctx,
+		    struct hu_error *e);
+size_t hu_aside_pending(void);
+/*
+ * `hunion clean`: what killed runs left in TMPDIR (or /var/tmp), this
+ * user's: tarball layers' unpack directories no live run holds, and what
+ * was moved aside there by runs that died before removing it.  With
+ * @dry_run each is only told (@found); else each is moved aside, to be
+ * removed by hu_aside_remove().  @dir gets the directory (malloc'd).
+ */
+int hu_tmp_clean(bool dry_run, void (*found)(void *ctx, const char *path),
+		 void *ctx, char **dir, struct hu_error *e);
 
 /* ---- problems: the inconsistencies a layer can hold (problem.c) -------- */
 

@@ -496,6 +496,26 @@ int hu_linkat_path(int rootfd, const char *oldpath, int newdirfd,
 /* Remove @name in @dirfd and everything below it (through the wrapper). */
 int hu_rmtree(int dirfd, const char *name);
 
+/* ---- what killed runs left, moved aside (aside.c) ---------------------- */
+
+/* ".hunion-gone-" and 12 hex digits: an entry moved aside, locked by its
+ * mover until it is removed. */
+#define HU_ASIDE_PREFIX ".hunion-gone-"
+bool hu_is_aside_name(const char *name);
+/* Move @name of @dirfd, a killed run's leftover (its caller holds what
+ * proves no live run owns it), aside in one rename within @dirfd, and
+ * note it for hu_aside_remove(), locked meanwhile.  @fd: the entry open
+ * and flock'd by the caller (taken on success), or -1: opened and locked
+ * here.  @dir names @dirfd in progress and errors.  0, or -1 when left
+ * where it is (held, gone, a dry run, a rename refused). */
+int hu_aside_move(int dirfd, const char *name, int fd, const char *dir);
+/* Is @name moved aside?  Then, if its mover died (its lock free) and it
+ * is ours to remove, it is noted for hu_aside_remove() too. */
+bool hu_aside_adopt(int dirfd, const char *name, const char *dir);
+/* @name of @dirfd moved aside by a run that died, and ours: its fd,
+ * locked (nothing noted), else -1. */
+int hu_aside_locked(int dirfd, const char *name);
+
 /* What an output is (outexist.c). */
 enum hu_out_kind { HU_OUT_FILE, HU_OUT_TREE };
 /* The rule for an output @name in @dirfd (@path as the user named it)

@@ -114,6 +114,13 @@ static void entries_keep(struct hu_progress_bytes *b, uint64_t n)
 		;
 }
 
+void hu_report_phase(const struct hu_report *r, const char *phase,
+		     const char *what)
+{
+	if (r && r->phase)
+		r->phase(r->ctx, phase, what);
+}
+
 void hu_report_progress(const struct hu_report *r, uint64_t n)
 {
 	if (r && r->bytes)

@@ -497,6 +497,7 @@ int chg_walk(const struct hu_stack *s, const struct hu_changes_opts *o,
 	}
 	if (hu_pathbuf_push(&w.path, "", &(size_t){ 0 }) < 0)
 		return chg_nomem(e);
+	hu_report_phase(o->report, HU_PHASE_COMPARING, NULL);
 	if (w.layered && w.base == 0) {
 		rc = walk_all_new(&w, e);
 		goto out;

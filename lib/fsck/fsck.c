@@ -631,6 +631,7 @@ static int walk_layer(struct fsck_run *r, struct hu_error *e)
 	r->below_root = NULL;
 	if (r->k > 0 && hu_vdir_open_root(&r->below, &r->below_root, e) < 0)
 		return -1;
+	hu_report_phase(r->o->report, HU_PHASE_CHECKING, fsck_layer(r)->path);
 	rc = wh_walk(fsck_layer(r), &ops, r, e);
 	while (r->depth)
 		level_pop(r);

@@ -1037,6 +1037,7 @@ static int run(struct md *m, struct hu_error *e)
 
 	if (hu_pathbuf_push(&m->path, "", &saved) < 0)
 		return hu_error_set(e, ENOMEM, NULL, "out of memory");
+	hu_report_phase(m->o->report, HU_PHASE_MERGING, NULL);
 	rc = merge_down(m, e);
 	hu_linkmap_free(&m->links);
 	hu_pathbuf_free(&m->path);

@@ -133,6 +133,7 @@ int hu_flatten_write_tar(const struct hu_stack *s, const struct hu_report *r,
 	int rc;
 
 	memset(stats, 0, sizeof(*stats));
+	hu_report_phase(r, HU_PHASE_WRITING, NULL);
 	rc = hu_view_walk(s, &ops, &f, e);
 	hu_linkmap_free(&f.links);
 	hu_pathbuf_free(&f.path);

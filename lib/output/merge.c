@@ -196,7 +196,9 @@ int hu_merge_tree(const struct hu_stack *s, const char *out,
 	/* a dry run walks and counts, with nothing begun */
 	if (rc == 0 && !o->dry_run)
 		rc = hu_treeout_begin(&m.t, e);
-	if (rc == 0)
+	if (rc == 0) {
+		hu_report_phase(o->report, HU_PHASE_WRITING, out);
 		rc = hu_view_walk(s, &ops, &m, e);
+	}
 	return hu_treeout_end(&m.t, rc, e);
 }

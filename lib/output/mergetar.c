@@ -127,6 +127,13 @@ static void held_progress(void *ctx, uint64_t done)
 	h->to->progress(h->to->ctx, done);
 }
 
+static void held_phase(void *ctx, const char *phase, const char *what)
+{
+	const struct held *h = ctx;
+
+	h->to->phase(h->to->ctx, phase, what);
+}
+
 static void held_progress_read(void *ctx, const char *what, uint64_t done,
 			       uint64_t read, uint64_t size)
 {
@@ -147,6 +154,8 @@ static void held_init(struct held *h, const struct hu_report *to, bool hold)
 		h->r.progress = held_progress;
 	if (to && to->progress_read)
 		h->r.progress_read = held_progress_read;
+	if (to && to->phase)
+		h->r.phase = held_phase;
 	h->r.bytes = to ? to->bytes : NULL;	/* counted as they move */
 }
 

@@ -7,7 +7,9 @@
  * that: hu_temp_stem()).  So runs writing one output take turns, and the run
  * that holds the lock knows that every ".NAME.hunion-XXXXXX" beside it
  * was left by a run that died (SIGKILL, a crash, a power cut): no live
- * run can own one.  It removes them before it makes its own.
+ * run can own one.  It moves them aside before it makes its own, one
+ * rename each (aside.c), and they are removed after the run's work: a
+ * killed merge's tree of 2 GB costs the next run no wait.
  *
  * A lock, not a pid in the name: the kernel drops a dead process's locks
  * whatever killed it, in every pid namespace, and no reused pid can look
@@ -57,27 +59,41 @@ static int open_lock(int dirfd, const char *name)
 	return -1;
 }
 
-/* Remove the temporaries of @base a killed run left: regular files
- * (flatten's) and trees (merge's), nothing else.  Best effort: what
- * cannot be removed stays for the next run. */
-static void sweep(int dirfd, const char *base)
+/* The directory @out is in, for the progress line: NULL when out of
+ * memory. */
+static char *out_dir(const char *out)
+{
+	const char *slash = strrchr(out, '/');
+
+	if (!slash)
+		return strdup(".");
+	return strndup(out, slash == out ? 1 : (size_t)(slash - out));
+}
+
+/* Move the temporaries of @base a killed run left aside: regular files
+ * (flatten's) and trees (merge's), nothing else; and take over what a
+ * dead run moved aside here.  Best effort: what cannot be moved stays
+ * for the next run. */
+static void sweep(int dirfd, const char *base, const char *out)
 {
 	struct hu_names names;
 	struct stat st;
+	char *dir;
 
 	if (hu_names_read(dirfd, &names, NULL, NULL) < 0)
 		return;
-	for (size_t i = 0; i < names.n; i++) {
+	dir = out_dir(out);
+	for (size_t i = 0; dir && i < names.n; i++) {
 		const char *n = names.v[i].name;
 
-		if (!hu_is_temp_of(n, base) ||
+		if (hu_aside_adopt(dirfd, n, dir) ||
+		    !hu_is_temp_of(n, base) ||
 		    fstatat(dirfd, n, &st, AT_SYMLINK_NOFOLLOW) < 0)
 			continue;
-		if (S_ISDIR(st.st_mode))
-			(void)hu_rmtree(dirfd, n);
-		else if (S_ISREG(st.st_mode))
-			(void)hu_wr_unlinkat(dirfd, n, 0);
+		if (S_ISDIR(st.st_mode) || S_ISREG(st.st_mode))
+			(void)hu_aside_move(dirfd, n, -1, dir);
 	}
+	free(dir);
 	hu_names_free(&names);
 }
 
@@ -138,7 +154,7 @@ int hu_outlock_take(struct hu_outlock *k, int dirfd, const char *base,
 		hu_error_prefix(e, out);
 		return -1;
 	}
-	sweep(dirfd, base);
+	sweep(dirfd, base, out);
 	if (hu_interrupt_check(e) < 0) {
 		hu_error_prefix(e, out);
 		return -1;

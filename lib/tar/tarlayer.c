@@ -129,7 +129,8 @@ int tl_archive_fail(struct tl *t, const char *when)
  * layer as root/.  Its owner holds flock(2) on it while it is in use (the
  * kernel drops the lock when the owner dies, however it dies), so a
  * directory that can be locked is one a killed run left: the next tarball
- * layer unpacked in the same TMPDIR removes it.
+ * layer unpacked in the same TMPDIR moves it aside (aside.c), in one
+ * rename, and the run removes it after its own work.
  */
 #define LAYER_PREFIX "hunion-layer-"
 #define LAYER_DIGITS 12
@@ -147,32 +148,90 @@ static bool is_layer_dir_name(const char *name)
 	return true;
 }
 
-/* Remove our unpack directories in @bfd whose owner is dead. */
-static void sweep_stale(int bfd)
+/* @n of @bfd, our unpack directory whose owner is dead: its fd, locked,
+ * else -1. */
+static int stale_locked(int bfd, const char *n)
+{
+	struct stat st;
+	int fd;
+
+	if (!is_layer_dir_name(n) ||
+	    fstatat(bfd, n, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+	    !S_ISDIR(st.st_mode) || st.st_uid != geteuid())
+		return -1;
+	fd = openat(bfd, n, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	/* Held: alive.  Not ours to judge if flock fails. */
+	if (flock(fd, LOCK_EX | LOCK_NB) == 0 && hu_fd_is_at(bfd, n, fd))
+		return fd;
+	close(fd);
+	return -1;
+}
+
+/* Move our unpack directories in @bfd (@dir) whose owner is dead aside,
+ * and take over what a dead run moved aside there: removed after the
+ * run's work (hu_aside_remove()), so a big one costs the run no wait.
+ * @found (may be NULL) is told of each instead, nothing moved. */
+static void sweep_stale(int bfd, const char *dir,
+			void (*found)(void *ctx, const char *path), void *ctx)
 {
 	struct hu_names names;
-	struct stat st;
 
 	if (hu_names_read(bfd, &names, NULL, NULL) < 0)
 		return;
 	for (size_t i = 0; i < names.n; i++) {
 		const char *n = names.v[i].name;
-		int fd;
+		int fd = hu_is_aside_name(n) && found ?
+			 hu_aside_locked(bfd, n) : stale_locked(bfd, n);
+		char *path;
 
-		if (!is_layer_dir_name(n) ||
-		    fstatat(bfd, n, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
-		    !S_ISDIR(st.st_mode) || st.st_uid != geteuid())
-			continue;
-		fd = openat(bfd, n, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
-			    O_CLOEXEC);
-		if (fd < 0)
-			continue;
-		/* Held: alive.  Not ours to judge if flock fails. */
-		if (flock(fd, LOCK_EX | LOCK_NB) == 0 && hu_fd_is_at(bfd, n, fd))
-			(void)hu_rmtree(bfd, n);
-		close(fd);
+		if (!found) {
+			if (!hu_aside_adopt(bfd, n, dir) && fd >= 0 &&
+			    hu_aside_move(bfd, n, fd, dir) == 0)
+				continue;	/* fd taken */
+		} else if (fd >= 0 && (path = hu_path_join(dir, n))) {
+			found(ctx, path);
+			free(path);
+		}
+		if (fd >= 0)
+			close(fd);
 	}
 	hu_names_free(&names);
+}
+
+/* TMPDIR, or /var/tmp: its real path and an fd, or -1 with errno. */
+static int tmp_dir(const char **base, char **abs)
+{
+	int bfd;
+
+	*base = getenv("TMPDIR");
+	if (!*base || !**base)
+		*base = "/var/tmp";
+	*abs = realpath(*base, NULL);
+	bfd = *abs ? open(*abs, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+	if (bfd < 0) {
+		int err = errno;
+
+		free(*abs);
+		*abs = NULL;
+		errno = err;
+	}
+	return bfd;
+}
+
+int hu_tmp_clean(bool dry_run, void (*found)(void *ctx, const char *path),
+		 void *ctx, char **dir, struct hu_error *e)
+{
+	const char *base;
+	int bfd = tmp_dir(&base, dir);
+
+	if (bfd < 0)
+		return hu_error_set(e, errno, base, "cannot open the "
+				    "temporary directory (TMPDIR)");
+	sweep_stale(bfd, *dir, dry_run ? found : NULL, ctx);
+	close(bfd);
+	return 0;
 }
 
 /* Make a new directory @name in @bfd and lock it: its fd, or -1 with
@@ -214,21 +273,14 @@ static int make_locked(int bfd, const char *name)
 
 static int make_tmp(struct tl *t)
 {
-	const char *base = getenv("TMPDIR");
+	const char *base;
 	char name[32], *abs;
-	int bfd, tfd = -1, err = 0;
+	int bfd = tmp_dir(&base, &abs), tfd = -1, err = 0;
 
-	if (!base || !*base)
-		base = "/var/tmp";
-	abs = realpath(base, NULL);
-	bfd = abs ? open(abs, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
-	if (bfd < 0) {
-		err = errno;
-		free(abs);
-		return tl_fail(t, err, "cannot use %s to unpack (TMPDIR "
+	if (bfd < 0)
+		return tl_fail(t, errno, "cannot use %s to unpack (TMPDIR "
 			     "chooses where)", base);
-	}
-	sweep_stale(bfd);
+	sweep_stale(bfd, abs, NULL, NULL);
 	for (int tries = 0;; tries++) {
 		unsigned char rnd[6];
 
@@ -390,6 +442,8 @@ static int read_entries(struct tl *t)
 {
 	/* Named from the start: the bytes read tick the front end before
 	 * the 16th entry reports (hu_progress_bytes.tick). */
+	hu_report_phase(t->r, t->to_output ? HU_PHASE_READING :
+			HU_PHASE_UNPACKING, t->what ? t->what : t->l->path);
 	progress(t, false);
 	for (;;) {
 		int r;

@@ -263,6 +263,7 @@ int cv_copy(struct conv *c, struct hu_error *e)
 				       "kept");
 		rc = hu_treeout_begin(&c->t, e);
 		c->pass = CV_COPY;
+		hu_report_phase(c->o->report, HU_PHASE_WRITING, c->out);
 		if (rc == 0)
 			rc = wh_walk(c->l, &copy, c, e);
 	}
