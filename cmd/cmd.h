@@ -337,5 +337,6 @@ int cmd_oci_ls(const struct cmd *c, int argc, char **argv);
 int cmd_oci_rm(const struct cmd *c, int argc, char **argv);
 int cmd_oci_gc(const struct cmd *c, int argc, char **argv);
 int cmd_complete(const struct cmd *c, int argc, char **argv);
+int cmd_clean(const struct cmd *c, int argc, char **argv);
 
 #endif /* HUNION_CMD_H */

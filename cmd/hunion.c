@@ -177,6 +177,10 @@ static const struct cmd_opt oci_rm_opts[] = {
 	OPT_DRY_RUN, OPT_VERBOSE, OPT_HELP, OPT_END
 };
 
+static const struct cmd_opt clean_opts[] = {
+	OPT_DRY_RUN, OPT_VERBOSE, OPT_QUIET, OPT_PROGRESS, OPT_HELP, OPT_END
+};
+
 static const struct cmd_opt oci_gc_opts[] = {
 	OPT_DRY_RUN, OPT_VERBOSE, OPT_QUIET, OPT_HELP, OPT_END
 };
@@ -236,6 +240,9 @@ const struct cmd hunion_cmds[] = {
 	{ "oci", NULL, "list the images of an OCI layout, remove tags and "
 	  "garbage", "ls|rm|gc ...", help_only, oci_cmds, NULL,
 	  "hunion-oci(1)" },
+	{ "clean", cmd_clean, "remove what killed runs left in TMPDIR "
+	  "(unpacked tarball layers)", "[-n] [-v|-q]", clean_opts, NULL, NULL,
+	  "hunion-clean(1)" },
 	{ "help", cmd_help_cmd, "show the help of a command, as its --help "
 	  "does", "[COMMAND [SUBCOMMAND]]", help_only, NULL, "@command",
 	  "hunion(1)" },

@@ -38,7 +38,7 @@ struct aside {
 	int dirfd;		/* its directory (a dup: ours) */
 	int fd;			/* the entry itself, flock'd: ours */
 	char *name;		/* its name in @dirfd */
-	char *path;		/* for the progress line */
+	char *path;		/* its old path, for progress and errors */
 };
 
 static struct {
@@ -56,12 +56,14 @@ bool hu_is_aside_name(const char *name)
 	       strspn(name + n, "0123456789abcdef") == ASIDE_DIGITS;
 }
 
-/* Note @name of @dirfd, locked through @fd (taken), for removal. */
-static int note(int dirfd, int fd, const char *name, const char *dir)
+/* Note @name of @dirfd, locked through @fd (taken), for removal; shown
+ * as @shown of @dir (the name it had before it was moved aside). */
+static int note(int dirfd, int fd, const char *name, const char *shown,
+		const char *dir)
 {
 	struct aside a = { .dirfd = fcntl(dirfd, F_DUPFD_CLOEXEC, 3),
 			   .fd = fd, .name = strdup(name),
-			   .path = hu_path_join(dir, name) };
+			   .path = hu_path_join(dir, shown) };
 	int rc = -1;
 
 	pthread_mutex_lock(&moved.lock);
@@ -124,7 +126,7 @@ int hu_aside_move(int dirfd, const char *name, int fd, const char *dir)
 				      "%02x", rnd[i]);
 		if (hu_wr_renameat2(dirfd, name, dirfd, gone,
 				    RENAME_NOREPLACE) == 0)
-			return note(dirfd, own, gone, dir);
+			return note(dirfd, own, gone, name, dir);
 		if (errno != EEXIST)
 			break;
 	}
@@ -155,7 +157,7 @@ bool hu_aside_adopt(int dirfd, const char *name, const char *dir)
 		return false;
 	fd = hu_aside_locked(dirfd, name);
 	if (fd >= 0)
-		(void)note(dirfd, fd, name, dir);
+		(void)note(dirfd, fd, name, name, dir);
 	return true;
 }
 

@@ -83,8 +83,9 @@ int fm_remove_entry(const struct fsck_dir *d, const char *name,
 	return 0;
 }
 
-/* ".NAME.hunion-XXXXXX" and ".NAME.hunion-lock" no live run holds, and
- * a conversion's ".hunion-wh.*" outside a half-converted layer.
+/* ".NAME.hunion-XXXXXX" and ".NAME.hunion-lock" no live run holds, what
+ * a run that died moved aside (".hunion-gone-*", aside.c), and a
+ * conversion's ".hunion-wh.*" outside a half-converted layer.
  * 1 when @ent is one (reported), 0 when not. */
 int fm_check_leftover(struct fsck_run *r, const struct fsck_dir *d,
 			  const struct wh_ent *ent, struct hu_error *e)
@@ -95,7 +96,12 @@ int fm_check_leftover(struct fsck_run *r, const struct fsck_dir *d,
 	bool lock = false;
 	char *base = NULL;
 
-	if (strncmp(name, HU_CONV_TEMP_PREFIX,
+	if (hu_is_aside_name(name)) {
+		/* moved aside (aside.c): its mover holds it while alive */
+		lockfd = hu_aside_locked(d->wd->fd, name);
+		if (lockfd < 0)
+			return 1;
+	} else if (strncmp(name, HU_CONV_TEMP_PREFIX,
 		    strlen(HU_CONV_TEMP_PREFIX)) != 0) {
 		base = leftover_base(name, &lock);
 		if (!base)
