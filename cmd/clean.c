@@ -42,7 +42,6 @@ static void told(void *ctx, const char *path)
 int cmd_clean(const struct cmd *c, int argc, char **argv)
 {
 	struct clean_args a = { .c = c };
-	struct hu_report r = front_report();
 	struct hu_error e = { 0 };
 	char *dir = NULL;
 	int first = cmd_parse(c, argc, argv, clean_opt, &a), rc;
@@ -55,7 +54,7 @@ int cmd_clean(const struct cmd *c, int argc, char **argv)
 	}
 	rc = hu_tmp_clean(a.lo.dry_run, told, &a, &dir, &e);
 	if (rc == 0 && !a.lo.dry_run)
-		rc = hu_aside_remove(&r, told, &a, &e);
+		rc = progress_remove_aside(told, &a, &e);
 	progress_finish(a.n, PROGRESS_UNKNOWN);
 	fflush(stdout);
 	if (rc == 0 && front.verbosity >= 0)

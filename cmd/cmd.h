@@ -192,10 +192,16 @@ int progress_opt(const struct cmd *c, const struct parsed_opt *o);
 /* After the options of a command that has --progress: start the clock,
  * pick the forms, catch SIGUSR1.  @device names the run in -C lines. */
 void progress_start(const struct cmd *c, const char *device);
-/* The run is over: clear the line, write the final lines with the
- * summary's own counts (@entries, @written bytes; PROGRESS_UNKNOWN: as
- * last reported, or not known). */
+/* The run is over: what it moved aside is removed
+ * (progress_remove_aside()), the line cleared, the final lines written
+ * with the summary's own counts (@entries, @written bytes;
+ * PROGRESS_UNKNOWN: as last reported, or not known). */
 void progress_finish(uint64_t entries, uint64_t written);
+/* Remove what the run moved aside (hu_aside_remove()), the phase "cleaning
+ * up" drawn at once with each one's path.  progress_finish() calls it
+ * first, so the work of every command is done before the clean-up. */
+int progress_remove_aside(void (*removed)(void *ctx, const char *path),
+			  void *ctx, struct hu_error *e);
 /* Where the library counts the bytes it moves, for the lines above
  * (front_report() gives it too; hu_tarout_opts.bytes takes it). */
 struct hu_progress_bytes *progress_bytes(void);

@@ -495,14 +495,16 @@ static void report_progress_read(void *ctx, const char *what, uint64_t done,
 	pthread_mutex_unlock(&draw_lock);
 }
 
-/* A phase begins (hu_report_phase()): every form shows it at once, so
- * that each phase is in the JSON lines, and the terminal line names it
- * even when the phase reports no count (a removal). */
-static void report_phase(void *ctx, const char *phase, const char *what)
+/* A phase begins (hu_report_phase()).  Its JSON line is written at once,
+ * so that every phase is in them; the other forms show it at the next
+ * report, which the clock does not hold back, so that the line's first
+ * draw of a tarball read has its size (its report follows the phase at
+ * once).  @now: the terminal line too, for a phase that reports no count
+ * (the clean-up). */
+static void set_phase(const char *phase, const char *what, bool now)
 {
 	char *p = strdup(phase), *w = what ? strdup(what) : NULL;
 
-	(void)ctx;
 	if (!pg.started || !p || (what && !w)) {
 		free(p);
 		free(w);
@@ -513,10 +515,30 @@ static void report_phase(void *ctx, const char *phase, const char *what)
 	free(pg.phase_what);
 	pg.phase = p;
 	pg.phase_what = w;
-	atomic_store(&pg.reported, true);
-	pg.term.next_ns = pg.json.next_ns = 0;	/* due now (if open) */
-	draw(false);
+	/* the counts of the phase before are not this one's */
+	pg.what = NULL;
+	pg.read = pg.size = 0;
+	pg.term.next_ns = pg.comp.next_ns = pg.bar_gate.next_ns = 0;
+	if (pg.fd >= 0)
+		json_line(now_ns(), false, PROGRESS_UNKNOWN);
+	pg.json.next_ns = now_ns() + pg.json.interval_ns;
+	if (now) {
+		atomic_store(&pg.reported, true);
+		draw(false);
+	}
 	pthread_mutex_unlock(&draw_lock);
+}
+
+static void report_phase(void *ctx, const char *phase, const char *what)
+{
+	(void)ctx;
+	set_phase(phase, what, false);
+}
+
+static void report_phase_now(void *ctx, const char *phase, const char *what)
+{
+	(void)ctx;
+	set_phase(phase, what, true);
 }
 
 void front_progress_done(void)
@@ -531,18 +553,25 @@ void front_progress_done(void)
 	pg.bar_shown = false;
 }
 
-/* The run's work is done: what it moved aside goes now (aside.c),
- * shown as the phase "cleaning up".  Best effort: a leftover that cannot
- * be removed is said (unless -q) and stays, for the next run or
- * `hunion clean`; the run's status stays its work's. */
-static void remove_aside(void)
+int progress_remove_aside(void (*removed)(void *ctx, const char *path),
+			  void *ctx, struct hu_error *e)
 {
 	struct hu_report r = front_report();
+
+	r.phase = report_phase_now;	/* a removal reports no count */
+	return hu_aside_remove(&r, removed, ctx, e);
+}
+
+/* The run's work is done: what it moved aside goes now.  Best effort: a
+ * leftover that cannot be removed is said (unless -q) and stays, for the
+ * next run or `hunion clean`; the run's status stays its work's. */
+static void remove_aside(void)
+{
 	struct hu_error e = { 0 };
 
 	if (!hu_aside_pending())
 		return;
-	if (hu_aside_remove(&r, NULL, NULL, &e) < 0 && !hu_interrupted() &&
+	if (progress_remove_aside(NULL, NULL, &e) < 0 && !hu_interrupted() &&
 	    front.verbosity >= 0) {
 		front_progress_done();
 		print_error(&e);

@@ -221,7 +221,8 @@ int hu_aside_remove(const struct hu_report *r,
 			if (rc == 0)	/* the first one said, the rest tried */
 				rc = hu_error_set(e, errno, a.path, "cannot "
 						  "remove what a killed run "
-						  "left");
+						  "left (moved aside as %s)",
+						  a.name);
 		} else if (removed) {
 			removed(ctx, a.path);
 		}
