@@ -8,7 +8,7 @@ _hunion_spec()
 	subs='' longs='' shorts='' args='' operands=''
 	case $1 in
 	'hunion')
-		subs='merge diff flatten fsck mount umount whiteout oci help'
+		subs='merge diff flatten fsck mount umount whiteout oci clean help'
 		longs='--version --help'
 		shorts='-h'
 		args=''
@@ -126,12 +126,19 @@ _hunion_spec()
 		args=''
 		operands='@dir'
 		;;
+	'hunion clean')
+		subs=''
+		longs='--dry-run --verbose --quiet --progress= --progress-fd= --help'
+		shorts='-n -v -q -h'
+		args='--progress --progress-fd'
+		operands=''
+		;;
 	'hunion help')
 		subs=''
 		longs='--help'
 		shorts='-h'
 		args=''
-		operands='merge|diff|flatten|fsck|mount|umount|whiteout|oci|help'
+		operands='merge|diff|flatten|fsck|mount|umount|whiteout|oci|clean|help'
 		;;
 	esac
 }
@@ -179,6 +186,7 @@ _hunion_values()
 	'hunion whiteout convert --output'|'hunion whiteout convert -o') printf '%s\n' '@dir' ;;
 	'hunion whiteout convert --format') printf '%s\n' 'auto|union|overlay|oci' ;;
 	'hunion whiteout convert --progress') printf '%s\n' 'auto|always|never' ;;
+	'hunion clean --progress') printf '%s\n' 'auto|always|never' ;;
 	esac
 }
 

@@ -13,17 +13,18 @@ function __hunion_layers
 end
 
 # hunion
-complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout oci help' -l version -d 'print the version and exit'
-complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout oci help' -s h -l help -d 'show this help'
-complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout oci help' -a merge -d 'write the merged view of a stack of layers'
-complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout oci help' -a diff -d 'what the top layer changes over those beneath'
-complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout oci help' -a flatten -d 'squash a stack of layers into one tarball'
-complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout oci help' -a fsck -d 'find and repair inconsistent markers and leftovers'
-complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout oci help' -a mount -d 'check a stack of layers, then mount it'
-complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout oci help' -a umount -d 'unmount a stack; say who keeps it busy'
-complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout oci help' -a whiteout -d 'create, list, remove and convert whiteouts'
-complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout oci help' -a oci -d 'list the images of an OCI layout, remove tags and garbage'
-complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout oci help' -a help -d 'show the help of a command, as its --help does'
+complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout oci clean help' -l version -d 'print the version and exit'
+complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout oci clean help' -s h -l help -d 'show this help'
+complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout oci clean help' -a merge -d 'write the merged view of a stack of layers'
+complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout oci clean help' -a diff -d 'what the top layer changes over those beneath'
+complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout oci clean help' -a flatten -d 'squash a stack of layers into one tarball'
+complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout oci clean help' -a fsck -d 'find and repair inconsistent markers and leftovers'
+complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout oci clean help' -a mount -d 'check a stack of layers, then mount it'
+complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout oci clean help' -a umount -d 'unmount a stack; say who keeps it busy'
+complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout oci clean help' -a whiteout -d 'create, list, remove and convert whiteouts'
+complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout oci clean help' -a oci -d 'list the images of an OCI layout, remove tags and garbage'
+complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout oci clean help' -a clean -d 'remove what killed runs left in TMPDIR (unpacked tarball layers)'
+complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout oci clean help' -a help -d 'show the help of a command, as its --help does'
 
 # hunion merge
 complete -c hunion -n '__fish_seen_subcommand_from merge' -s o -l output -x -a '(__fish_complete_directories)' -d 'write the merged view as a new tree OUT (must not exist)'
@@ -244,6 +245,14 @@ complete -c hunion -n '__fish_seen_subcommand_from oci; and __fish_seen_subcomma
 complete -c hunion -n '__fish_seen_subcommand_from oci; and __fish_seen_subcommand_from gc' -s h -l help -d 'show this help'
 complete -c hunion -n '__fish_seen_subcommand_from oci; and __fish_seen_subcommand_from gc' -x -a '(__fish_complete_directories)'
 
+# hunion clean
+complete -c hunion -n '__fish_seen_subcommand_from clean' -s n -l dry-run -d 'show what would be done, change nothing'
+complete -c hunion -n '__fish_seen_subcommand_from clean' -s v -l verbose -d 'say more about what is done'
+complete -c hunion -n '__fish_seen_subcommand_from clean' -s q -l quiet -d 'print errors only, no warnings'
+complete -c hunion -n '__fish_seen_subcommand_from clean' -l progress -x -a 'auto always never' -d 'progress on stderr: on a terminal (auto), also as a line every 10 s elsewhere (always), or not'
+complete -c hunion -n '__fish_seen_subcommand_from clean' -l progress-fd -x -a '' -d 'JSON progress lines on file descriptor FD'
+complete -c hunion -n '__fish_seen_subcommand_from clean' -s h -l help -d 'show this help'
+
 # hunion help
 complete -c hunion -n '__fish_seen_subcommand_from help' -s h -l help -d 'show this help'
-complete -c hunion -n '__fish_seen_subcommand_from help' -x -a 'merge diff flatten fsck mount umount whiteout oci help'
+complete -c hunion -n '__fish_seen_subcommand_from help' -x -a 'merge diff flatten fsck mount umount whiteout oci clean help'
