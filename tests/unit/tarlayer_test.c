@@ -1042,15 +1042,35 @@ Test(tarlayer, deep_parents_are_made_and_long_paths_read)
 	}
 }
 
-/* An unpack directory a killed run left (unlocked) goes when the next
- * tarball layer is unpacked in the same TMPDIR; a live run's (locked)
- * stays, and so does anything that is not named like ours. */
+/* The entries of tmp moved aside (aside.c), and the path of the last. */
+static int tmp_aside(char **last)
+{
+	DIR *d = opendir(tu_path("tmp"));
+	struct dirent *de;
+	int n = 0;
+
+	cr_assert_not_null(d);
+	while ((de = readdir(d)))
+		if (hu_is_aside_name(de->d_name)) {
+			n++;
+			free(*last);
+			cr_assert_geq(asprintf(last, "tmp/%s", de->d_name), 0);
+		}
+	closedir(d);
+	return n;
+}
+
+/* An unpack directory a killed run left (unlocked) is moved aside when
+ * the next tarball layer is unpacked in the same TMPDIR, whole, and goes
+ * after the run's work (hu_aside_remove()); a live run's (locked) stays,
+ * and so does anything that is not named like ours. */
 Test(tarlayer, stale_unpack_dirs_go_live_ones_stay)
 {
 	static const struct tent v[] = { F("f", "x"), END };
 	struct hu_error e = { 0 };
 	struct hu_layer l, l2;
 	struct warns ws = { 0 };
+	char *aside = NULL, *big = NULL;
 	int live, own;
 
 	mktar("l.tar", "none", v);
@@ -1069,6 +1089,10 @@ Test(tarlayer, stale_unpack_dirs_go_live_ones_stay)
 
 	cr_assert_eq(open_tar(&l, "l.tar", &ws, &e), 0, "%s", e.msg);
 	cr_expect_not(tu_exists("tmp/hunion-layer-0123456789ab"), "stale");
+	cr_assert_eq(tmp_aside(&aside), 1, "moved aside");
+	cr_assert_geq(asprintf(&big, "%s/root/big", aside), 0);
+	cr_expect(tu_exists(big), "whole until the work is done");
+	cr_expect_eq(hu_aside_pending(), 1);
 	cr_expect(tu_exists("tmp/hunion-layer-ba9876543210/root"), "live");
 	cr_expect(tu_exists("tmp/hunion-layer-0123456789"));
 	cr_expect(tu_exists("tmp/hunion-layer-0123456789AB"));
@@ -1085,6 +1109,14 @@ Test(tarlayer, stale_unpack_dirs_go_live_ones_stay)
 	hu_layer_close(&l2);
 	hu_layer_close(&l);
 	cr_expect_eq(tmp_left(), 4);
+	/* after the work: what was moved aside goes, the live one stays */
+	cr_expect_eq(hu_aside_remove(NULL, NULL, NULL, &e), 0, "%s", e.msg);
+	cr_expect_not(tu_exists(aside));
+	cr_expect_eq(hu_aside_pending(), 0);
+	cr_expect(tu_exists("tmp/hunion-layer-ba9876543210/root"), "live");
+	cr_expect_eq(tmp_left(), 4);
+	free(aside);
+	free(big);
 	close(live);
 }
 
