@@ -243,11 +243,12 @@ static int make_locked(int bfd, const char *name)
 	if (hu_wr_mkdirat(bfd, name, 0700) < 0)
 		return -1;
 	/* Until flock below, a sweep of another run may take it for a
-	 * killed run's: lock it, find it there, remove it.  It is empty
-	 * till then, so that costs only a try under another name (EEXIST),
+	 * killed run's: lock it, find it there, move it aside (holding the
+	 * lock until it removes it, after its work).  It is empty till
+	 * then, so that costs only a try under another name (EEXIST),
 	 * whether the sweep took it before the open (ENOENT, or ENOTDIR
 	 * and ELOOP for what another run made under the name since), while
-	 * it held the lock (EWOULDBLOCK) or after (not there any more). */
+	 * it holds the lock (EWOULDBLOCK) or after (not there any more). */
 	fd = openat(bfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
 		    O_CLOEXEC);
 	if (fd < 0) {
