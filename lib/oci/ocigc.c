@@ -382,6 +382,21 @@ static int sweep_one(struct sweep *sw, int dirfd, const char *dir,
 	return 0;
 }
 
+/* What a writer moved aside to remove after its work (aside.c): removed
+ * when its mover died (its lock free), else its mover's. */
+static int sweep_aside(struct sweep *sw, int dirfd, const char *dir,
+		       const char *prefix, const char *name,
+		       struct hu_error *e)
+{
+	int fd = hu_aside_locked(dirfd, name), rc;
+
+	if (fd < 0)
+		return 0;
+	rc = sweep_one(sw, dirfd, dir, prefix, name, e);
+	close(fd);
+	return rc;
+}
+
 static int sweep_dir(struct sweep *sw, int dirfd, const char *prefix,
 		     bool blobs, struct hu_error *e)
 {
@@ -402,6 +417,8 @@ static int sweep_dir(struct sweep *sw, int dirfd, const char *prefix,
 
 		if (!strncmp(name, HU_OCIW_TMP, strlen(HU_OCIW_TMP)))
 			rc = sweep_one(sw, dirfd, dir, prefix, name, e);
+		else if (hu_is_aside_name(name))
+			rc = sweep_aside(sw, dirfd, dir, prefix, name, e);
 		else if (blobs && is_hex64(name)) {
 			mark_pos(sw->g, name, &found);
 			if (found)

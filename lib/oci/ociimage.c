@@ -421,8 +421,10 @@ void hu_ociout_close(struct hu_ociout *w)
 	for (size_t i = 0; i < w->n; i++)
 		free(w->layers[i].created_by);
 	free(w->layers);
-	if (w->committed)
+	if (w->committed) {
+		hu_ociw_layout_tidy(&w->l);
 		hu_ociw_layout_close(&w->l);
+	}
 	else	/* a layout this run made goes again */
 		hu_ociw_layout_discard(&w->l);
 	free(w);

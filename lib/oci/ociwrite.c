@@ -439,6 +439,43 @@ out:
 	hu_ociw_layout_close(l);
 }
 
+/* Move the temporaries of @dirfd (@dir) aside, and take over what a dead
+ * writer moved aside there. */
+static void tidy_dir(int dirfd, const char *dir)
+{
+	struct hu_names names;
+	struct hu_error ignored = { 0 };
+	struct stat st;
+
+	if (dirfd < 0 || hu_names_read(dirfd, &names, dir, &ignored) < 0) {
+		hu_error_clear(&ignored);
+		return;
+	}
+	for (size_t i = 0; i < names.n; i++) {
+		const char *n = names.v[i].name;
+
+		if (!hu_aside_adopt(dirfd, n, dir) &&
+		    !strncmp(n, HU_OCIW_TMP, strlen(HU_OCIW_TMP)) &&
+		    fstatat(dirfd, n, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    S_ISREG(st.st_mode))
+			(void)hu_aside_move(dirfd, n, -1, dir);
+	}
+	hu_names_free(&names);
+}
+
+void hu_ociw_layout_tidy(struct hu_ociw_layout *l)
+{
+	char *blobs;
+
+	if (l->dirfd < 0 || flock(l->dirfd, LOCK_EX | LOCK_NB) < 0)
+		return;
+	tidy_dir(l->dirfd, l->path);
+	if (asprintf(&blobs, "%s/blobs/sha256", l->path) >= 0) {
+		tidy_dir(l->sha_fd, blobs);
+		free(blobs);
+	}
+}
+
 void hu_ociw_layout_close(struct hu_ociw_layout *l)
 {
 	if (l->sha_fd >= 0)

@@ -61,6 +61,14 @@ int hu_ociw_lock_wait(int fd, int op, const char *path,
 		      void (*waiting)(void *ctx, const char *dir), void *ctx,
 		      struct hu_error *e);
 void hu_ociw_layout_close(struct hu_ociw_layout *l);
+/* After a write is committed, before the close: when no other writer nor
+ * gc holds the layout (its gc lock taken exclusive without waiting), the
+ * temporaries in it are killed writers' (each writer makes its own under
+ * the shared lock only): moved aside (aside.c), to be removed after the
+ * run's work, so that no writer waits for their removal.  Else, or when
+ * that fails, left for the next writer or `oci gc`.  A writer's lock is
+ * dropped by the try (flock(2) converts by dropping): call it last. */
+void hu_ociw_layout_tidy(struct hu_ociw_layout *l);
 /* Close @l after a failed write: a layout this open made (DIR, or what a
  * layout holds in an empty DIR) is removed again, when no other writer
  * holds it (its gc lock taken exclusive without waiting) and its
