@@ -6,7 +6,8 @@
  * temporary name in DIR/blobs/sha256, fsync'd, and renamed to its digest,
  * so a reader never sees half of one; one that is there already is kept
  * (content-addressed).  A killed writer leaves at most a temporary file,
- * which `oci gc` removes.
+ * which `oci gc` removes, or the next writer that is alone in the layout
+ * once its tag is written (hu_ociw_layout_tidy()).
  */
 #include <errno.h>
 #include <fcntl.h>
