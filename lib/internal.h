@@ -506,8 +506,9 @@ bool hu_is_aside_name(const char *name);
  * proves no live run owns it), aside in one rename within @dirfd, and
  * note it for hu_aside_remove(), locked meanwhile.  @fd: the entry open
  * and flock'd by the caller (taken on success), or -1: opened and locked
- * here.  @dir names @dirfd in progress and errors.  0, or -1 when left
- * where it is (held, gone, a dry run, a rename refused). */
+ * here.  @dir names @dirfd in progress and errors.  0 when moved (@fd
+ * taken), or -1 when left where it is (held, gone, a dry run, a rename
+ * refused; @fd still the caller's). */
 int hu_aside_move(int dirfd, const char *name, int fd, const char *dir);
 /* Is @name moved aside?  Then, if its mover died (its lock free) and it
  * is ours to remove, it is noted for hu_aside_remove() too. */

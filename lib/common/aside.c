@@ -124,9 +124,13 @@ int hu_aside_move(int dirfd, const char *name, int fd, const char *dir)
 		for (size_t i = 0; i < sizeof(rnd); i++)
 			n += snprintf(gone + n, sizeof(gone) - (size_t)n,
 				      "%02x", rnd[i]);
+		/* moved: @own is note()'s even when out of memory (then
+		 * the entry is left, unlocked, for the next sweep) */
 		if (hu_wr_renameat2(dirfd, name, dirfd, gone,
-				    RENAME_NOREPLACE) == 0)
-			return note(dirfd, own, gone, name, dir);
+				    RENAME_NOREPLACE) == 0) {
+			(void)note(dirfd, own, gone, name, dir);
+			return 0;
+		}
 		if (errno != EEXIST)
 			break;
 	}
