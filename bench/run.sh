@@ -954,6 +954,7 @@ if [ "$IMAGE_ROUNDS" -gt 0 ] &&
 	{ [ "${#CONTENDERS[@]}" -gt 0 ] || [ "$ONLY" = image ]; }; then
 	image_bench
 	for k in "${TARIMAGES[@]}"; do tarimage_bench "$k"; done
+	rm -rf "$FS/ready.tar" "$FS/upper"
 fi
 if [ "$FSCK_ROUNDS" -gt 0 ]; then fsck_bench; fi
 if [ "$BIG_ENTRIES" -gt 0 ] && [ "$BIG_ROUNDS" -gt 0 ]; then
@@ -1210,7 +1211,7 @@ if [ -n "$RESULTS" ]; then
 	echo "raw results: $RESULTS"
 fi
 awk -v a="$T_START" -v b="$(now)" -v c="$CACHE" 'BEGIN {
-	printf "\nwall = command + syncfs of the output, %s cache at the start of each run; ratio = median wall / median wall of the baseline of the same kind on the same stack (cp -a pre-merged; tar | zstd for flatten; umoci unpack for the image, gzip -d of its blobs + tar | zstd for its flatten; rsync -n for diff, whose rows are in ms and have no syncfs; tar --version for the start rows, in ms, with the median CPU time and its ratio after the wall ones; --progress=never for the progress row); total bench time %.0f s\n", c, b - a }'
+	printf "\nwall = command + syncfs of the output, %s cache at the start of each run; ratio = median wall / median wall of the baseline of the same kind on the same stack (cp -a pre-merged; tar | zstd for flatten; umoci unpack for the image, gzip -d of its blobs + tar | zstd for its flatten; for the image made without hunion (gzimg, zsimg) the peer of each pair, and the targets take the median of the ratios of the pairs; rsync -n for diff, whose rows are in ms and have no syncfs; tar --version for the start rows, in ms, with the median CPU time and its ratio after the wall ones; --progress=never for the progress row); total bench time %.0f s\n", c, b - a }'
 if [ "$FAILED" = 1 ]; then
 	echo "bench: some runs failed or produced a wrong tree (see above)" >&2
 	exit 1
