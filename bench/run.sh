@@ -863,10 +863,15 @@ for d in json.load(sys.stdin)["Layers"]:
 	fi
 	# the upper of the diff rows, and the index cache of the second run
 	if [ ! -e "$XUPPER" ]; then L3=$XUPPER; ten_changes; fi
-	XCACHE=xdg
-	if "$HUNION" diff --help | grep -q -- '--cache-dir'; then XCACHE=dir
-	elif "$HUNION" diff --help | grep -q -- '--no-cache'; then XCACHE=nocache
-	fi
+	# (the help read whole: grep -q would end the pipe early, and
+	# pipefail then take hunion's SIGPIPE for a no)
+	local help
+	help=$("$HUNION" diff --help)
+	case $help in
+	*--cache-dir*) XCACHE=dir ;;
+	*--no-cache*) XCACHE=nocache ;;
+	*) XCACHE=xdg ;;
+	esac
 	echo "  index cache: $(case $XCACHE in
 		dir) echo "--cache-dir (a fresh one for the first run)" ;;
 		nocache) echo "--no-cache for the first run" ;;
