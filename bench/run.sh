@@ -26,6 +26,10 @@
 # of its own, it times the start of short commands (bench/startcost.c,
 # BENCH_START_RUNS runs of each, alternating): hunion --version, hunion
 # whiteout ls and hunion diff of a small stack against tar --version.
+# The 200k stack is also made an OCI image twice: by hunion (image_bench)
+# and as other tools make one, GNU tar and pigz or zstd (bench/mkimage.sh,
+# tarimage_bench); hunion's flatten, merge and diff of the latter run
+# beside their floors and umoci unpack, pair by pair.
 # Every timed run includes the
 # syncfs(2) that puts its output on disk; by default every run starts with its
 # inputs in the page cache (BENCH_CACHE=warm; cold drops the caches first and
