@@ -50,7 +50,7 @@ MANS     = $(patsubst man/%.scd,$(B)/man/%,$(wildcard man/*.scd))
 # The Debian packages the build, the docs and the tests use.
 DEB_PKGS = build-essential clang pkg-config libarchive-dev libattr1-dev \
            libzstd-dev liblzma-dev libbz2-dev libssl-dev zlib1g-dev libcriterion-dev scdoc attr python3 \
-           libarchive-tools e2fsprogs util-linux kmod rsync zstd xz-utils bzip2 umoci time \
+           libarchive-tools e2fsprogs util-linux kmod rsync zstd pigz xz-utils bzip2 umoci time \
            zsh fish xfsprogs libcap2-bin cppcheck shellcheck fuse-overlayfs \
            libjansson-dev skopeo podman busybox-static \
            docker-registry runc

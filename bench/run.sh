@@ -26,6 +26,10 @@
 # of its own, it times the start of short commands (bench/startcost.c,
 # BENCH_START_RUNS runs of each, alternating): hunion --version, hunion
 # whiteout ls and hunion diff of a small stack against tar --version.
+# The 200k stack is also made an OCI image twice: by hunion (image_bench)
+# and as other tools make one, GNU tar and pigz or zstd (bench/mkimage.sh,
+# tarimage_bench); hunion's flatten, merge and diff of the latter run
+# beside their floors and umoci unpack, pair by pair.
 # Every timed run includes the
 # syncfs(2) that puts its output on disk; by default every run starts with its
 # inputs in the page cache (BENCH_CACHE=warm; cold drops the caches first and
@@ -55,6 +59,8 @@ DIFF_ROUNDS=${BENCH_DIFF_ROUNDS:-5}
 RSYNC_ROUNDS=${BENCH_RSYNC_ROUNDS:-1}
 FSCK_ROUNDS=${BENCH_FSCK_ROUNDS:-$ROUNDS}
 IMAGE_ROUNDS=${BENCH_IMAGE_ROUNDS:-$ROUNDS}
+# the images made without hunion (tarimage_bench): gzip, zstd, both or none
+read -ra TARIMAGES <<< "${BENCH_TARIMAGE-gzip}"
 START_RUNS=${BENCH_START_RUNS:-200}
 SEED=${BENCH_SEED:-1}
 CACHE=${BENCH_CACHE:-warm}
@@ -143,10 +149,18 @@ fi
 for t in tar zstd; do
 	command -v "$t" >/dev/null || die "$t missing (make deps)"
 done
+for k in "${TARIMAGES[@]}"; do
+	case $k in gzip|zstd) ;; *) die "BENCH_TARIMAGE: gzip, zstd or both" ;; esac
+done
 if [ "$IMAGE_ROUNDS" -gt 0 ]; then
 	for t in umoci python3; do
 		command -v "$t" >/dev/null || die "$t missing (make deps)"
 	done
+	if [ "${#TARIMAGES[@]}" -gt 0 ]; then
+		for t in pigz skopeo sha256sum; do
+			command -v "$t" >/dev/null || die "$t missing (make deps)"
+		done
+	fi
 fi
 if [ "$BIG_ENTRIES" -gt 0 ] && [ "$DIFF_ROUNDS" -gt 0 ] &&
 	[ "$RSYNC_ROUNDS" -gt 0 ]; then
@@ -227,6 +241,16 @@ declare -A LABEL=(
 	[umoci]="umoci unpack"
 	[imgflat]="hunion flatten oci:IMG"
 	[imgpeer]="gzip -d blobs + tar|zstd"
+	[xflat]="flatten oci:IMG -o .tar.zst"
+	[xflatf]="floor: -d blobs + zstd tar"
+	[xoci]="flatten oci:IMG -o oci:"
+	[xocif]="floor: -d blobs + pigz tar"
+	[xmerge]="merge -o DIR oci:IMG"
+	[xumoci]="umoci unpack"
+	[xdiff1]="diff -o oci: 1st, no cache"
+	[xdiff1f]="floor: -d + sha256 of base"
+	[xdiff2]="diff -o oci: 2nd, cached"
+	[xdiffd]="diff --oci over dirs"
 	[prog]="flatten .tar, progress on pty"
 	[noprog]="flatten .tar, progress never"
 )
@@ -245,6 +269,7 @@ run() {
 	local S=$FS/stack OUT=$FS/out
 	rm -rf "$OUT"
 	case $key in flat|tarz|untar|imgflat|imgpeer|prog|noprog) mkdir "$OUT" ;;
+	x*)	[ "$key" = xmerge ] || [ "$key" = xumoci ] || mkdir "$OUT" ;;
 	esac
 	settle
 	: > "$W/rss"
@@ -292,6 +317,50 @@ run() {
 			for b in "${@:3}"; do gzip -dc "$b" >/dev/null || exit; done
 			tar -C "$1" -cf - . | zstd -T0 -3 -q -o "$2"' imgpeer \
 			"$FS/merged" "$OUT/tar.tar.zst" "${IMG_BLOBS[@]}" || rc=$? ;;
+	# the image made without hunion (tarimage_bench), its layer blobs
+	# XBLOBS, XCOMP gzip or zstd; each hunion row beside its peer
+	xflat)	TMPDIR=$FS/tmp timed "$HUNION" flatten -o "$OUT/flat.tar.zst" \
+			"oci:$XIMG:t" || rc=$? ;;
+	xoci)	TMPDIR=$FS/tmp timed "$HUNION" flatten -o "oci:$OUT/img:t" \
+			"oci:$XIMG:t" || rc=$? ;;
+	xmerge)	TMPDIR=$FS/tmp timed "$HUNION" merge -o "$OUT" "oci:$XIMG:t" ||
+			rc=$? ;;
+	xumoci)	timed umoci unpack --image "$XIMG:t" "$OUT" || rc=$? ;;
+	# the change layer written into the image's own layout under a new
+	# tag, as umoci repack does (a fresh layout would copy every base
+	# blob); the first run with an empty index cache, the second with
+	# the one the warm-up run filled
+	xdiff1)	mkdir "$OUT/cache"
+		cache_opts "$OUT/cache" cold
+		XDG_CACHE_HOME=$OUT/cache TMPDIR=$FS/tmp timed "$HUNION" diff \
+			--oci "${COPTS[@]}" -o "oci:$XIMG:d" "oci:$XIMG:t" \
+			"$XUPPER" || rc=$? ;;
+	xdiff2)	cache_opts "$FS/dcache"
+		XDG_CACHE_HOME=$FS/dcache TMPDIR=$FS/tmp timed "$HUNION" diff \
+			--oci "${COPTS[@]}" -o "oci:$XIMG:d" "oci:$XIMG:t" \
+			"$XUPPER" || rc=$? ;;
+	xdiffd)	timed "$HUNION" diff --oci -o "$OUT/layer.tar.gz" \
+			"$S/L0" "$S/L1" "$S/L2" "$XUPPER" || rc=$? ;;
+	# the floors: every layer blob decompressed once (pigz -dc or
+	# zstd -dc), then the merged tree's ready tar compressed as the
+	# output is; for diff the blobs decompressed and their sha256
+	# checked against their names
+	xflatf|xocif|xdiff1f)
+		# shellcheck disable=SC2016  # expanded by the inner bash
+		timed bash -c 'set -o pipefail
+			for b in "${@:5}"; do
+				if [ "$1" = gzip ]; then pigz -dc "$b"
+				else zstd -dcq "$b"; fi >/dev/null || exit
+			done
+			case $2 in
+			xflatf)	zstd -T0 -3 -q -o "$3/floor.tar.zst" "$4" ;;
+			xocif)	pigz -c "$4" > "$3/floor.tar.gz" ;;
+			xdiff1f) for b in "${@:5}"; do
+					[ "$(sha256sum < "$b" | cut -c1-64)" = \
+					  "${b##*/}" ] || exit
+				done ;;
+			esac' floor "$XCOMP" "$key" "$OUT" "$FS/ready.tar" \
+			"${XBLOBS[@]}" || rc=$? ;;
 	# the progress line's cost: both on a terminal (script(1) gives
 	# one, its output to run.out), only the option differs; a .tar,
 	# where the least time goes to each byte counted
@@ -314,14 +383,25 @@ run() {
 		echo "bench: ${LABEL[$key]} failed (exit $rc):" >&2
 		tail -n 5 "$W/run.err" >&2 || true
 	elif [ "$key" = merge ] || [ "$key" = link ] || [ "$key" = img ] ||
-	     [ "$key" = tarx ]; then
+	     [ "$key" = tarx ] || [ "$key" = xmerge ]; then
 		verify "$OUT" || { status=WRONG; FAILED=1; }
-	elif [ "$key" = flat ] || [ "$key" = imgflat ]; then
+	elif [ "$key" = flat ] || [ "$key" = imgflat ] || [ "$key" = xflat ]; then
 		verify_names "$OUT/flat.tar.zst" || { status=WRONG; FAILED=1; }
+	elif [ "$key" = xoci ]; then
+		verify_names "$(top_layer "$OUT/img" t)" "pigz -dc" ||
+			{ status=WRONG; FAILED=1; }
 	fi
 	case $key in flat|tarz) [ "$status" != ok ] ||
 		echo "  $(du -k "$OUT"/*.tar.zst | awk '{ printf "%.1f", $1 / 1024 }')" \
 			"MiB written by ${LABEL[$key]}" ;;
+	esac
+	# what hunion says on stderr about the image made without it (once)
+	case $key:$round:$status in
+	xflat:1:ok|xoci:1:ok|xmerge:1:ok|xdiff1:1:ok)
+		[ ! -s "$W/run.err" ] ||
+			echo "  note: ${LABEL[$key]} wrote $(wc -l < "$W/run.err")" \
+				"lines on stderr, the first: $(head -c 300 "$W/run.err" |
+				head -n 1)" ;;
 	esac
 	if [ "$status" = ok ] && [ "$key" = link ]; then
 		local single
@@ -364,9 +444,10 @@ verify() {
 }
 
 # The names in a tarball against those of the pre-merged tree (the contents
-# are not compared: that would cost more than the flatten itself).
-verify_names() {
-	zstd -dcq "$1" |
+# are not compared: that would cost more than the flatten itself); DECOMP
+# is zstd -dcq unless given.
+verify_names() {	# TARBALL [DECOMP]
+	${2:-zstd -dcq} "$1" |
 		tar --quoting-style=literal --warning=no-unknown-keyword -tf - |
 		sed 's|^\./||; s|/$||' | awk 'NF' | LC_ALL=C sort > "$W/out.txt"
 	cut -f 1 "$W/merged.txt" | awk 'NF && !/^inodes / && !/^xattr /' |
@@ -494,18 +575,20 @@ run_ms() {
 		"$(wc -l < "$W/run.out")" "$status"
 }
 
-diff_bench() {
-	local S=$FS/stack r rel
+# Ten changes in a new layer $L3 over the merged view ($FS/merged, listed
+# in $W/merged.txt), as a person (or the kernel) would make them: 4 files
+# created, 2 overwritten, 2 deleted with whiteouts, 1 directory made, 1
+# file's mode changed, the directories leading to them copied up.
+ten_changes() {
+	local r rel
 	local -a files
-	L3=$S/L3
 	COPIED_UP=()
-	echo "== diff: ten changes in a new top layer L3 of the 1M stack"
 	mkdir "$L3"
 	# five regular files spread over the merged view, in directories
 	mapfile -t files < <(awk -F'\t' '$2 == "f" && $1 ~ /\// { print $1 }' \
 		"$W/merged.txt" | awk '{ a[NR] = $0 } END {
 			for (i = 1; i <= 5; i++) print a[int(NR * i / 6)] }')
-	[ "${#files[@]}" = 5 ] || die "could not pick five files from the 1M stack"
+	[ "${#files[@]}" = 5 ] || die "could not pick five files from the merged view"
 	for rel in "${files[@]}"; do copy_up_dirs "$rel"; done
 	# create 4 files next to the picked ones
 	for r in 0 1 2 3; do
@@ -530,8 +613,15 @@ diff_bench() {
 		touch -h -r "$FS/merged/${COPIED_UP[$r]}" "$L3/${COPIED_UP[$r]}"
 	done
 	sync -f "$FS"
-	echo "  L3: 4 created, 2 overwritten, 2 whiteouts, 1 mkdir, 1 chmod;" \
-		"${#COPIED_UP[@]} directories copied up"
+	echo "  ${L3##*/}: 4 created, 2 overwritten, 2 whiteouts, 1 mkdir," \
+		"1 chmod; ${#COPIED_UP[@]} directories copied up"
+}
+
+diff_bench() {
+	local S=$FS/stack r
+	L3=$S/L3
+	echo "== diff: ten changes in a new top layer L3 of the 1M stack"
+	ten_changes
 
 	# warm the lower layers' directories on the way to the changes
 	"$HUNION" diff --format=overlay "$S/L0" "$S/L1" "$S/L2" "$L3" \
@@ -701,6 +791,138 @@ image_bench() {
 	rm -rf "$FS/out" "$FS/img" "$FS/tmp"
 }
 
+# ---- an image made without hunion: GNU tar, pigz or zstd, a python3 layout --------
+
+# COPTS: the diff options for the index cache DIR (cold: a fresh one), as
+# far as this hunion has them; else nothing, and XDG_CACHE_HOME says it
+cache_opts() {	# DIR [cold]
+	COPTS=()
+	case $XCACHE in
+	dir)	COPTS=(--cache-dir "$1") ;;
+	nocache) [ "${2:-}" != cold ] || COPTS=(--no-cache) ;;
+	esac
+}
+
+# The top layer blob of LAYOUT's image TAG (a one-layer flatten's layer).
+top_layer() {	# LAYOUT TAG
+	python3 - "$1" "$2" <<'EOF'
+import json, os, sys
+layout, tag = sys.argv[1:]
+blob = lambda d: os.path.join(layout, "blobs", *d.split(":", 1))
+m = [m for m in json.load(open(os.path.join(layout, "index.json")))["manifests"]
+     if m.get("annotations", {}).get("org.opencontainers.image.ref.name") == tag]
+print(blob(json.load(open(blob(m[0]["digest"])))["layers"][-1]["digest"]))
+EOF
+}
+
+# The stack as an image made as a user's other tools make one
+# (bench/mkimage.sh: GNU tar --format=pax --xattrs, OCI whiteouts, pigz or
+# zstd, the layout by python3), checked by umoci unpack (gzip: its tree
+# against the pre-merged one) and skopeo inspect; then hunion beside its
+# peer, pair by pair, alternating which goes first: flatten to a .tar.zst
+# and to an image against the floor, merge -o against umoci unpack (gzip
+# only: this umoci reads no zstd layers), and diff --oci of ten changes
+# over the image, with an empty index cache against the blobs
+# decompressed and their digests checked, and with a warm one against the
+# same diff over the stack's directories.
+tarimage_bench() {	# gzip|zstd
+	local comp=$1 S=$FS/stack ph r i rc t0 t1
+	local -a pairs=(xflat:xflatf xoci:xocif xmerge:xumoci xdiff1:xdiff1f
+		xdiff2:xdiffd)
+	ph=${comp:0:2}img
+	XCOMP=$comp XIMG=$FS/ximg-$comp XUPPER=$FS/upper
+	[ "$comp" = gzip ] || pairs=("${pairs[@]/xmerge:xumoci/xmerge}")
+	echo "== $ph: the stack as an OCI image of 3 $comp layers made by GNU tar"
+	mkdir -p "$FS/tmp"
+	t0=$(now)
+	if [ "$comp" = gzip ]; then
+		"$HERE/mkimage.sh" "$XIMG" t "$S/L0" "$S/L1" "$S/L2"
+	else
+		"$HERE/mkimage.sh" -c zstd "$XIMG" t "$S/L0" "$S/L1" "$S/L2"
+	fi
+	mapfile -t XBLOBS < <(skopeo inspect "oci:$XIMG:t" | python3 -c '
+import json, sys
+for d in json.load(sys.stdin)["Layers"]:
+    print(sys.argv[1] + "/blobs/sha256/" + d.split(":", 1)[1])' "$XIMG")
+	[ "${#XBLOBS[@]}" = 3 ] || die "skopeo inspect oci:$XIMG:t: not 3 layers"
+	sync -f "$FS"
+	t1=$(now)
+	awk -v a="$t0" -v b="$t1" -v s="$(du -sm "$XIMG" | cut -f1)" \
+		'BEGIN { printf "  %d MiB of blobs, made in %.1f s;" \
+		" skopeo inspect: 3 layers\n", s, b - a }'
+	if [ "$comp" = gzip ]; then
+		umoci unpack --image "$XIMG:t" "$FS/out" > /dev/null
+		if verify "$FS/out/rootfs"; then
+			echo "  umoci unpack: its tree equals the pre-merged one"
+		else
+			echo "bench: umoci's tree of the image differs" >&2
+			FAILED=1
+		fi
+		rm -rf "$FS/out"
+	fi
+	# the floors' ready tar of the merged tree, made once
+	if [ ! -e "$FS/ready.tar" ]; then
+		tar --sort=name --format=pax --xattrs --xattrs-include='*' \
+			--numeric-owner -C "$FS/merged" -cf "$FS/ready.tar" .
+	fi
+	# the upper of the diff rows, and the index cache of the second run
+	if [ ! -e "$XUPPER" ]; then L3=$XUPPER; ten_changes; fi
+	# (the help read whole: grep -q would end the pipe early, and
+	# pipefail then take hunion's SIGPIPE for a no)
+	local help
+	help=$("$HUNION" diff --help)
+	case $help in
+	*--cache-dir*) XCACHE=dir ;;
+	*--no-cache*) XCACHE=nocache ;;
+	*) XCACHE=xdg ;;
+	esac
+	echo "  index cache: $(case $XCACHE in
+		dir) echo "--cache-dir (a fresh one for the first run)" ;;
+		nocache) echo "--no-cache for the first run" ;;
+		*) echo "no --cache-dir or --no-cache: XDG_CACHE_HOME" ;; esac)"
+	rm -rf "$FS/dcache"
+	cache_opts "$FS/dcache"
+	rc=0
+	XDG_CACHE_HOME=$FS/dcache TMPDIR=$FS/tmp "$HUNION" diff -q --oci \
+		"${COPTS[@]}" -o "oci:$XIMG:d" "oci:$XIMG:t" "$XUPPER" ||
+		rc=$?
+	[ "$rc" = 0 ] || die "diff --oci over oci:$XIMG:t failed (exit $rc)"
+	if [ "$CACHE" = warm ]; then
+		cat "$XIMG"/blobs/sha256/* "$FS/ready.tar" > /dev/null
+	fi
+	for ((r = 1; r <= IMAGE_ROUNDS; r++)); do
+		for i in "${pairs[@]}"; do
+			if [ $((r % 2)) = 1 ]; then
+				run "$ph" "${i%%:*}" "$r"
+				[ "${i#*:}" = "$i" ] || run "$ph" "${i#*:}" "$r"
+			else
+				[ "${i#*:}" = "$i" ] || run "$ph" "${i#*:}" "$r"
+				run "$ph" "${i%%:*}" "$r"
+			fi
+			# the image's change layer against the directories' one
+			case $i:$r in xdiff2:*:1)
+				cmp_layers "$(top_layer "$XIMG" d)" \
+					"$FS/out/layer.tar.gz" ;;
+			esac
+		done
+	done
+	rm -rf "$FS/out" "$XIMG" "$FS/tmp" "$FS/dcache"
+}
+
+# The change layers of diff over the image and over the directories:
+# their entries (tar -tv) should agree.
+cmp_layers() {	# IMAGE-LAYER DIR-LAYER
+	if [ -e "$2" ] && cmp -s <(tar -tvzf "$1" 2>&1) <(tar -tvzf "$2" 2>&1)
+	then
+		echo "  the change layers over the image and over the directories agree" \
+			"($(tar -tzf "$1" | wc -l) entries)"
+	else
+		echo "bench: note: the change layer over the image differs from" \
+			"the one over the directories:" >&2
+		diff <(tar -tvzf "$1" 2>&1) <(tar -tvzf "$2" 2>&1) | head -n 8 >&2
+	fi
+}
+
 # ---- start cost --------------------------------------------------------------------
 
 # The start of short commands against tar --version (issue 25): a small
@@ -740,6 +962,8 @@ fi
 if [ "$IMAGE_ROUNDS" -gt 0 ] &&
 	{ [ "${#CONTENDERS[@]}" -gt 0 ] || [ "$ONLY" = image ]; }; then
 	image_bench
+	for k in "${TARIMAGES[@]}"; do tarimage_bench "$k"; done
+	rm -rf "$FS/ready.tar" "$FS/upper"
 fi
 if [ "$FSCK_ROUNDS" -gt 0 ]; then fsck_bench; fi
 if [ "$BIG_ENTRIES" -gt 0 ] && [ "$BIG_ROUNDS" -gt 0 ]; then
@@ -774,6 +998,9 @@ summarize() {
 		key = $1 SUBSEP $2
 		if (!(key in seen)) { seen[key] = 1; order[++n] = key }
 		if ($7 == "ok") {
+			# by round, for the ratios of pairs run side by side
+			wall[key, $3] = $4
+			if ($3 + 0 > nround) nround = $3 + 0
 			walls[key] = walls[key] " " $4
 			cmds[key] = cmds[key] " " $5
 			if ($6 + 0 > rss[key] + 0) rss[key] = $6
@@ -802,6 +1029,16 @@ summarize() {
 		label["umoci"] = "umoci unpack"
 		label["imgflat"] = "hunion flatten oci:IMG"
 		label["imgpeer"] = "gzip -d blobs + tar|zstd"
+		label["xflat"] = "flatten oci:IMG -o .tar.zst"
+		label["xflatf"] = "floor: -d blobs + zstd tar"
+		label["xoci"] = "flatten oci:IMG -o oci:"
+		label["xocif"] = "floor: -d blobs + pigz tar"
+		label["xmerge"] = "merge -o DIR oci:IMG"
+		label["xumoci"] = "umoci unpack"
+		label["xdiff1"] = "diff -o oci: 1st, no cache"
+		label["xdiff1f"] = "floor: -d + sha256 of base"
+		label["xdiff2"] = "diff -o oci: 2nd, cached"
+		label["xdiffd"] = "diff --oci over dirs"
 		label["prog"] = "flatten .tar, progress on pty"
 		label["noprog"] = "flatten .tar, progress never"
 		label["tarver"] = "tar --version"
@@ -817,6 +1054,11 @@ summarize() {
 		basekey["fsck"] = basekey["fsckall"] = basekey["walkx"] = "walkx"
 		basekey["img"] = basekey["umoci"] = "umoci"
 		basekey["imgflat"] = basekey["imgpeer"] = "imgpeer"
+		basekey["xflat"] = basekey["xflatf"] = "xflatf"
+		basekey["xoci"] = basekey["xocif"] = "xocif"
+		basekey["xmerge"] = basekey["xumoci"] = "xumoci"
+		basekey["xdiff1"] = basekey["xdiff1f"] = "xdiff1f"
+		basekey["xdiff2"] = basekey["xdiffd"] = "xdiffd"
 		basekey["tarver"] = basekey["ver"] = basekey["wls"] = "tarver"
 		basekey["sdiff"] = "tarver"
 		basekey["prog"] = basekey["noprog"] = "noprog"
@@ -854,9 +1096,11 @@ summarize() {
 					bad[order[i]] ? " (" bad[order[i]] " failed)" : ""
 				continue
 			}
-			printf "%-6s %-27s %9.2f %6.2f - %6.2f %6.2fx %9.2f %9.1f %d%s\n", \
+			# no baseline in this run (merge of the zstd image): no ratio
+			printf "%-6s %-27s %9.2f %6.2f - %6.2f %7s %9.2f %9.1f %d%s\n", \
 				p[1], label[p[2]], m, lo[order[i]], hi[order[i]], \
-				ratio[order[i]], mmedian(order[i]), \
+				ratio[order[i]] < 0 ? "-" : \
+				sprintf("%6.2fx", ratio[order[i]]), mmedian(order[i]), \
 				rss[order[i]] / 1024, runs[order[i]], \
 				bad[order[i]] ? " (" bad[order[i]] " failed)" : ""
 		}
@@ -882,6 +1126,25 @@ summarize() {
 			"stack" SUBSEP "img", 0.33, "x")
 		miss += target("flatten oci:IMG wall <= 1.20x gzip -d + tar|zstd", \
 			"stack" SUBSEP "imgflat", 1.20, "x")
+		# the image made without hunion: the median of the ratios of
+		# the pair of each round (run side by side)
+		for (ph = 1; ph <= 2; ph++) {
+			x = ph == 1 ? "gzimg" : "zsimg"
+			if (!((x SUBSEP "xflat") in seen)) continue
+			miss += target("flatten " x " -o .tar.zst <= 1.20x floor (pairs)", \
+				x SUBSEP "xflat", 1.20, "pair", "xflatf")
+			miss += target("flatten " x " -o oci: <= 1.25x floor (pairs)", \
+				x SUBSEP "xoci", 1.25, "pair", "xocif")
+			if ((x SUBSEP "xumoci") in seen)
+				miss += target("merge -o DIR " x " <= 0.35x umoci unpack (pairs)", \
+					x SUBSEP "xmerge", 0.35, "pair", "xumoci")
+			miss += target("diff --oci " x " 1st <= 1.30x -d+sha256 (pairs)", \
+				x SUBSEP "xdiff1", 1.30, "pair", "xdiff1f")
+			miss += target("diff --oci " x " 2nd <= 3.00x over dirs (pairs)", \
+				x SUBSEP "xdiff2", 3.00, "pair", "xdiffd")
+			miss += target("flatten " x " -o .tar.zst peak RSS <= 100 MiB", \
+				x SUBSEP "xflat", 100, "MiB")
+		}
 		miss += target("fsck -n wall <= 0.30x walkx of all layers (stack)", \
 			"stack" SUBSEP "fsck", 0.30, "x")
 		miss += target("fsck -n peak RSS <= 32 MiB (stack)", \
@@ -913,8 +1176,24 @@ summarize() {
 		}
 		exit strict && miss ? 3 : 0
 	}
-	function target(text, key, limit, unit,   v, verdict) {
+	# the median over the rounds of KEY / its PEER of the same round
+	function pratio(key, peer,   p, r, n, i, j, t, a) {
+		split(key, p, SUBSEP)
+		n = 0
+		for (r = 1; r <= nround; r++)
+			if ((key, r) in wall && (p[1] SUBSEP peer, r) in wall &&
+			    wall[p[1] SUBSEP peer, r] > 0)
+				a[++n] = wall[key, r] / wall[p[1] SUBSEP peer, r]
+		for (i = 2; i <= n; i++)
+			for (j = i; j > 1 && a[j - 1] > a[j]; j--) {
+				t = a[j]; a[j] = a[j - 1]; a[j - 1] = t
+			}
+		if (n == 0) return -1
+		return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+	}
+	function target(text, key, limit, unit, peer,   v, verdict) {
 		if (unit == "x") v = (key in ratio) ? ratio[key] : -1
+		else if (unit == "pair") v = pratio(key, peer)
 		else if (unit == "cpu") v = (key in cratio) ? cratio[key] : -1
 		else if (unit == "ms") v = (key in walls) ? median(key) * 1000 : -1
 		else v = (key in rss && !bad[key]) ? rss[key] / 1024 : -1
@@ -923,7 +1202,7 @@ summarize() {
 		}
 		if (v < 0) { printf "  %-56s %10s  MISS\n", text, "n/a"; return 1 }
 		verdict = v <= limit ? "PASS" : "MISS"
-		if (unit == "x" || unit == "cpu")
+		if (unit == "x" || unit == "cpu" || unit == "pair")
 			printf "  %-56s %9.2fx  %s\n", text, v, verdict
 		else if (unit == "ms") printf "  %-56s %7.1f ms  %s\n", text, v, verdict
 		else printf "  %-56s %6.1f MiB  %s\n", text, v, verdict
@@ -941,7 +1220,7 @@ if [ -n "$RESULTS" ]; then
 	echo "raw results: $RESULTS"
 fi
 awk -v a="$T_START" -v b="$(now)" -v c="$CACHE" 'BEGIN {
-	printf "\nwall = command + syncfs of the output, %s cache at the start of each run; ratio = median wall / median wall of the baseline of the same kind on the same stack (cp -a pre-merged; tar | zstd for flatten; umoci unpack for the image, gzip -d of its blobs + tar | zstd for its flatten; rsync -n for diff, whose rows are in ms and have no syncfs; tar --version for the start rows, in ms, with the median CPU time and its ratio after the wall ones; --progress=never for the progress row); total bench time %.0f s\n", c, b - a }'
+	printf "\nwall = command + syncfs of the output, %s cache at the start of each run; ratio = median wall / median wall of the baseline of the same kind on the same stack (cp -a pre-merged; tar | zstd for flatten; umoci unpack for the image, gzip -d of its blobs + tar | zstd for its flatten; for the image made without hunion (gzimg, zsimg) the peer of each pair, and the targets take the median of the ratios of the pairs; rsync -n for diff, whose rows are in ms and have no syncfs; tar --version for the start rows, in ms, with the median CPU time and its ratio after the wall ones; --progress=never for the progress row); total bench time %.0f s\n", c, b - a }'
 if [ "$FAILED" = 1 ]; then
 	echo "bench: some runs failed or produced a wrong tree (see above)" >&2
 	exit 1
