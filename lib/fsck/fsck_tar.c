@@ -170,7 +170,7 @@ static int check_entries(struct ft *t)
 		if (hu_interrupt_check(t->e) < 0)
 			return -1;
 		t->raw = NULL;
-		r = archive_read_next_header(t->a, &t->ae);
+		r = tar_src_next_header(t->a, &t->ae);
 		if (r == ARCHIVE_EOF)
 			return tar_src_archive_end(t->src, t->a) < 0 ?
 			       ft_archive_fail(t) : 0;

@@ -451,7 +451,7 @@ static int read_entries(struct tl *t)
 
 		if (hu_interrupt_check(t->e) < 0)
 			return -1;
-		r = archive_read_next_header(t->a, &t->ae);
+		r = tar_src_next_header(t->a, &t->ae);
 
 		if (r == ARCHIVE_EOF)
 			return tar_src_archive_end(t->src, t->a) < 0 ?

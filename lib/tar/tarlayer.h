@@ -238,6 +238,10 @@ void tar_src_count_into(struct tar_src *s, struct hu_progress_bytes *b);
 /* Open @a (archive_read_new) to read the tar format from @s: libarchive's
  * status, its message in @a. */
 int tar_src_archive_open(struct tar_src *s, struct archive *a);
+/* archive_read_next_header(), its pax names (UTF-8) converted in
+ * C.UTF-8 rather than the process's locale, in which a non-ASCII one
+ * draws a warning; libarchive's status. */
+int tar_src_next_header(struct archive *a, struct archive_entry **ae);
 /* Read the rest of the entry @a is at (the data no one wanted, the
  * padding): where it ends, the end-of-archive block begins, unless
  * another entry does.  libarchive's status. */

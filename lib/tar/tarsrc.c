@@ -13,6 +13,7 @@
  */
 #include <archive.h>
 #include <errno.h>
+#include <locale.h>
 #include <openssl/evp.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -735,6 +736,33 @@ int tar_src_archive_open(struct tar_src *s, struct archive *a)
 	r = archive_read_open(a, s, NULL, src_read, NULL);
 	if (r == ARCHIVE_OK)
 		tar_src_expect_end(s, 0);	/* an empty archive */
+	return r;
+}
+
+/* libarchive converts a pax record's names (UTF-8) to the locale of the
+ * thread that reads the header.  hunion sets none: in "C" every non-ASCII
+ * name (what GNU tar writes for a file named café) fails, is kept as it
+ * came and draws a warning.  In C.UTF-8 the same bytes pass, and a name
+ * that is no UTF-8 comes with hdrcharset=BINARY, which is not converted. */
+static locale_t utf8_locale;
+static pthread_once_t utf8_once = PTHREAD_ONCE_INIT;
+
+static void utf8_locale_make(void)
+{
+	utf8_locale = newlocale(LC_CTYPE_MASK, "C.UTF-8", (locale_t)0);
+}
+
+int tar_src_next_header(struct archive *a, struct archive_entry **ae)
+{
+	locale_t old = (locale_t)0;
+	int r;
+
+	pthread_once(&utf8_once, utf8_locale_make);
+	if (utf8_locale)
+		old = uselocale(utf8_locale);
+	r = archive_read_next_header(a, ae);
+	if (utf8_locale)
+		uselocale(old);
 	return r;
 }
 
