@@ -716,7 +716,8 @@ static int put_xattr(struct pb_inode *in, const char *name, const void *val,
 
 	if (!v)
 		return -1;
-	memcpy(v, val, len);
+	if (len)
+		memcpy(v, val, len);
 	for (size_t i = 0; i < in->nx; i++) {
 		if (strcmp(in->x[i].name, name) != 0)
 			continue;
@@ -1197,7 +1198,8 @@ static int put_inode(struct pb *b, struct pb_inode *in, struct buf *inodes,
 	if (in->link && (o.link = str_add(strs, in->link,
 					  strlen(in->link))) == PI_NONE)
 		return -1;
-	qsort(in->x, in->nx, sizeof(*in->x), cmp_xattr);
+	if (in->nx)
+		qsort(in->x, in->nx, sizeof(*in->x), cmp_xattr);
 	o.xattr = (uint32_t)(xattrs->len / sizeof(struct pi_xattr));
 	o.nxattr = (uint32_t)in->nx;
 	for (size_t i = 0; i < in->nx; i++) {
@@ -1312,7 +1314,8 @@ static int lay_out(struct pb *b, struct pb_out *o)
 			}
 			kids[nk++] = (struct pb_kid){ x->nodes[c].name, c };
 		}
-		qsort(kids, nk, sizeof(*kids), cmp_kid);
+		if (nk)
+			qsort(kids, nk, sizeof(*kids), cmp_kid);
 		nd.child = nk ? (uint32_t)o->n : 0;
 		nd.nchild = (uint32_t)nk;
 		for (size_t k = 0; k < nk; k++) {
