@@ -619,6 +619,8 @@ struct pb {
 	uint32_t *node_ino;	/* per node of t.ix */
 	size_t ncap;
 	struct timespec now;
+	uid_t uid;		/* ours, once: what the unpack's own */
+	gid_t gid;		/* mkdir and create give */
 };
 
 static struct pb *pb_of(struct tl *t)
@@ -649,8 +651,8 @@ static uint32_t new_inode(struct pb *b, mode_t mode)
 	in = &b->ino[b->nino];
 	memset(in, 0, sizeof(*in));
 	in->mode = mode;
-	in->uid = geteuid();
-	in->gid = getegid();
+	in->uid = b->uid;
+	in->gid = b->gid;
 	in->times[0] = b->t.times[0];
 	in->times[1] = b->t.times[1];
 	return (uint32_t)b->nino++;
@@ -1525,6 +1527,8 @@ int hu_pindex_build(int fd, const struct hu_oci_image *img, size_t k,
 	memcpy(h.magic, PI_MAGIC, 8);
 	h.flags = b.t.as_root ? PI_AS_ROOT : 0;
 	clock_gettime(CLOCK_REALTIME, &b.now);
+	b.uid = geteuid();
+	b.gid = getegid();
 	rc = build(&b, fd, &h);
 	if (rc == 0 && write_image(&b, &h, &image) < 0)
 		rc = hu_error_set(e, ENOMEM, name, "out of memory");
