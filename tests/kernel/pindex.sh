@@ -63,7 +63,7 @@ compare() {	# DIR LABEL FILE MSGS AS TARBALL [K]
 	local run=()
 	[ -n "$as" ] && run=(setpriv --reuid="$as" --regid="$as" --clear-groups
 			     env TMPDIR="$FS/nobody")
-	uncompressed "$file" >"$dir/stream"
+	uncompressed "$file" >"$dir/stream" 2>/dev/null
 	"${run[@]}" "$TOOL" manifest "$@" "$dir/stream" >"$dir/index.txt" \
 		2>"$dir/index.err"
 	ri=$?
@@ -208,8 +208,8 @@ hostile() {
 	fi
 }
 
-# The tarballs the CLI cases give hunion (those whose scripts name tar or
-# oci): collected by a wrapper in hunion's place, each compared after.
+# The tarballs the CLI cases give hunion (those whose scripts make or name
+# tarballs): collected by a wrapper in hunion's place, each compared after.
 cli_tarballs() {
 	local dir=$FS/cli ok=1 cases t
 	mkdir -p "$dir/bin" "$dir/got"
@@ -225,7 +225,8 @@ cli_tarballs() {
 	exec -a "\$0" "$HUNION" "\$@"
 	EOF
 	chmod +x "$dir/bin/hunion"
-	mapfile -t cases < <(grep -l 'tar\|oci' "$HERE"/../cli/cases/*/script |
+	mapfile -t cases < <(grep -l 'mktar\|mkrandtar\|\.tar' \
+			     "$HERE"/../cli/cases/*/script |
 			     xargs -n1 dirname | xargs -n1 basename)
 	(unset TMPDIR; "$HERE/../cli/run.sh" "$dir/bin/hunion" "${cases[@]}") \
 		>"$dir/cli.log" 2>&1
