@@ -191,6 +191,8 @@ const char *hu_format_name(enum hu_format f);
 /* Parse "auto", "union", "overlay", "oci"; -1 when unknown. */
 int hu_format_parse(const char *s, enum hu_format *out);
 
+struct hu_pindex;
+struct hu_ldir_imp;
 struct hu_layer {
 	char *path;		/* as given by the user, for messages */
 	int fd;			/* the layer's root directory */
@@ -263,6 +265,14 @@ struct hu_layer {
 	 * layer.  The stack owns the image (hu_stack.images). */
 	const struct hu_oci_image *image;
 	size_t image_layer;
+	/* A tarball layer read from its path index (tar/pindex.h), never
+	 * unpacked: @fd and every directory of it are handles of the index
+	 * (layer/ldir.h), not fds; NULL for every other layer.  The layer
+	 * owns the index, and keeps what its implicit directories take
+	 * from the layers beneath (@implied, sorted by node). */
+	struct hu_pindex *pindex;
+	struct hu_ldir_imp *implied;
+	size_t nimplied;
 };
 
 /* ---- OCI images (lib/oci/) ---------------------------------------------- */

@@ -88,7 +88,7 @@ int ovl_vdir_key(struct hu_vdir *v, dev_t *dev, ino_t *ino,
 {
 	struct stat st;
 
-	if (fstat(hu_vdir_fd(v, NULL), &st) < 0)
+	if (hu_vdir_stat(v, &st) < 0)
 		return hu_error_set(e, errno, hu_vdir_path(v),
 				    "cannot stat directory");
 	*dev = st.st_dev;

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "layer/ldir.h"
 #include "mount/mountinfo.h"
 
 /* Can this process read trusted.* xattrs (CAP_SYS_ADMIN)? */
@@ -497,7 +498,9 @@ int hu_layer_open(struct hu_layer *l, const char *path,
 
 void hu_layer_close(struct hu_layer *l)
 {
-	if (l->fd >= 0)
+	if (l->pindex)
+		hu_ldir_free(l);	/* the fd is the index's root */
+	else if (l->fd >= 0)
 		close(l->fd);
 	l->fd = -1;
 	hu_tarlayer_remove(l);
