@@ -307,6 +307,10 @@ int cmd_fsck(const struct cmd *c, int argc, char **argv)
 	if (a.lo.json)
 		front.progress = false;	/* a line would tear them */
 	a.lo.stack.report = &report;
+	/* A check reads no file data of a tarball layer (the one checked is
+	 * read again from its file): each is read from its path index. */
+	a.lo.stack.index_tars = a.lo.stack.index_top =
+		a.fo.mode == HU_FSCK_CHECK;
 	a.fo.dry_run = a.lo.dry_run;
 	a.fo.severity = a.sev;
 	a.fo.finding = print_finding;

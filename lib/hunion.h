@@ -192,6 +192,7 @@ const char *hu_format_name(enum hu_format f);
 int hu_format_parse(const char *s, enum hu_format *out);
 
 struct hu_pindex;
+struct hu_pcache;
 struct hu_ldir_imp;
 struct hu_layer {
 	char *path;		/* as given by the user, for messages */
@@ -365,6 +366,14 @@ struct hu_stack_opts {
 				 * hu_layer.refs (one xattr listing per
 				 * regular file): what merge --into needs
 				 * to skip its search */
+	/* Tarball and image layers below the top one (and the top one too
+	 * with @index_top) read from their path index (layer/ldir.h)
+	 * instead of unpacked: for a command that reads no file data of
+	 * theirs (diff's listing, fsck -n).  @pcache: where the indexes are
+	 * kept (NULL: made afresh each time, --no-cache). */
+	bool index_tars;
+	bool index_top;
+	struct hu_pcache *pcache;
 	const struct hu_report *report;	/* warnings while opening (a
 					 * tarball's duplicate entries);
 					 * may be NULL */

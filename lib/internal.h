@@ -561,6 +561,11 @@ int hu_copy_xattrs_raw(int sfd, const char *sname, int dfd, const char *dname,
  * ($TMPDIR or /var/tmp, mode 0700) read as an OCI layer, and removed when
  * the layer is closed.
  */
+/* Is @l a tarball layer: unpacked, streamed or read from its index? */
+static inline bool hu_layer_tarball(const struct hu_layer *l)
+{
+	return l->unpacked || l->streamed || l->pindex;
+}
 /* Does the file @fd hold a tarball (zstd or gzip magic, a ustar header or
  * an all-zero first block)?  Reads its first block with pread. */
 bool hu_tar_sniff(int fd);

@@ -85,4 +85,10 @@ size_t hu_pindex_nodes(const struct hu_pindex *x);
 
 void hu_pindex_free(struct hu_pindex *x);
 
+/* (pindex.c, on h/pindex) */
+struct hu_oci_image;
+int hu_pindex_build(int fd, const struct hu_oci_image *img, size_t k,
+		    const char *name, const struct hu_report *r,
+		    struct hu_pindex **out, struct hu_error *e);
+
 #endif /* HUNION_PINDEX_H */

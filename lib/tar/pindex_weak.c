@@ -4,6 +4,9 @@
  * layer has an index before it), so that the layer code links.  pindex.c's
  * definitions replace them; this file goes when it comes.
  */
+#include <errno.h>
+
+#include "internal.h"
 #include "tar/pindex.h"
 
 #define WEAK __attribute__((weak))
@@ -37,3 +40,16 @@ WEAK size_t hu_pindex_nodes(const struct hu_pindex *x)
 { (void)x; return 0; }
 WEAK void hu_pindex_free(struct hu_pindex *x)
 { (void)x; }
+
+struct hu_oci_image;
+struct hu_report;
+int hu_pindex_build(int fd, const struct hu_oci_image *img, size_t k,
+		    const char *name, const struct hu_report *r,
+		    struct hu_pindex **out, struct hu_error *e);
+WEAK int hu_pindex_build(int fd, const struct hu_oci_image *img, size_t k,
+			 const char *name, const struct hu_report *r,
+			 struct hu_pindex **out, struct hu_error *e)
+{
+	(void)fd; (void)img; (void)k; (void)r; (void)out;
+	return hu_error_set(e, ENOSYS, name, "no path index yet");
+}
