@@ -73,6 +73,13 @@ const struct cmd *cmd_top(void);	/* "hunion" itself, holding them */
 	NULL, "the image of an index an operand oci:DIR[:REF] reads " \
 	"(default: the host's); with -o oci:DIR:TAG also the platform " \
 	"written" }
+/* diff and fsck: where the path indexes of tarball and image layers are
+ * kept (tar/pindex.h). */
+#define OPT_CACHE { "cache-dir", 0, OPT_REQUIRED, "DIR", "@dir", \
+	"keep the path indexes of tarball and image layers in DIR " \
+	"(default: $XDG_CACHE_HOME/hunion)" }, \
+	{ "no-cache", 0, OPT_NONE, NULL, NULL, \
+	"read tarball and image layers afresh, keep no path index" }
 #define OPT_USERXATTR { "userxattr", 0, OPT_NONE, NULL, NULL, \
 	"markers live under user.* instead of trusted.*" }
 /* A stack as overlayfs's mount options and podman inspect's
@@ -206,6 +213,8 @@ struct layer_opts {
 	bool json;
 	bool dry_run;
 	const char *lowerdir, *upperdir;	/* --lowerdir, --upperdir */
+	const char *cache_dir;	/* --cache-dir */
+	bool no_cache;		/* --no-cache */
 };
 /* Refuse an operand oci:DIR[:REF] among @argv[@first..@argc) for a
  * command (@what) that changes its layers or mounts them: -1 after
@@ -213,7 +222,7 @@ struct layer_opts {
 int refuse_images(const struct cmd *c, int argc, char **argv, int first,
 		  const char *what);
 /* Handle --format, --platform, --userxattr, -v, -q, --json, -n,
- * --lowerdir, --upperdir: returns 1 if @o was one of them, 0 if not, -1
+ * --lowerdir, --upperdir, --cache-dir, --no-cache: returns 1 if @o was one of them, 0 if not, -1
  * on a bad value. */
 int layer_opt(const struct cmd *c, struct layer_opts *lo,
 	      const struct parsed_opt *o);

@@ -286,6 +286,10 @@ int layer_opt(const struct cmd *c, struct layer_opts *lo,
 		lo->json = true;
 	} else if (!strcmp(o->name, "dry-run")) {
 		lo->dry_run = true;
+	} else if (!strcmp(o->name, "cache-dir")) {
+		lo->cache_dir = o->arg;
+	} else if (!strcmp(o->name, "no-cache")) {
+		lo->no_cache = true;
 	} else if (!strcmp(o->name, "lowerdir") ||
 		   !strcmp(o->name, "upperdir")) {
 		/* once each: cmd_parse() refuses a second one */

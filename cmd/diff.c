@@ -283,8 +283,10 @@ static bool lower_tarballs(char **ops, int nops)
 
 /* The stack, its tarball lowers read from their path index where the
  * diff reads no lower file's data: not with --exact (bytes compared), not
- * for a lower tarball that -o oci: writes anew, not under an overlay top
- * layer with metacopy files (their data lies beneath) or redirects. */
+ * for a lower tarball that -o oci: writes anew, and for --oci not under an
+ * overlay top layer with metacopy files (their data lies beneath) or
+ * redirects (a file reached through a renamed directory is written
+ * whole). */
 static int open_stack(struct diff_args *a, char **ops, int nops,
 		      struct hu_stack *s, struct hu_error *e)
 {
@@ -293,11 +295,11 @@ static int open_stack(struct diff_args *a, char **ops, int nops,
 
 	so.index_tars = lower_tarballs(ops, nops) && !a->exact &&
 			!lower_tarball_written(a, ops, nops);
-	so.find_refs = so.index_tars;
+	so.find_refs = so.index_tars && a->oci;
 	if (hu_stack_open(s, ops, nops, &so, e) < 0)
 		return -1;
 	top = &s->layers[s->n - 1];
-	if (!so.index_tars || !hu_layer_is(top, HU_FMT_OVERLAY) ||
+	if (!so.find_refs || !hu_layer_is(top, HU_FMT_OVERLAY) ||
 	    top->refs == HU_REFS_NONE)
 		return 0;
 	hu_stack_close(s);
