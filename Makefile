@@ -24,7 +24,7 @@ MOUNTHELPERDIR ?= /sbin
 # lib/common/crypto_dl.c), never linked by hunion: their headers only
 # (dlopen() is in libc since glibc 2.34: no -ldl).  The unit tests and
 # the fuzz targets, which call them too, link them.
-PKGS     = libattr libzstd zlib jansson liblzma
+PKGS     = libattr libzstd zlib jansson liblzma libxxhash
 DL_PKGS  = libarchive libcrypto
 DL_LIBS  = $(shell pkg-config --libs $(DL_PKGS) 2>/dev/null || echo -larchive -lcrypto)
 WARN     = -Wall -Wextra -Wformat=2 -Wmissing-prototypes -Wvla -Wshadow \
@@ -36,7 +36,7 @@ OPT     ?= -O2 -g
 CPPFLAGS += -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -Ilib
 CFLAGS  += -std=c11 -pthread $(OPT) $(WARN) $(shell pkg-config --cflags $(DL_PKGS) $(PKGS) 2>/dev/null)
 # libbz2 ships no pkg-config file
-LDLIBS  += $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lattr -lzstd -lz -ljansson -llzma) -lbz2
+LDLIBS  += $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lattr -lzstd -lz -ljansson -llzma -lxxhash) -lbz2
 
 B       ?= build
 LIB_SRC  = $(sort $(wildcard lib/*/*.c))
@@ -52,7 +52,7 @@ DEB_PKGS = build-essential clang pkg-config libarchive-dev libattr1-dev \
            libzstd-dev liblzma-dev libbz2-dev libssl-dev zlib1g-dev libcriterion-dev scdoc attr python3 \
            libarchive-tools e2fsprogs util-linux kmod rsync zstd xz-utils bzip2 umoci time \
            zsh fish xfsprogs libcap2-bin cppcheck shellcheck fuse-overlayfs \
-           libjansson-dev skopeo podman busybox-static \
+           libjansson-dev libxxhash-dev skopeo podman busybox-static \
            docker-registry runc
 
 .PHONY: all deps check check-plain check-asan demo bench install lint \
@@ -78,7 +78,12 @@ $(B)/unit-tests: $(UNIT_OBJ) $(B)/libhunion.a
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(UNIT_OBJ) $(B)/libhunion.a \
 		$(DL_LIBS) $(LDLIBS) -lcriterion
 
-unit-bin: $(B)/unit-tests
+# The path index from the outside, for tests/kernel/pindex.sh.
+$(B)/pindex-tool: tests/tools/pindex_tool.c $(B)/libhunion.a
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(B)/libhunion.a \
+		$(DL_LIBS) $(LDLIBS)
+
+unit-bin: $(B)/unit-tests $(B)/pindex-tool
 
 man: $(MANS)
 $(B)/man/%: man/%.scd

@@ -221,6 +221,20 @@ struct layer_opts {
  * printing why. */
 int refuse_images(const struct cmd *c, int argc, char **argv, int first,
 		  const char *what);
+/* Do the operands @ops (@n) hold a tarball or an image, whose layers a
+ * command may read from their path index? */
+bool operands_have_tarballs(char *const *ops, int n);
+/* The cache of path indexes (--cache-dir DIR, else the default one; none
+ * with --no-cache) into lo->stack.pcache.  A default one that cannot be
+ * opened is a warning, and the indexes are made afresh; DIR is an
+ * error (-1 with @e). */
+int layer_cache_open(struct layer_opts *lo, struct hu_error *e);
+/* After the command's own work: the cache trimmed to its bound (a
+ * failure a warning) and closed. */
+void layer_cache_close(struct layer_opts *lo);
+/* -v: each layer of @s read from its path index, and whether the index
+ * was read from the cache or made. */
+void note_indexes(const struct hu_stack *s);
 /* Handle --format, --platform, --userxattr, -v, -q, --json, -n,
  * --lowerdir, --upperdir, --cache-dir, --no-cache: returns 1 if @o was one of them, 0 if not, -1
  * on a bad value. */

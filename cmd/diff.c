@@ -269,18 +269,6 @@ static bool lower_tarball_written(const struct diff_args *a, char **ops,
 	return false;
 }
 
-/* Is a lower operand an image or a tarball file? */
-static bool lower_tarballs(char **ops, int nops)
-{
-	struct stat st;
-
-	for (int i = 0; i + 1 < nops; i++)
-		if (hu_oci_operand(ops[i]) ||
-		    (stat(ops[i], &st) == 0 && S_ISREG(st.st_mode)))
-			return true;
-	return false;
-}
-
 /* The stack, its tarball lowers read from their path index where the
  * diff reads no lower file's data: not with --exact (bytes compared), not
  * for a lower tarball that -o oci: writes anew, and for --oci not under an
@@ -293,7 +281,7 @@ static int open_stack(struct diff_args *a, char **ops, int nops,
 	struct hu_stack_opts so = a->lo.stack;
 	const struct hu_layer *top;
 
-	so.index_tars = lower_tarballs(ops, nops) && !a->exact &&
+	so.index_tars = operands_have_tarballs(ops, nops - 1) && !a->exact &&
 			!lower_tarball_written(a, ops, nops);
 	so.find_refs = so.index_tars && a->oci;
 	if (hu_stack_open(s, ops, nops, &so, e) < 0)
@@ -341,8 +329,14 @@ static int run(struct diff_args *a, char **ops, int nops,
 		/* Only the top layer is walked whole; the lowers are read
 		 * where it touches them, so their format is detected then. */
 		a->lo.stack.defer_below = nops - 1;
-		if (open_stack(a, ops, nops, &s, e) < 0)
+		if (operands_have_tarballs(ops, nops - 1) &&
+		    layer_cache_open(&a->lo, e) < 0)
 			return DIFF_TROUBLE;
+		if (open_stack(a, ops, nops, &s, e) < 0) {
+			layer_cache_close(&a->lo);
+			return DIFF_TROUBLE;
+		}
+		note_indexes(&s);
 		co.base = s.n - 1;
 	}
 	warn_live_layers(&s, &report);
@@ -358,6 +352,7 @@ static int run(struct diff_args *a, char **ops, int nops,
 	hu_stack_close(&s);
 	if (a->trees)
 		hu_stack_close(&old);
+	layer_cache_close(&a->lo);
 	return rc;
 }
 

@@ -102,7 +102,7 @@ static const struct cmd_opt diff_opts[] = {
 	  "exit 1 when there are changes, with -o too (a listing always "
 	  "does)" },
 	OPT_TAR_OUT, OPT_OCI_OUT, OPT_LAYERDIRS, OPT_FORMAT, OPT_PLATFORM_OUT,
-	OPT_USERXATTR, OPT_CACHE, OPT_DRY_RUN,
+	OPT_USERXATTR, OPT_CACHE, OPT_DRY_RUN, OPT_VERBOSE,
 	OPT_QUIET, OPT_PROGRESS, OPT_HELP, OPT_END
 };
 

@@ -272,9 +272,20 @@ struct hu_layer {
 	 * owns the index, and keeps what its implicit directories take
 	 * from the layers beneath (@implied, sorted by node). */
 	struct hu_pindex *pindex;
+	bool pindex_cached;	/* read from the cache, not made */
 	struct hu_ldir_imp *implied;
 	size_t nimplied;
 };
+
+/* ---- the path index cache (tar/pcache.c) -------------------------------- */
+
+/* What the front end needs of the cache of path indexes (tar/pindex.h
+ * says the rest): hu_stack_opts.pcache opened from directory @dir (NULL:
+ * $XDG_CACHE_HOME/hunion, else $HOME/.cache/hunion), trimmed to its
+ * bound after the command's own work, closed. */
+int hu_pcache_open(struct hu_pcache **c, const char *dir, struct hu_error *e);
+int hu_pcache_trim(struct hu_pcache *c, struct hu_error *e);
+void hu_pcache_close(struct hu_pcache *c);
 
 /* ---- OCI images (lib/oci/) ---------------------------------------------- */
 

@@ -258,10 +258,12 @@ static int index_tarball(struct hu_layer *l, int fd,
 			 const struct hu_stack_opts *o, struct hu_error *e)
 {
 	struct hu_pindex *x;
+	bool cached;
 
-	if (hu_pindex_build(fd, l->image, l->image_layer, l->path, o->report,
-			    &x, e) < 0)
+	if (hu_pindex_get(o->pcache, fd, l->image, l->image_layer, l->path,
+			  o->report, &x, &cached, e) < 0)
 		return -1;
+	l->pindex_cached = cached;
 	return hu_ldir_imply(l, x, below, e);
 }
 

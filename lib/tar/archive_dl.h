@@ -65,6 +65,8 @@
 	X(archive_entry_xattr_add_entry) \
 	X(archive_entry_xattr_clear) \
 	X(archive_entry_xattr_count) \
+	X(archive_entry_sparse_next) \
+	X(archive_entry_sparse_reset) \
 	X(archive_entry_xattr_next) \
 	X(archive_entry_xattr_reset) \
 	X(archive_errno) \
@@ -141,6 +143,8 @@ const struct hu_la *hu_la(void);
 #define archive_entry_xattr_add_entry (hu_la()->archive_entry_xattr_add_entry)
 #define archive_entry_xattr_clear (hu_la()->archive_entry_xattr_clear)
 #define archive_entry_xattr_count (hu_la()->archive_entry_xattr_count)
+#define archive_entry_sparse_next (hu_la()->archive_entry_sparse_next)
+#define archive_entry_sparse_reset (hu_la()->archive_entry_sparse_reset)
 #define archive_entry_xattr_next (hu_la()->archive_entry_xattr_next)
 #define archive_entry_xattr_reset (hu_la()->archive_entry_xattr_reset)
 #define archive_errno (hu_la()->archive_errno)

@@ -85,10 +85,74 @@ size_t hu_pindex_nodes(const struct hu_pindex *x);
 
 void hu_pindex_free(struct hu_pindex *x);
 
-/* (pindex.c, on h/pindex) */
-struct hu_oci_image;
+/* ---- building and loading ------------------------------------------------- */
+
+/* Index the tarball @fd (from its start) in one pass: layer @k of @img,
+ * its digests, size and compression verified as the unpack verifies them,
+ * or (@img NULL) a tarball file, the sha256 of its bytes taken as they
+ * pass.  @name is what messages call it: they read as the unpack's
+ * ("NAME: ENTRY: message"), its warnings through @r, which also sees the
+ * progress of the read.  The index is in memory: hu_pindex_bytes(). */
 int hu_pindex_build(int fd, const struct hu_oci_image *img, size_t k,
 		    const char *name, const struct hu_report *r,
 		    struct hu_pindex **out, struct hu_error *e);
+/* An index from its image: @len bytes at @buf (copied), or the file @fd
+ * (mapped).  -1 with errno EINVAL when it is no valid index (its
+ * checksum, or any offset or count, wrong), ENOMEM, or fstat/mmap's. */
+int hu_pindex_from_bytes(const void *buf, size_t len, struct hu_pindex **out);
+int hu_pindex_from_fd(int fd, struct hu_pindex **out);
+/* The image: the bytes hu_pindex_from_bytes() takes back. */
+int hu_pindex_bytes(const struct hu_pindex *x, const void **buf, size_t *len);
+
+/* What identifies a tarball file that is no image's layer, without reading
+ * it: its index is good while these stay (a rewrite changes ctime). */
+struct hu_pindex_file {
+	uint64_t dev, ino, size;
+	int64_t mtime_ns, ctime_ns;
+};
+/* Of file @fd: 0, or -1 (fstat failed). */
+int hu_pindex_file_id(int fd, struct hu_pindex_file *f);
+/* Of the file the index was built from (all 0: an image's layer, or a
+ * file that changed while it was read). */
+void hu_pindex_source(const struct hu_pindex *x, struct hu_pindex_file *f);
+/* The image layer's diff_id ("" for a tarball file). */
+const char *hu_pindex_diff_id(const struct hu_pindex *x);
+/* The uncompressed tar stream's size. */
+uint64_t hu_pindex_tar_size(const struct hu_pindex *x);
+/* Built as root: owners as the tarball says, devices made.  An index is
+ * good only for a reader that is root as its builder was. */
+bool hu_pindex_as_root(const struct hu_pindex *x);
+
+/* ---- the cache (pcache.c) ------------------------------------------------ */
+
+/*
+ * Indexes kept in a directory: @dir, or (NULL) $XDG_CACHE_HOME/hunion,
+ * else $HOME/.cache/hunion; made 0700 when missing, refused (naming it)
+ * when another user owns it or group or others may write it.  An image
+ * layer's index is found by its blob's digest, a tarball file's by its
+ * device and inode (checked against its size, mtime and ctime).  Each is
+ * written whole or not at all (hunion-layers(7), "Path index cache").
+ */
+struct hu_pcache;
+int hu_pcache_open(struct hu_pcache **c, const char *dir, struct hu_error *e);
+void hu_pcache_close(struct hu_pcache *c);
+/* The bound on the indexes' size in all (default 1 GiB). */
+void hu_pcache_set_limit(struct hu_pcache *c, uint64_t bytes);
+/* Remove the least recently used indexes beyond the bound (and what killed
+ * runs left): for a command to call AFTER its own work. */
+int hu_pcache_trim(struct hu_pcache *c, struct hu_error *e);
+
+/*
+ * The index of tarball @fd: layer @k of @img, or (@img NULL) a tarball
+ * file; @name names it in messages, as hu_pindex_build().  From cache @c
+ * when it holds a good one (*@from_cache), else built (@r: its warnings
+ * and progress) and stored there.  A cached index that does not load, or
+ * is not of this tarball, is rebuilt and replaced without a word; one the
+ * cache cannot store costs the next run a build.  @c NULL (--no-cache):
+ * built in memory, nothing written.
+ */
+int hu_pindex_get(struct hu_pcache *c, int fd, const struct hu_oci_image *img,
+		  size_t k, const char *name, const struct hu_report *r,
+		  struct hu_pindex **out, bool *from_cache, struct hu_error *e);
 
 #endif /* HUNION_PINDEX_H */

@@ -24,7 +24,7 @@
 
 /* ---- metadata ------------------------------------------------------------- */
 
-static bool xattr_unsupported(int err)
+bool tl_xattr_unsupported(int err)
 {
 	return err == EPERM || err == EACCES || err == ENOTSUP ||
 	       err == EOPNOTSUPP || err == E2BIG || err == ERANGE ||
@@ -51,26 +51,35 @@ static int set_owner_xattrs(struct tl *t, int fd, int dfd, const char *leaf)
 	       ARCHIVE_OK) {
 		char dec[XATTR_NAME_MAX + 1], *esc;
 
-		/* libarchive gives the name as the record's key has it:
-		 * GNU tar's escapes or libarchive's URL encoding (paxxattr.c).
-		 * A name too long to decode here is too long to set. */
-		if (name && hu_pax_xattr_name(name, dec, sizeof(dec)) == 0)
-			name = dec;
-		/* An output keeps what a copy keeps: the view's reader
-		 * (treeout.c) leaves out what /etc/xattr.conf skips too. */
-		if (!name || !*name || (t->to_output ? !hu_xattr_copied(name) :
-					hu_xattr_is_private(name)))
+		name = tl_xattr_name(t, name, dec, sizeof(dec));
+		if (!name)
 			continue;
 		if (hu_wr_setxattr_at(fd >= 0 ? fd : dfd, fd >= 0 ? NULL : leaf,
 				      name, value, size, 0) == 0)
 			continue;
-		if (!xattr_unsupported(errno))
+		if (!tl_xattr_unsupported(errno))
 			return tl_write_fail(t, errno, "set xattr");
 		esc = tl_escape(name);
 		tl_warn(t, errno, "xattr %s not kept", esc);
 		tl_escape_free(esc);
 	}
 	return 0;
+}
+
+const char *tl_xattr_name(const struct tl *t, const char *name, char *dec,
+			  size_t size)
+{
+	/* libarchive gives the name as the record's key has it: GNU tar's
+	 * escapes or libarchive's URL encoding (paxxattr.c).  A name too
+	 * long to decode here is too long to set. */
+	if (name && hu_pax_xattr_name(name, dec, size) == 0)
+		name = dec;
+	/* An output keeps what a copy keeps: the view's reader (treeout.c)
+	 * leaves out what /etc/xattr.conf skips too. */
+	if (!name || !*name || (t->to_output ? !hu_xattr_copied(name) :
+				hu_xattr_is_private(name)))
+		return NULL;
+	return name;
 }
 
 /* Mode and times of a non-directory (directories get theirs at the end). */
@@ -88,7 +97,7 @@ static int set_mode_times(struct tl *t, int fd, int dfd, const char *leaf,
 	return 0;
 }
 
-static void entry_times(struct tl *t)
+void tl_entry_times(struct tl *t)
 {
 	struct archive_entry *ae = t->ae;
 
@@ -316,7 +325,7 @@ static int make_symlink(struct tl *t, int dfd, const char *leaf)
 /* A name read as an OCI marker: made an empty file whatever the entry's
  * type (whiteouts and .wh..wh..opq); other .wh..wh.* are kept as they
  * are. */
-static bool is_marker_name(const char *leaf)
+bool tl_is_marker_name(const char *leaf)
 {
 	return hu_oci_hidden(leaf) || hu_oci_is_opaque(leaf);
 }
@@ -344,8 +353,8 @@ static int link_forward(struct tl *t, const char *path, const char *esc)
  * A hard link's target: a path an earlier entry made, not a directory.
  * Returns 1 when the link is to the entry itself (nothing to do).
  */
-static int check_link_target(struct tl *t, const char *hl, const char *path,
-			     char **norm, const char *esc)
+int tl_link_target(struct tl *t, const char *hl, const char *path,
+		   char **norm, const char *esc)
 {
 	const struct ti_node *nd;
 	const char *why;
@@ -526,7 +535,7 @@ static int put_entry(struct tl *t, const char *dir, const char *leaf,
 		     const char *path)
 {
 	const char *hl = archive_entry_hardlink(t->ae);
-	bool marker = is_marker_name(leaf), keep_dir = false;
+	bool marker = tl_is_marker_name(leaf), keep_dir = false;
 	bool want_dir = !marker && !hl &&
 			archive_entry_filetype(t->ae) == AE_IFDIR;
 	char *esc = hl ? tl_escape(hl) : NULL, *target = NULL;
@@ -535,7 +544,7 @@ static int put_entry(struct tl *t, const char *dir, const char *leaf,
 	int dfd, rc;
 
 	if (hl && !marker) {
-		rc = check_link_target(t, hl, path, &target, esc);
+		rc = tl_link_target(t, hl, path, &target, esc);
 		if (rc != 0)
 			goto out;
 	}
@@ -614,7 +623,7 @@ int tl_entry(struct tl *t)
 	t->raw = archive_entry_pathname(t->ae);
 	if (!t->raw)
 		return tl_fail(t, 0, "an entry's name cannot be read");
-	entry_times(t);
+	tl_entry_times(t);
 	if (!t->root_timed) {
 		/* A root no entry names: the times of the first entry. */
 		t->root_timed = true;

@@ -340,6 +340,8 @@ static int open_archive(struct tl *t, int fd)
 				  img->layers[k].size, img->diff_ids[k],
 				  tar_comp_of_layer(img, k)) < 0)
 		return tl_fail(t, ENOMEM, "out of memory");
+	if (!img && t->hash_stored && tar_src_hash_stored(t->src) < 0)
+		return tl_fail(t, ENOMEM, "out of memory");
 	if (tar_src_archive_open(t->src, t->a) != ARCHIVE_OK)
 		return tl_archive_fail(t, "at its start");
 	return 0;
@@ -408,7 +410,8 @@ static int read_entries(struct tl *t)
 			t->raw = NULL;
 			return tl_archive_fail(t, "after this entry");
 		}
-		if (tl_entry(t) < 0 || entry_end(t) < 0)
+		if ((t->entry ? t->entry(t) : tl_entry(t)) < 0 ||
+		    entry_end(t) < 0)
 			return -1;
 		free(t->last);
 		t->last = t->raw ? strdup(t->raw) : NULL;
@@ -418,6 +421,16 @@ static int read_entries(struct tl *t)
 		if (++t->done % 16 == 0)
 			progress(t, false);
 	}
+}
+
+int tl_read_tarball(struct tl *t, int fd)
+{
+	if (open_archive(t, fd) < 0 || read_entries(t) < 0)
+		return -1;
+	if (tar_src_verify_end(t->src) < 0)
+		return tl_fail_at(t, NULL, 0, "%s", tar_src_error(t->src));
+	progress(t, true);	/* its last figures */
+	return 0;
 }
 
 /* Read the tarball @fd into t->root, entry by entry, then set the modes
@@ -434,11 +447,8 @@ static int read_into_root(struct tl *t, int fd)
 		.times = { { 0, UTIME_OMIT }, { 0, UTIME_OMIT } } };
 	if (t->over && tl_over_start(t) < 0)
 		return -1;
-	if (open_archive(t, fd) < 0 || read_entries(t) < 0)
+	if (tl_read_tarball(t, fd) < 0)
 		return -1;
-	if (tar_src_verify_end(t->src) < 0)
-		return tl_fail_at(t, NULL, 0, "%s", tar_src_error(t->src));
-	progress(t, true);	/* its last figures */
 	tl_drop_cache(t);
 	return tl_finish_dirs(t);
 }
@@ -459,8 +469,7 @@ static int unpack(struct tl *t, int fd)
 	return 0;
 }
 
-/* What both ends leave: all but the layer's root. */
-static void release(struct tl *t)
+void tl_release(struct tl *t)
 {
 	tl_drop_cache(t);
 	if (t->stash >= 0)
@@ -487,7 +496,7 @@ int hu_tarlayer_unpack(struct hu_layer *l, int fd, const struct hu_stack *below,
 	/* The private copy is made even in a dry run: it is input. */
 	hu_wr_set_dry_run(false);
 	rc = unpack(&t, fd);
-	release(&t);
+	tl_release(&t);
 	if (t.root >= 0)
 		close(t.root);
 	if (rc < 0)
@@ -514,7 +523,7 @@ int hu_tarlayer_extract(struct hu_layer *l, int root, bool over,
 	if (hu_la_need(e) < 0 || (l->image && hu_crypto_need(e) < 0))
 		return -1;
 	rc = read_into_root(&t, l->fd);
-	release(&t);
+	tl_release(&t);
 	*fallback = t.fallback;
 	return rc;
 }

@@ -135,7 +135,40 @@ struct tl {
 				 * stash_name) of what the parents this
 				 * tarball makes replaced, by node number */
 	char stash_name[40];
+	/* What makes each entry: tl_entry, or (NULL) so; the path index
+	 * (pindex.c) records it instead. */
+	int (*entry)(struct tl *t);
+	/* The index: the stored bytes' sha256 taken too, for a tarball that
+	 * is no image's layer (tar_src_hash_stored). */
+	bool hash_stored;
 };
+
+/* Read tarball @fd (t->l->image's layer t->l->image_layer, verified, when
+ * it is one) entry by entry through t->entry, to its verified end. */
+int tl_read_tarball(struct tl *t, int fd);
+/* What a read leaves: all but the layer's root (t->cfd, t->stash: -1 or
+ * open). */
+void tl_release(struct tl *t);
+/* The current entry's atime and mtime into t->times (UTIME_OMIT when the
+ * tarball has none). */
+void tl_entry_times(struct tl *t);
+/* A whiteout or the opaque marker, made an empty file whatever the
+ * entry's type. */
+bool tl_is_marker_name(const char *leaf);
+/* The current entry, a hard link to @hl, made at @path (@esc: @hl escaped
+ * for messages): its target normalised into *@norm (malloc'd), a path an
+ * earlier entry made and that is there, not a directory.  0, 1 when the
+ * link is to the entry itself (nothing to do, warned), or -1. */
+int tl_link_target(struct tl *t, const char *hl, const char *path,
+		   char **norm, const char *esc);
+/* The xattr name that @name, a key's suffix as libarchive gives it, stands
+ * for (paxxattr.c) in @dec, or @name itself when it cannot be decoded;
+ * NULL when the unpack leaves it out (empty, or private to layers). */
+const char *tl_xattr_name(const struct tl *t, const char *name, char *dec,
+			  size_t size);
+/* setxattr(2) failed with @err: a warning, the attribute not kept (the
+ * filesystem or the kernel refuses it), rather than an error? */
+bool tl_xattr_unsupported(int err);
 
 /* Fail naming the current entry ("LAYER: ENTRY: message"), or naming
  * @path instead. */
@@ -220,6 +253,17 @@ const char *tar_src_error(const struct tar_src *s);
  * read; -1 when out of memory. */
 int tar_src_verify(struct tar_src *s, const char *blob, uint64_t size,
 		   const char *diff_id, enum tar_comp comp);
+/* Take the sha256 of the stored bytes as they are read, checked against
+ * nothing (a tarball that is no image's layer, for its path index).
+ * Before the first read; -1 when out of memory. */
+int tar_src_hash_stored(struct tar_src *s);
+/* Once the stream is read to its end (tar_src_verify_end, or
+ * tar_src_drain): "sha256:HEX" of the stored bytes, into @out.  -1 when
+ * they were not hashed. */
+int tar_src_stored_digest(struct tar_src *s, char out[72]);
+/* The decompressed bytes handed out so far: the tar stream's size, once
+ * it is read to its end. */
+uint64_t tar_src_pos(const struct tar_src *s);
 /* Read the rest and compare: 0, or -1 with tar_src_error() saying what
  * differs.  0 when not verifying. */
 int tar_src_verify_end(struct tar_src *s);

@@ -93,6 +93,7 @@ struct tar_src {
 	uint64_t real_end;	/* where the real bytes ended */
 	size_t synth_left;
 	char want_blob[72], want_diff[72];
+	char stored_digest[72];	/* the stored bytes' sha256, once taken */
 	/* an image's layer: the compression its media type names, which
 	 * its bytes must have (umoci refuses a layer where they differ) */
 	bool check_comp;
@@ -642,7 +643,7 @@ int tar_src_drain(struct tar_src *s)
 	ssize_t n;
 
 	/* a plain tar's bytes after its end matter only to a digest */
-	if (s->comp == TAR_PLAIN && !s->tar_md)
+	if (s->comp == TAR_PLAIN && !s->tar_md && !s->raw_md)
 		return 0;
 	while ((n = tar_src_read(s, &buf)) > 0)
 		;
@@ -679,6 +680,32 @@ static void digest_text(EVP_MD_CTX *md, char out[72])
 		snprintf(out + 7 + 2 * i, 3, "%02x", d[i]);
 }
 
+int tar_src_hash_stored(struct tar_src *s)
+{
+	s->raw_md = EVP_MD_CTX_new();
+	if (!s->raw_md || !EVP_DigestInit_ex(s->raw_md, EVP_sha256(), NULL))
+		return -1;
+	return 0;
+}
+
+int tar_src_stored_digest(struct tar_src *s, char out[72])
+{
+	if (s->stored_digest[0]) {
+		memcpy(out, s->stored_digest, sizeof(s->stored_digest));
+		return 0;
+	}
+	if (!s->raw_md)
+		return -1;
+	digest_text(s->raw_md, s->stored_digest);
+	memcpy(out, s->stored_digest, sizeof(s->stored_digest));
+	return 0;
+}
+
+uint64_t tar_src_pos(const struct tar_src *s)
+{
+	return s->pos;
+}
+
 int tar_src_verify_end(struct tar_src *s)
 {
 	char got[72];
@@ -697,6 +724,7 @@ int tar_src_verify_end(struct tar_src *s)
 		return -1;
 	}
 	digest_text(s->raw_md, got);
+	memcpy(s->stored_digest, got, sizeof(got));
 	if (strcmp(got, s->want_blob) != 0) {
 		snprintf(s->err, sizeof(s->err), "its content has digest "
 			 "%.71s", got);
