@@ -307,17 +307,6 @@ int cmd_fsck(const struct cmd *c, int argc, char **argv)
 	if (a.lo.json)
 		front.progress = false;	/* a line would tear them */
 	a.lo.stack.report = &report;
-	/* A check reads no file data of a tarball layer (the one checked is
-	 * read again from its file): each is read from its path index. */
-	a.lo.stack.index_tars = a.lo.stack.index_top =
-		a.fo.mode == HU_FSCK_CHECK;
-	if (a.lo.stack.index_tars &&
-	    operands_have_tarballs(argv + first, argc - first) &&
-	    layer_cache_open(&a.lo, &e) < 0) {
-		print_error(&e);
-		hu_error_clear(&e);
-		return FSCK_ERROR;
-	}
 	a.fo.dry_run = a.lo.dry_run;
 	a.fo.severity = a.sev;
 	a.fo.finding = print_finding;
@@ -325,7 +314,6 @@ int cmd_fsck(const struct cmd *c, int argc, char **argv)
 	a.fo.report = &report;
 	rc = hu_fsck(argv + first, argc - first, &a.lo.stack, &a.fo, &st,
 		     &e);
-	layer_cache_close(&a.lo);
 	if (rc < 0)
 		front_progress_done();
 	else
