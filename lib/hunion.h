@@ -377,13 +377,11 @@ struct hu_stack_opts {
 				 * hu_layer.refs (one xattr listing per
 				 * regular file): what merge --into needs
 				 * to skip its search */
-	/* Tarball and image layers below the top one (and the top one too
-	 * with @index_top) read from their path index (layer/ldir.h)
-	 * instead of unpacked: for a command that reads no file data of
-	 * theirs (diff's listing, fsck -n).  @pcache: where the indexes are
-	 * kept (NULL: made afresh each time, --no-cache). */
+	/* Tarball and image layers below the top one read from their path
+	 * index (layer/ldir.h) instead of unpacked: for a command that reads
+	 * no file data of theirs (diff's listing).  @pcache: where the
+	 * indexes are kept (NULL: made afresh each time, --no-cache). */
 	bool index_tars;
-	bool index_top;
 	struct hu_pcache *pcache;
 	const struct hu_report *report;	/* warnings while opening (a
 					 * tarball's duplicate entries);

@@ -657,7 +657,7 @@ int hu_stack_open(struct hu_stack *s, char *const paths[], size_t nops,
 					  .problems = o->problems };
 
 		p.n = i;
-		src[i].index = index && (i + 1 < n || o->index_top);
+		src[i].index = index && i + 1 < n;
 		if (layer_open(&s->layers[i], &src[i], &below, &p, o, e) < 0)
 			goto fail;
 		s->n = i + 1;
