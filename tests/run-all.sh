@@ -29,6 +29,10 @@
 #           layer streamed against the general path (unpack, then the
 #           view) and against GNU tar's extraction (20 seeds; 5 when
 #           HUNION_SANITIZED=1; HUNION_TARSTREAM_SEEDS=N overrides)
+#   pindex  tests/kernel/pindex.sh, the path index of random tarball
+#           layers (and of their blobs in an image, and of hostile ones)
+#           against their unpack (10 seeds; 3 when HUNION_SANITIZED=1;
+#           HUNION_PINDEX_SEEDS=N overrides)
 #   mergedown tests/kernel/mergedown.sh, merge --into of random stacks: the
 #           stack without its top layer shows the kernel's view of the
 #           whole stack, or the merge is refused (20 seeds; 5 when
@@ -157,6 +161,11 @@ seeds=20
 [ "${HUNION_SANITIZED:-0}" = 1 ] && seeds=5
 suite tarstream "$HERE/kernel/tarstream.sh" "$B/hunion" \
 	"${HUNION_TARSTREAM_SEEDS:-$seeds}"
+
+seeds=10
+[ "${HUNION_SANITIZED:-0}" = 1 ] && seeds=3
+suite pindex "$HERE/kernel/pindex.sh" "$B/hunion" \
+	"${HUNION_PINDEX_SEEDS:-$seeds}"
 
 seeds=20
 [ "${HUNION_SANITIZED:-0}" = 1 ] && seeds=5

@@ -450,16 +450,21 @@ static bool nodes_ok(const struct hu_pindex *x)
 {
 	const struct pi_header *h = x->h;
 
-	if (x->nodes[0].parent != PI_NONE || x->strings[x->nodes[0].name])
+	if (x->nodes[0].parent != PI_NONE || !string_ok(h, x->nodes[0].name) ||
+	    x->strings[x->nodes[0].name])
 		return false;
+	/* the fields first: the tree's checks read names and inodes */
 	for (uint64_t i = 0; i < h->nnodes; i++) {
 		const struct pi_node *nd = &x->nodes[i];
-		const struct pi_inode *in;
 
 		if (!string_ok(h, nd->name) || nd->inode >= h->ninodes ||
 		    (nd->flags & ~(uint32_t)PN_IMPLICIT))
 			return false;
-		in = &x->inodes[nd->inode];
+	}
+	for (uint64_t i = 0; i < h->nnodes; i++) {
+		const struct pi_node *nd = &x->nodes[i];
+		const struct pi_inode *in = &x->inodes[nd->inode];
+
 		if (i && !name_ok(x->strings + nd->name))
 			return false;
 		if (i && (nd->parent >= i ||
@@ -504,6 +509,15 @@ static bool image_ok(struct hu_pindex *x)
 		if (!inode_ok(x, &x->inodes[i]))
 			return false;
 	return nodes_ok(x);
+}
+
+void hu_pindex_fix_sum(void *buf, size_t len)
+{
+	struct pi_header *h = buf;
+
+	if (len >= sizeof(*h))
+		h->sum = XXH3_64bits((unsigned char *)buf + PI_SUM_END,
+				     len - PI_SUM_END);
 }
 
 /* A device number no filesystem has (majors are far smaller), one for

@@ -101,6 +101,9 @@ int hu_pindex_build(int fd, const struct hu_oci_image *img, size_t k,
  * checksum, or any offset or count, wrong), ENOMEM, or fstat/mmap's. */
 int hu_pindex_from_bytes(const void *buf, size_t len, struct hu_pindex **out);
 int hu_pindex_from_fd(int fd, struct hu_pindex **out);
+/* For the tests: the checksum of image @buf made right again after they
+ * changed it, so that the loader's other checks are what refuse it. */
+void hu_pindex_fix_sum(void *buf, size_t len);
 /* The image: the bytes hu_pindex_from_bytes() takes back. */
 int hu_pindex_bytes(const struct hu_pindex *x, const void **buf, size_t *len);
 

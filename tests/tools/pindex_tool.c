@@ -14,8 +14,8 @@
  *       the uncompressed stream, size, then the sparse segments
  *   pindex-tool implicit TARBALL         the directories no entry names
  *   pindex-tool unpack TARBALL CMD...    unpack TARBALL as a layer alone
- *       (hu_tarlayer_unpack, nothing beneath) and run CMD with $UNPACKED
- *       its root; exit CMD's status
+ *       (hu_tarlayer_unpack, nothing beneath) and run CMD, each argument
+ *       "{}" the unpack's root; exit CMD's status
  *   pindex-tool cache DIR TARBALL STREAM hu_pindex_get through the cache
  *       DIR: "cached" or "built", then the manifest
  */
@@ -331,7 +331,9 @@ static int unpack(const char *tarball, char **cmd)
 		return fail(&e);
 	}
 	root = hu_path_join(l.unpacked, "root");
-	setenv("UNPACKED", root, 1);
+	for (char **a = cmd; *a; a++)
+		if (!strcmp(*a, "{}"))
+			*a = root;
 	pid = fork();
 	if (pid == 0) {
 		execvp(cmd[0], cmd);
