@@ -708,7 +708,8 @@ int hu_ldir_imply(struct hu_layer *l, struct hu_pindex *x,
 			p[np++] = (struct pending_imp){
 				.node = n, .depth = node_depth(x, n) };
 		}
-		qsort(p, np, sizeof(*p), deeper_first);
+		if (np)	/* (qsort(NULL, 0) is undefined) */
+			qsort(p, np, sizeof(*p), deeper_first);
 		rc = imply_all(l, below, p, np, e);
 	}
 out:

@@ -1197,7 +1197,8 @@ static int put_inode(struct pb *b, struct pb_inode *in, struct buf *inodes,
 	if (in->link && (o.link = str_add(strs, in->link,
 					  strlen(in->link))) == PI_NONE)
 		return -1;
-	qsort(in->x, in->nx, sizeof(*in->x), cmp_xattr);
+	if (in->nx)	/* qsort(NULL, 0) is undefined */
+		qsort(in->x, in->nx, sizeof(*in->x), cmp_xattr);
 	o.xattr = (uint32_t)(xattrs->len / sizeof(struct pi_xattr));
 	o.nxattr = (uint32_t)in->nx;
 	for (size_t i = 0; i < in->nx; i++) {
