@@ -269,20 +269,26 @@ static bool lower_tarball_written(const struct diff_args *a, char **ops,
 	return false;
 }
 
-/* The stack, its tarball lowers read from their path index where the
- * diff reads no lower file's data: not with --exact (bytes compared), not
- * for a lower tarball that -o oci: writes anew, and for --oci not under an
- * overlay top layer with metacopy files (their data lies beneath) or
- * redirects (a file reached through a renamed directory is written
- * whole). */
+/* Are the lower tarballs read from their path index?  Where the diff
+ * reads no lower file's data: not with --exact (bytes compared), not for
+ * a lower tarball that -o oci: writes anew. */
+static bool index_lowers(const struct diff_args *a, char **ops, int nops)
+{
+	return operands_have_tarballs(ops, nops - 1) && !a->exact &&
+	       !lower_tarball_written(a, ops, nops);
+}
+
+/* The stack, its tarball lowers read from their path index where
+ * index_lowers() says, and for --oci not under an overlay top layer with
+ * metacopy files (their data lies beneath) or redirects (a file reached
+ * through a renamed directory is written whole). */
 static int open_stack(struct diff_args *a, char **ops, int nops,
 		      struct hu_stack *s, struct hu_error *e)
 {
 	struct hu_stack_opts so = a->lo.stack;
 	const struct hu_layer *top;
 
-	so.index_tars = operands_have_tarballs(ops, nops - 1) && !a->exact &&
-			!lower_tarball_written(a, ops, nops);
+	so.index_tars = index_lowers(a, ops, nops);
 	so.find_refs = so.index_tars && a->oci;
 	if (hu_stack_open(s, ops, nops, &so, e) < 0)
 		return -1;
@@ -329,7 +335,7 @@ static int run(struct diff_args *a, char **ops, int nops,
 		/* Only the top layer is walked whole; the lowers are read
 		 * where it touches them, so their format is detected then. */
 		a->lo.stack.defer_below = nops - 1;
-		if (operands_have_tarballs(ops, nops - 1) &&
+		if (index_lowers(a, ops, nops) &&
 		    layer_cache_open(&a->lo, e) < 0)
 			return DIFF_TROUBLE;
 		if (open_stack(a, ops, nops, &s, e) < 0) {

@@ -39,6 +39,7 @@ for t in /usr/bin/python3 zstd tar; do
 	command -v $t >/dev/null || skip_all "$t is not installed"
 done
 export SOURCE_DATE_EPOCH=1000000000
+export XDG_CACHE_HOME=$WORK/xdg-cache	# never the user's
 
 # The descriptor LAYER.json oci_layout.py reads: media type, digest, size,
 # diffID (the sha256 of the tar, decompressed).
