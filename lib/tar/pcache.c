@@ -453,7 +453,8 @@ int hu_pcache_trim(struct hu_pcache *c, struct hu_error *e)
 	}
 	for (size_t i = 0; i < n; i++)
 		total += v[i].size;
-	qsort(v, n, sizeof(*v), cmp_used);
+	if (n)	/* qsort(NULL, 0) is undefined */
+		qsort(v, n, sizeof(*v), cmp_used);
 	for (size_t i = 0; i < n && total > c->limit; i++) {
 		if (dfd[v[i].kind] >= 0 &&
 		    unlinkat(dfd[v[i].kind], v[i].name, 0) == 0)

@@ -1313,7 +1313,8 @@ static int lay_out(struct pb *b, struct pb_out *o)
 			}
 			kids[nk++] = (struct pb_kid){ x->nodes[c].name, c };
 		}
-		qsort(kids, nk, sizeof(*kids), cmp_kid);
+		if (nk)	/* qsort(NULL, 0) is undefined */
+			qsort(kids, nk, sizeof(*kids), cmp_kid);
 		nd.child = nk ? (uint32_t)o->n : 0;
 		nd.nchild = (uint32_t)nk;
 		for (size_t k = 0; k < nk; k++) {
