@@ -122,7 +122,9 @@ static int node_at(const struct hu_layer *l, int h, const char *name,
 
 	if (node_of(l, h, &n) < 0)
 		return -1;
-	while (name && *name) {
+	if (!name)
+		name = "";
+	while (*name) {
 		const char *slash = strchr(name, '/');
 		size_t len = slash ? (size_t)(slash - name) : strlen(name);
 

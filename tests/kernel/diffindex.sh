@@ -121,7 +121,8 @@ both_image() {	# NAME ARGS...
 }
 
 run_seed() {
-	local seed=$1 ok=1 S=$FS/s$seed l
+	local seed=$1 ok=1 l
+	local S=$FS/s$seed
 	local -a layers
 	mkdir -p "$S/upper" "$S/work"
 	if ! mapfile -t layers < <(/usr/bin/python3 "$TOOLS/mkrandtar.py" \
@@ -156,6 +157,7 @@ run_seed() {
 		fi
 	fi
 
+	# shellcheck disable=SC2034	# read through the nameref below
 	local tars=("${layers[@]}" "$S/upper") img=("oci:$S/img:t" "$S/upper")
 	for form in tars img; do
 		local -n ops=$form
