@@ -453,7 +453,7 @@ int hu_pcache_trim(struct hu_pcache *c, struct hu_error *e)
 	}
 	for (size_t i = 0; i < n; i++)
 		total += v[i].size;
-	if (n)	/* qsort(NULL, 0) is undefined */
+	if (n)
 		qsort(v, n, sizeof(*v), cmp_used);
 	for (size_t i = 0; i < n && total > c->limit; i++) {
 		if (dfd[v[i].kind] >= 0 &&

@@ -619,6 +619,8 @@ struct pb {
 	uint32_t *node_ino;	/* per node of t.ix */
 	size_t ncap;
 	struct timespec now;
+	uid_t uid;		/* ours, once: what the unpack's own */
+	gid_t gid;		/* mkdir and create give */
 };
 
 static struct pb *pb_of(struct tl *t)
@@ -649,8 +651,8 @@ static uint32_t new_inode(struct pb *b, mode_t mode)
 	in = &b->ino[b->nino];
 	memset(in, 0, sizeof(*in));
 	in->mode = mode;
-	in->uid = geteuid();
-	in->gid = getegid();
+	in->uid = b->uid;
+	in->gid = b->gid;
 	in->times[0] = b->t.times[0];
 	in->times[1] = b->t.times[1];
 	return (uint32_t)b->nino++;
@@ -716,7 +718,8 @@ static int put_xattr(struct pb_inode *in, const char *name, const void *val,
 
 	if (!v)
 		return -1;
-	memcpy(v, val, len);
+	if (len)
+		memcpy(v, val, len);
 	for (size_t i = 0; i < in->nx; i++) {
 		if (strcmp(in->x[i].name, name) != 0)
 			continue;
@@ -1197,7 +1200,7 @@ static int put_inode(struct pb *b, struct pb_inode *in, struct buf *inodes,
 	if (in->link && (o.link = str_add(strs, in->link,
 					  strlen(in->link))) == PI_NONE)
 		return -1;
-	if (in->nx)	/* qsort(NULL, 0) is undefined */
+	if (in->nx)
 		qsort(in->x, in->nx, sizeof(*in->x), cmp_xattr);
 	o.xattr = (uint32_t)(xattrs->len / sizeof(struct pi_xattr));
 	o.nxattr = (uint32_t)in->nx;
@@ -1313,7 +1316,7 @@ static int lay_out(struct pb *b, struct pb_out *o)
 			}
 			kids[nk++] = (struct pb_kid){ x->nodes[c].name, c };
 		}
-		if (nk)	/* qsort(NULL, 0) is undefined */
+		if (nk)
 			qsort(kids, nk, sizeof(*kids), cmp_kid);
 		nd.child = nk ? (uint32_t)o->n : 0;
 		nd.nchild = (uint32_t)nk;
@@ -1524,6 +1527,8 @@ int hu_pindex_build(int fd, const struct hu_oci_image *img, size_t k,
 	memcpy(h.magic, PI_MAGIC, 8);
 	h.flags = b.t.as_root ? PI_AS_ROOT : 0;
 	clock_gettime(CLOCK_REALTIME, &b.now);
+	b.uid = geteuid();
+	b.gid = getegid();
 	rc = build(&b, fd, &h);
 	if (rc == 0 && write_image(&b, &h, &image) < 0)
 		rc = hu_error_set(e, ENOMEM, name, "out of memory");

@@ -199,9 +199,10 @@ static void manifest(const struct hu_pindex *x, int sfd)
 
 		hu_pindex_stat(x, v[i].n, &st);
 		print_esc(v[i].path, strlen(v[i].path));
-		printf(" %c %04o %u:%u mtime=%jd%09ld", type_char(st.st_mode),
+		printf(" %c %04o %u:%u mtime=%jd", type_char(st.st_mode),
 		       (unsigned)(st.st_mode & 07777), (unsigned)st.st_uid,
-		       (unsigned)st.st_gid, (intmax_t)st.st_mtim.tv_sec,
+		       (unsigned)st.st_gid,
+		       (intmax_t)st.st_mtim.tv_sec * 1000000000 +
 		       st.st_mtim.tv_nsec);
 		if (!S_ISDIR(st.st_mode))
 			printf(" nlink=%ju", (uintmax_t)st.st_nlink);
