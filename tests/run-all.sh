@@ -31,8 +31,9 @@
 #           HUNION_SANITIZED=1; HUNION_TARSTREAM_SEEDS=N overrides)
 #   pindex  tests/kernel/pindex.sh, the path index of random tarball
 #           layers (and of their blobs in an image, and of hostile ones)
-#           against their unpack (10 seeds; 3 when HUNION_SANITIZED=1;
-#           HUNION_PINDEX_SEEDS=N overrides)
+#           against their unpack, and of the tarballs the CLI cases give
+#           hunion (10 seeds; 3 and no CLI cases when HUNION_SANITIZED=1;
+#           HUNION_PINDEX_SEEDS=N, HUNION_PINDEX_CLI=0|1 override)
 #   mergedown tests/kernel/mergedown.sh, merge --into of random stacks: the
 #           stack without its top layer shows the kernel's view of the
 #           whole stack, or the merge is refused (20 seeds; 5 when
@@ -166,10 +167,10 @@ seeds=20
 suite tarstream "$HERE/kernel/tarstream.sh" "$B/hunion" \
 	"${HUNION_TARSTREAM_SEEDS:-$seeds}"
 
-seeds=10
-[ "${HUNION_SANITIZED:-0}" = 1 ] && seeds=3
-suite pindex "$HERE/kernel/pindex.sh" "$B/hunion" \
-	"${HUNION_PINDEX_SEEDS:-$seeds}"
+seeds=10 cli=1
+[ "${HUNION_SANITIZED:-0}" = 1 ] && seeds=3 cli=0
+suite pindex env HUNION_PINDEX_CLI="${HUNION_PINDEX_CLI:-$cli}" \
+	"$HERE/kernel/pindex.sh" "$B/hunion" "${HUNION_PINDEX_SEEDS:-$seeds}"
 
 seeds=20
 [ "${HUNION_SANITIZED:-0}" = 1 ] && seeds=5

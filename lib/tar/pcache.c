@@ -281,6 +281,32 @@ static int link_tmpfile(int fd, int dfd, const char *tmp)
 	return linkat(AT_FDCWD, proc, dfd, tmp, AT_SYMLINK_FOLLOW);
 }
 
+/* @len bytes of @buf, written and synced, as @tmp in @dfd: made without
+ * a name and linked there (@unnamed: O_TMPFILE, so that a kill before
+ * leaves nothing), or made under it.  -1 with errno, and no @tmp. */
+static int write_as(int dfd, const char *tmp, bool unnamed, const void *buf,
+		    size_t len)
+{
+	int fd, err;
+
+	fd = unnamed ? openat(dfd, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC,
+			      0600) :
+		       hu_wr_create(dfd, tmp, 0600);
+	if (fd < 0)
+		return -1;
+	if (write_all(fd, buf, len) == 0 && hu_wr_fsync(fd) == 0 &&
+	    (!unnamed || link_tmpfile(fd, dfd, tmp) == 0)) {
+		close(fd);
+		return 0;
+	}
+	err = errno;
+	if (!unnamed)
+		(void)unlinkat(dfd, tmp, 0);
+	close(fd);
+	errno = err;
+	return -1;
+}
+
 /* The index @x under @key, whole or not at all: -1 with errno. */
 static int store(struct hu_pcache *c, const char *key,
 		 const struct hu_pindex *x)
@@ -289,8 +315,7 @@ static int store(struct hu_pcache *c, const char *key,
 	char *kdir = strndup(key, (size_t)(slash - key)), tmp[40];
 	const void *buf;
 	size_t len;
-	int dfd, fd, rc = -1, err;
-	bool named = false;
+	int dfd, rc = -1, err;
 
 	if (!kdir)
 		return -1;
@@ -300,29 +325,20 @@ static int store(struct hu_pcache *c, const char *key,
 	if (dfd < 0)
 		return -1;
 	tmp_name(tmp, sizeof(tmp));
-	fd = openat(dfd, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
-	if (fd < 0) {
-		fd = hu_wr_create(dfd, tmp, 0600);
-		named = fd >= 0;
-	}
-	if (fd < 0)
-		goto out;
 	hu_pindex_bytes(x, &buf, &len);
-	if (write_all(fd, buf, len) < 0 || hu_wr_fsync(fd) < 0)
+	/* (no O_TMPFILE on this filesystem, or no /proc to link it by) */
+	if (write_as(dfd, tmp, true, buf, len) < 0 &&
+	    write_as(dfd, tmp, false, buf, len) < 0)
 		goto out;
-	if (!named && link_tmpfile(fd, dfd, tmp) < 0)
+	if (hu_wr_renameat2(dfd, tmp, dfd, slash + 1, 0) < 0) {
+		err = errno;
+		(void)unlinkat(dfd, tmp, 0);
+		errno = err;
 		goto out;
-	named = true;
-	if (hu_wr_renameat2(dfd, tmp, dfd, slash + 1, 0) < 0)
-		goto out;
-	named = false;
+	}
 	rc = 0;
 out:
 	err = errno;
-	if (named)
-		(void)unlinkat(dfd, tmp, 0);
-	if (fd >= 0)
-		close(fd);
 	close(dfd);
 	errno = err;
 	return rc;

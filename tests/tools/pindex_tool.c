@@ -16,8 +16,9 @@
  *   pindex-tool unpack TARBALL CMD...    unpack TARBALL as a layer alone
  *       (hu_tarlayer_unpack, nothing beneath) and run CMD, each argument
  *       "{}" the unpack's root; exit CMD's status
- *   pindex-tool cache DIR TARBALL STREAM hu_pindex_get through the cache
- *       DIR: "cached" or "built", then the manifest
+ *   pindex-tool cache DIR TARBALL|oci:LAYOUT K STREAM
+ *       hu_pindex_get through the cache DIR: "cached" or "built", then
+ *       the manifest
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -356,9 +357,9 @@ int main(int argc, char **argv)
 
 	if (argc >= 4 && !strcmp(argv[1], "unpack"))
 		return unpack(argv[2], argv + 3);
-	if (argc == 5 && !strcmp(argv[1], "cache")) {
-		rc = build(argv[3], NULL, argv[2], &x);
-		stream = argv[4];
+	if ((argc == 5 || argc == 6) && !strcmp(argv[1], "cache")) {
+		rc = build(argv[3], argc == 6 ? argv[4] : NULL, argv[2], &x);
+		stream = argv[argc - 1];
 	} else if (argc >= 4 && !strcmp(argv[1], "manifest")) {
 		rc = build(argv[2], argc > 4 ? argv[3] : NULL, NULL, &x);
 		stream = argv[argc - 1];
@@ -369,7 +370,8 @@ int main(int argc, char **argv)
 	if (rc == 2)
 		fprintf(stderr, "usage: pindex-tool manifest TARBALL|oci:LAYOUT "
 			"K STREAM, data|implicit TARBALL|oci:LAYOUT K, "
-			"unpack TARBALL CMD..., cache DIR TARBALL STREAM\n");
+			"unpack TARBALL CMD..., cache DIR TARBALL|oci:LAYOUT K "
+			"STREAM\n");
 	if (rc)
 		return rc;
 	if (stream) {
