@@ -73,6 +73,13 @@ const struct cmd *cmd_top(void);	/* "hunion" itself, holding them */
 	NULL, "the image of an index an operand oci:DIR[:REF] reads " \
 	"(default: the host's); with -o oci:DIR:TAG also the platform " \
 	"written" }
+/* diff and fsck: where the path indexes of tarball and image layers are
+ * kept (tar/pindex.h). */
+#define OPT_CACHE { "cache-dir", 0, OPT_REQUIRED, "DIR", "@dir", \
+	"keep the path indexes of tarball and image layers in DIR " \
+	"(default: $XDG_CACHE_HOME/hunion)" }, \
+	{ "no-cache", 0, OPT_NONE, NULL, NULL, \
+	"read tarball and image layers afresh, keep no path index" }
 #define OPT_USERXATTR { "userxattr", 0, OPT_NONE, NULL, NULL, \
 	"markers live under user.* instead of trusted.*" }
 /* A stack as overlayfs's mount options and podman inspect's
@@ -212,14 +219,30 @@ struct layer_opts {
 	bool json;
 	bool dry_run;
 	const char *lowerdir, *upperdir;	/* --lowerdir, --upperdir */
+	const char *cache_dir;	/* --cache-dir */
+	bool no_cache;		/* --no-cache */
 };
 /* Refuse an operand oci:DIR[:REF] among @argv[@first..@argc) for a
  * command (@what) that changes its layers or mounts them: -1 after
  * printing why. */
 int refuse_images(const struct cmd *c, int argc, char **argv, int first,
 		  const char *what);
+/* Do the operands @ops (@n) hold a tarball or an image, whose layers a
+ * command may read from their path index? */
+bool operands_have_tarballs(char *const *ops, int n);
+/* The cache of path indexes (--cache-dir DIR, else the default one; none
+ * with --no-cache) into lo->stack.pcache.  A default one that cannot be
+ * opened is a warning, and the indexes are made afresh; DIR is an
+ * error (-1 with @e). */
+int layer_cache_open(struct layer_opts *lo, struct hu_error *e);
+/* After the command's own work: the cache trimmed to its bound (a
+ * failure a warning) and closed. */
+void layer_cache_close(struct layer_opts *lo);
+/* -v: each layer of @s read from its path index, and whether the index
+ * was read from the cache or made. */
+void note_indexes(const struct hu_stack *s);
 /* Handle --format, --platform, --userxattr, -v, -q, --json, -n,
- * --lowerdir, --upperdir: returns 1 if @o was one of them, 0 if not, -1
+ * --lowerdir, --upperdir, --cache-dir, --no-cache: returns 1 if @o was one of them, 0 if not, -1
  * on a bad value. */
 int layer_opt(const struct cmd *c, struct layer_opts *lo,
 	      const struct parsed_opt *o);

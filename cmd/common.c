@@ -7,6 +7,7 @@
 #include <stdio_ext.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cmd.h"
@@ -265,6 +266,61 @@ int refuse_images(const struct cmd *c, int argc, char **argv, int first,
 	return 0;
 }
 
+bool operands_have_tarballs(char *const *ops, int n)
+{
+	struct stat st;
+
+	for (int i = 0; i < n; i++)
+		if (hu_oci_operand(ops[i]) ||
+		    (stat(ops[i], &st) == 0 && S_ISREG(st.st_mode)))
+			return true;
+	return false;
+}
+
+int layer_cache_open(struct layer_opts *lo, struct hu_error *e)
+{
+	struct hu_error w = { 0 };
+
+	lo->stack.pcache = NULL;
+	if (lo->no_cache)
+		return 0;
+	if (lo->cache_dir)
+		return hu_pcache_open(&lo->stack.pcache, lo->cache_dir, e);
+	if (hu_pcache_open(&lo->stack.pcache, NULL, &w) < 0) {
+		hu_error_prefix(&w, NULL);
+		front_report_warn(NULL, &w);
+		hu_error_clear(&w);
+	}
+	return 0;
+}
+
+void layer_cache_close(struct layer_opts *lo)
+{
+	struct hu_error w = { 0 };
+
+	if (!lo->stack.pcache)
+		return;
+	if (hu_pcache_trim(lo->stack.pcache, &w) < 0)
+		front_report_warn(NULL, &w);
+	hu_error_clear(&w);
+	hu_pcache_close(lo->stack.pcache);
+	lo->stack.pcache = NULL;
+}
+
+void note_indexes(const struct hu_stack *s)
+{
+	if (front.verbosity <= 0)
+		return;
+	for (size_t i = 0; i < s->n; i++) {
+		if (!s->layers[i].pindex)
+			continue;
+		front_progress_done();
+		fprintf(stderr, "%s: %s: path index %s\n", front.cmdname,
+			s->layers[i].path, s->layers[i].pindex_cached ?
+			"read from the cache" : "made");
+	}
+}
+
 int layer_opt(const struct cmd *c, struct layer_opts *lo,
 	      const struct parsed_opt *o)
 {
@@ -286,6 +342,10 @@ int layer_opt(const struct cmd *c, struct layer_opts *lo,
 		lo->json = true;
 	} else if (!strcmp(o->name, "dry-run")) {
 		lo->dry_run = true;
+	} else if (!strcmp(o->name, "cache-dir")) {
+		lo->cache_dir = o->arg;
+	} else if (!strcmp(o->name, "no-cache")) {
+		lo->no_cache = true;
 	} else if (!strcmp(o->name, "lowerdir") ||
 		   !strcmp(o->name, "upperdir")) {
 		/* once each: cmd_parse() refuses a second one */

@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cmd.h"
@@ -251,6 +252,54 @@ static int open_trees(char **paths, struct hu_stack *old,
 	return 0;
 }
 
+/* Does the image written (-o oci:) need the data of a lower operand: a
+ * tarball file, whose layer is written anew (an image's layers are
+ * copied as their blobs are)? */
+static bool lower_tarball_written(const struct diff_args *a, char **ops,
+				  int nops)
+{
+	struct stat st;
+
+	if (!a->to_image)
+		return false;
+	for (int i = 0; i + 1 < nops; i++)
+		if (!hu_oci_operand(ops[i]) && stat(ops[i], &st) == 0 &&
+		    S_ISREG(st.st_mode))
+			return true;
+	return false;
+}
+
+/* Are the lower tarballs read from their path index?  Where the diff
+ * reads no lower file's data: not with --exact (bytes compared), not for
+ * a lower tarball that -o oci: writes anew. */
+static bool index_lowers(const struct diff_args *a, char **ops, int nops)
+{
+	return operands_have_tarballs(ops, nops - 1) && !a->exact &&
+	       !lower_tarball_written(a, ops, nops);
+}
+
+/* The stack, its tarball lowers read from their path index where
+ * index_lowers() says, and for --oci not under an overlay top layer with
+ * metacopy files (their data lies beneath) or redirects (a file reached
+ * through a renamed directory is written whole). */
+static int open_stack(struct diff_args *a, char **ops, int nops,
+		      struct hu_stack *s, struct hu_error *e)
+{
+	struct hu_stack_opts so = a->lo.stack;
+	const struct hu_layer *top;
+
+	so.index_tars = index_lowers(a, ops, nops);
+	so.find_refs = so.index_tars && a->oci;
+	if (hu_stack_open(s, ops, nops, &so, e) < 0)
+		return -1;
+	top = &s->layers[s->n - 1];
+	if (!so.find_refs || !hu_layer_is(top, HU_FMT_OVERLAY) ||
+	    top->refs == HU_REFS_NONE)
+		return 0;
+	hu_stack_close(s);
+	return hu_stack_open(s, ops, nops, &a->lo.stack, e);
+}
+
 static int run(struct diff_args *a, char **ops, int nops,
 	       struct hu_error *e)
 {
@@ -286,8 +335,14 @@ static int run(struct diff_args *a, char **ops, int nops,
 		/* Only the top layer is walked whole; the lowers are read
 		 * where it touches them, so their format is detected then. */
 		a->lo.stack.defer_below = nops - 1;
-		if (hu_stack_open(&s, ops, nops, &a->lo.stack, e) < 0)
+		if (index_lowers(a, ops, nops) &&
+		    layer_cache_open(&a->lo, e) < 0)
 			return DIFF_TROUBLE;
+		if (open_stack(a, ops, nops, &s, e) < 0) {
+			layer_cache_close(&a->lo);
+			return DIFF_TROUBLE;
+		}
+		note_indexes(&s);
 		co.base = s.n - 1;
 	}
 	warn_live_layers(&s, &report);
@@ -303,6 +358,7 @@ static int run(struct diff_args *a, char **ops, int nops,
 	hu_stack_close(&s);
 	if (a->trees)
 		hu_stack_close(&old);
+	layer_cache_close(&a->lo);
 	return rc;
 }
 

@@ -102,7 +102,7 @@ static const struct cmd_opt diff_opts[] = {
 	  "exit 1 when there are changes, with -o too (a listing always "
 	  "does)" },
 	OPT_TAR_OUT, OPT_OCI_OUT, OPT_LAYERDIRS, OPT_FORMAT, OPT_PLATFORM_OUT,
-	OPT_USERXATTR, OPT_DRY_RUN,
+	OPT_USERXATTR, OPT_CACHE, OPT_DRY_RUN, OPT_VERBOSE,
 	OPT_QUIET, OPT_PROGRESS, OPT_HELP, OPT_END
 };
 
@@ -128,7 +128,8 @@ static const struct cmd_opt fsck_opts[] = {
 	{ "force", 0, OPT_NONE, NULL, NULL,
 	  "with -p or -y: repair where it cannot be known whether a mounted "
 	  "overlay uses the layer" },
-	OPT_LAYERDIRS, OPT_FORMAT, OPT_PLATFORM, OPT_USERXATTR, OPT_VERBOSE, OPT_QUIET, OPT_PROGRESS,
+	OPT_LAYERDIRS, OPT_FORMAT, OPT_PLATFORM, OPT_USERXATTR,
+	OPT_VERBOSE, OPT_QUIET, OPT_PROGRESS,
 	{ "completion-fd", 'C', OPT_REQUIRED, "FD", NULL,
 	  "e2fsck's completion lines (PASS CURRENT MAX DEVICE) on FD, or "
 	  "with 0 its bar on standard output (a terminal)" },

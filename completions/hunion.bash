@@ -23,9 +23,9 @@ _hunion_spec()
 		;;
 	'hunion diff')
 		subs=''
-		longs='--recursive --json --exact --trees --oci --output= --exit-code --compress= --level= --threads= --descriptor= --clamp-mtime= --opaque-markers --config= --config.cmd= --config.entrypoint= --config.env= --config.label= --config.exposedports= --config.volume= --config.user= --config.workingdir= --author= --history= --lowerdir= --upperdir= --format= --platform= --userxattr --dry-run --quiet --progress= --progress-fd= --help'
-		shorts='-r -o -n -q -h'
-		args='-o --output --compress --level --threads --descriptor --clamp-mtime --config --config.cmd --config.entrypoint --config.env --config.label --config.exposedports --config.volume --config.user --config.workingdir --author --history --lowerdir --upperdir --format --platform --progress --progress-fd'
+		longs='--recursive --json --exact --trees --oci --output= --exit-code --compress= --level= --threads= --descriptor= --clamp-mtime= --opaque-markers --config= --config.cmd= --config.entrypoint= --config.env= --config.label= --config.exposedports= --config.volume= --config.user= --config.workingdir= --author= --history= --lowerdir= --upperdir= --format= --platform= --userxattr --cache-dir= --no-cache --dry-run --verbose --quiet --progress= --progress-fd= --help'
+		shorts='-r -o -n -v -q -h'
+		args='-o --output --compress --level --threads --descriptor --clamp-mtime --config --config.cmd --config.entrypoint --config.env --config.label --config.exposedports --config.volume --config.user --config.workingdir --author --history --lowerdir --upperdir --format --platform --cache-dir --progress --progress-fd'
 		operands='@layer'
 		;;
 	'hunion flatten')
@@ -159,6 +159,7 @@ _hunion_values()
 	'hunion diff --lowerdir') printf '%s\n' '@dir' ;;
 	'hunion diff --upperdir') printf '%s\n' '@dir' ;;
 	'hunion diff --format') printf '%s\n' 'auto|union|overlay|oci' ;;
+	'hunion diff --cache-dir') printf '%s\n' '@dir' ;;
 	'hunion diff --progress') printf '%s\n' 'auto|always|never' ;;
 	'hunion flatten --output'|'hunion flatten -o') printf '%s\n' '@file' ;;
 	'hunion flatten --compress') printf '%s\n' 'auto|none|gzip|zstd|xz|bzip2' ;;

@@ -236,6 +236,9 @@ const char *hu_format_name(enum hu_format f);
 /* Parse "auto", "union", "overlay", "oci"; -1 when unknown. */
 int hu_format_parse(const char *s, enum hu_format *out);
 
+struct hu_pindex;
+struct hu_pcache;
+struct hu_ldir_imp;
 struct hu_layer {
 	char *path;		/* as given by the user, for messages */
 	int fd;			/* the layer's root directory */
@@ -308,7 +311,26 @@ struct hu_layer {
 	 * layer.  The stack owns the image (hu_stack.images). */
 	const struct hu_oci_image *image;
 	size_t image_layer;
+	/* A tarball layer read from its path index (tar/pindex.h), never
+	 * unpacked: @fd and every directory of it are handles of the index
+	 * (layer/ldir.h), not fds; NULL for every other layer.  The layer
+	 * owns the index, and keeps what its implicit directories take
+	 * from the layers beneath (@implied, sorted by node). */
+	struct hu_pindex *pindex;
+	bool pindex_cached;	/* read from the cache, not made */
+	struct hu_ldir_imp *implied;
+	size_t nimplied;
 };
+
+/* ---- the path index cache (tar/pcache.c) -------------------------------- */
+
+/* What the front end needs of the cache of path indexes (tar/pindex.h
+ * says the rest): hu_stack_opts.pcache opened from directory @dir (NULL:
+ * $XDG_CACHE_HOME/hunion, else $HOME/.cache/hunion), trimmed to its
+ * bound after the command's own work, closed. */
+int hu_pcache_open(struct hu_pcache **c, const char *dir, struct hu_error *e);
+int hu_pcache_trim(struct hu_pcache *c, struct hu_error *e);
+void hu_pcache_close(struct hu_pcache *c);
 
 /* ---- OCI images (lib/oci/) ---------------------------------------------- */
 
@@ -400,6 +422,12 @@ struct hu_stack_opts {
 				 * hu_layer.refs (one xattr listing per
 				 * regular file): what merge --into needs
 				 * to skip its search */
+	/* Tarball and image layers below the top one read from their path
+	 * index (layer/ldir.h) instead of unpacked: for a command that reads
+	 * no file data of theirs (diff's listing).  @pcache: where the
+	 * indexes are kept (NULL: made afresh each time, --no-cache). */
+	bool index_tars;
+	struct hu_pcache *pcache;
 	const struct hu_report *report;	/* warnings while opening (a
 					 * tarball's duplicate entries);
 					 * may be NULL */

@@ -253,6 +253,9 @@ size_t hu_vdir_prefetch(struct hu_vdir *d, size_t from);
  * touches the child alone: another thread may then be the parent's. */
 int hu_vdir_open_child_lazy(struct hu_vdir *d, const struct hu_ventry *ent,
 			    struct hu_vdir **out, struct hu_error *e);
+/* lstat of the topmost layer directory of @d (hu_vdir_fd()'s), through
+ * its layer (layer/ldir.h): -1 with errno. */
+int hu_vdir_stat(const struct hu_vdir *d, struct stat *st);
 /* How many layer directories make up view directory @d (one fd each). */
 size_t hu_vdir_width(const struct hu_vdir *d);
 /* The directory of layer @layer that is part of @d (after redirects, as
@@ -579,6 +582,11 @@ int hu_copy_xattrs_raw(int sfd, const char *sname, int dfd, const char *dname,
  * ($TMPDIR or /var/tmp, mode 0700) read as an OCI layer, and removed when
  * the layer is closed.
  */
+/* Is @l a tarball layer: unpacked, streamed or read from its index? */
+static inline bool hu_layer_tarball(const struct hu_layer *l)
+{
+	return l->unpacked || l->streamed || l->pindex;
+}
 /* Does the file @fd hold a tarball (zstd or gzip magic, a ustar header or
  * an all-zero first block)?  Reads its first block with pread. */
 bool hu_tar_sniff(int fd);

@@ -44,6 +44,10 @@
 #           the upper must stay as it was (10 seeds; 3 when sanitized;
 #           HUNION_MERGEDOWN_KEEP_SEEDS=N overrides); seed 2 (a redirected
 #           directory, merged through a clone) killed at every step
+#   diffindex tests/kernel/diffindex.sh, diff over random tarball stacks
+#           and their image read from the path index against the unpack
+#           (HUNION_INDEX=0) and against the kernel's lower (10 seeds; 3
+#           when HUNION_SANITIZED=1; HUNION_DIFFINDEX_SEEDS=N overrides)
 # A sanitizer's report makes the process exit 86 (ASAN_OPTIONS and
 # UBSAN_OPTIONS exitcode=86), a status no test accepts.
 # Every suite runs even when an earlier one failed.  Prints one summary
@@ -183,6 +187,11 @@ kill=2
 suite mergedown-keep env HUNION_MERGEDOWN_KEEP=1 \
 	HUNION_MERGEDOWN_KILL="$kill" "$HERE/kernel/mergedown.sh" "$B/hunion" \
 	"${HUNION_MERGEDOWN_KEEP_SEEDS:-$seeds}"
+
+seeds=10
+[ "${HUNION_SANITIZED:-0}" = 1 ] && seeds=3
+suite diffindex "$HERE/kernel/diffindex.sh" "$B/hunion" \
+	"${HUNION_DIFFINDEX_SEEDS:-$seeds}"
 
 echo "== summary ($B, $((SECONDS - t_all)) s)"
 printf '%s\n' "${summary[@]}"

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "layer/ldir.h"
 
 static int name_cmp(const void *a, const void *b)
 {
@@ -182,6 +183,8 @@ int hu_layer_names_read(const struct hu_layer *l, int fd, bool fresh,
 			struct hu_names *out, const char *path,
 			struct hu_error *e)
 {
+	if (hu_ldir_indexed(l))
+		return hu_ldir_names(l, fd, out, path, e);
 	return names_read(fd, !fresh, l->readdir_fills, out, path, e);
 }
 

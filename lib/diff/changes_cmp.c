@@ -12,12 +12,19 @@
 #include <unistd.h>
 
 #include "diff/changes.h"
+#include "layer/ldir.h"
 
 int chg_fail(const struct chg_side *side, struct hu_error *e)
 {
 	hu_error_prefix(e, hu_vdir_path(side->d));
 	hu_error_prefix(e, side->s->layers[side->ent->layer].path);
 	return -1;
+}
+
+/* The layer @side's entry is of. */
+static const struct hu_layer *side_layer(const struct chg_side *side)
+{
+	return &side->s->layers[side->ent->layer];
 }
 
 static int side_fail(const struct chg_side *side, int err, const char *what,
@@ -62,7 +69,8 @@ static int xnames_read(const struct chg_side *side, struct xnames *x,
 	ssize_t len;
 
 	memset(x, 0, sizeof(*x));
-	if (hu_llistxattr_at(ent->dirfd, ent->name, &x->buf, &len) < 0)
+	if (hu_ldir_listxattr(side_layer(side), ent->dirfd, ent->name,
+			      &x->buf, &len) < 0)
 		return side_fail(side, errno, "cannot list xattrs", e);
 	if (!len)
 		return 0;
@@ -93,8 +101,8 @@ static int xvalue(const struct chg_side *side, const char *attr, char **out,
 
 	*out = NULL;
 	for (int tries = 0; tries < 8; tries++) {
-		ssize_t n = hu_lgetxattr_at(ent->dirfd, ent->name, attr,
-					    NULL, 0);
+		ssize_t n = hu_ldir_getxattr(side_layer(side), ent->dirfd,
+					     ent->name, attr, NULL, 0);
 		char *v;
 
 		if (n < 0)
@@ -102,7 +110,8 @@ static int xvalue(const struct chg_side *side, const char *attr, char **out,
 		v = malloc(n ? n : 1);
 		if (!v)
 			return side_fail(side, ENOMEM, "out of memory", e);
-		*len = hu_lgetxattr_at(ent->dirfd, ent->name, attr, v, n);
+		*len = hu_ldir_getxattr(side_layer(side), ent->dirfd,
+					ent->name, attr, v, n);
 		if (*len >= 0) {
 			*out = v;
 			return 0;
@@ -241,7 +250,8 @@ static int read_target(const struct chg_side *side, char **out,
 
 	if (!t)
 		return side_fail(side, ENOMEM, "out of memory", e);
-	n = readlinkat(side->ent->dirfd, side->ent->name, t, size);
+	n = hu_ldir_readlink(side_layer(side), side->ent->dirfd,
+			     side->ent->name, t, size);
 	if (n < 0 || (size_t)n >= size) {
 		free(t);
 		return side_fail(side, n < 0 ? errno : EAGAIN,

@@ -681,7 +681,7 @@ static int check_layer(struct fsck_run *r, struct hu_error *e)
 	int rc;
 
 	r->format_kept = false;
-	if (l->unpacked)
+	if (hu_layer_tarball(l))
 		return fsck_tarball(r, l, e);
 	/*
 	 * A deferred layer (the bottom one, -n) is settled by its check's
@@ -885,7 +885,7 @@ static int check_writable(const struct hu_stack *s, size_t from,
 
 		if (k + 1 < s->n && !o->repair_lowers)
 			continue;
-		if (l->unpacked)
+		if (hu_layer_tarball(l))
 			return hu_error_set(e, 0, l->path, "a tarball layer "
 					    "is checked read only (-n): -p "
 					    "and -y do not apply; nothing was "

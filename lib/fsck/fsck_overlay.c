@@ -88,7 +88,7 @@ int ovl_vdir_key(struct hu_vdir *v, dev_t *dev, ino_t *ino,
 {
 	struct stat st;
 
-	if (fstat(hu_vdir_fd(v, NULL), &st) < 0)
+	if (hu_vdir_stat(v, &st) < 0)
 		return hu_error_set(e, errno, hu_vdir_path(v),
 				    "cannot stat directory");
 	*dev = st.st_dev;
@@ -586,7 +586,12 @@ static int metacopy_data(struct fsck_run *r, struct fsck_dir *d,
 	}
 	if (rc == 0 && v)
 		rc = hu_vdir_lookup(v, leaf, &ent, e);
-	if (rc == 1 && S_ISREG(ent.st.st_mode)) {
+	if (rc == 1 && S_ISREG(ent.st.st_mode) &&
+	    fsck_below(r)->layers[ent.layer].pindex) {
+		/* an OCI layer's file, read from its index: its own data */
+		rc = 0;
+		*has = true;
+	} else if (rc == 1 && S_ISREG(ent.st.st_mode)) {
 		fd = hu_vdir_open_data(v, &ent, NULL, e);
 		rc = 0;
 		if (fd >= 0) {

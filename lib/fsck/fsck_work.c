@@ -354,7 +354,7 @@ int fsck_workdir(struct fsck_run *r, const char *workdir, struct hu_error *e)
 	bool nested = false;
 	int wfd, rc;
 
-	if (fsck_layer(r)->unpacked)
+	if (hu_layer_tarball(fsck_layer(r)))
 		return hu_error_set(e, 0, workdir, "a workdir goes with an "
 				    "overlay's upper directory, not with a "
 				    "tarball layer");

@@ -19,6 +19,8 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "layer/ldir.h"
+#include "tar/pindex.h"
 #include "mount/mountinfo.h"
 
 /* Can this process read trusted.* xattrs (CAP_SYS_ADMIN)? */
@@ -150,7 +152,7 @@ static int detect_pending(struct pending *p, struct hu_error *e)
  * is OCI whatever it holds)? */
 static bool kernel_layer(const struct hu_layer *l)
 {
-	return !l->unpacked && (hu_layer_is(l, HU_FMT_UNION) ||
+	return !hu_layer_tarball(l) && (hu_layer_is(l, HU_FMT_UNION) ||
 				hu_layer_is(l, HU_FMT_OVERLAY));
 }
 
@@ -208,7 +210,7 @@ int hu_stack_read_names(struct hu_layer *v, size_t n,
 
 		names = names || (known && v[i].oci_by_names);
 		kernel = kernel || (known && kernel_layer(&v[i]));
-		tar = tar || v[i].unpacked;
+		tar = tar || hu_layer_tarball(&v[i]);
 		later = later || !known;
 	}
 	if (!names || (!kernel && !later))
@@ -247,6 +249,24 @@ int hu_stack_read_names(struct hu_layer *v, size_t n,
 	return rc;
 }
 
+/* The tarball open at @fd read as index layer @l (layer/ldir.h): its
+ * path index (tar/pindex.h), from the cache or made in one pass over it,
+ * never unpacked.  Its implicit directories read the view of @below,
+ * whose formats are settled. */
+static int index_tarball(struct hu_layer *l, int fd,
+			 const struct hu_stack *below,
+			 const struct hu_stack_opts *o, struct hu_error *e)
+{
+	struct hu_pindex *x;
+	bool cached;
+
+	if (hu_pindex_get(o->pcache, fd, l->image, l->image_layer, l->path,
+			  o->report, &x, &cached, e) < 0)
+		return -1;
+	l->pindex_cached = cached;
+	return hu_ldir_imply(l, x, below, e);
+}
+
 /* The tarball open at @fd (closed here) unpacked as layer @l, once the
  * layers beneath have settled their formats; the file's identity kept,
  * so that no output may replace it (outfile.c). */
@@ -264,6 +284,15 @@ static int unpack_tarball(struct hu_layer *l, int fd,
 	}
 	l->file_dev = st.st_dev;
 	l->file_ino = st.st_ino;
+	if (o->index_tars && !o->tar_sources) {
+		if (p && detect_pending(p, e) < 0) {
+			close(fd);
+			return -1;
+		}
+		rc = index_tarball(l, fd, below, o, e);
+		close(fd);
+		return rc;
+	}
 	if (o->tar_sources) {
 		/* read later, straight into an output (mergetar.c) */
 		l->fd = fd;
@@ -415,17 +444,22 @@ struct layer_src {
 	const char *path;
 	const struct hu_oci_image *img;
 	size_t k;
+	bool index;		/* a tarball: read from its index */
 };
 
 /* @below: the layers already open beneath @l (NULL when alone).  With @p,
  * a layer to detect is left waiting in it (detect_pending). */
 static int layer_open(struct hu_layer *l, const struct layer_src *src,
 		      const struct hu_stack *below, struct pending *p,
-		      const struct hu_stack_opts *o, struct hu_error *e)
+		      const struct hu_stack_opts *so, struct hu_error *e)
 {
+	/* this layer's: a tarball read from its index or unpacked */
+	struct hu_stack_opts lo = *so;
+	const struct hu_stack_opts *o = &lo;
 	const char *path = src->path;
 	int rc;
 
+	lo.index_tars = src->index;
 	memset(l, 0, sizeof(*l));
 	l->image = src->img;
 	l->image_layer = src->k;
@@ -439,7 +473,7 @@ static int layer_open(struct hu_layer *l, const struct layer_src *src,
 	if (open_root(l, path, below, p, o, e) < 0)
 		goto fail;
 	l->userxattr = o->userxattr;
-	if (l->unpacked || l->streamed)
+	if (hu_layer_tarball(l))
 		return 0;	/* a tarball: always OCI, no trusted.* */
 	if (o->tar_sources) {
 		hu_error_set(e, 0, path, "not a tarball: cannot be streamed");
@@ -497,7 +531,9 @@ int hu_layer_open(struct hu_layer *l, const char *path,
 
 void hu_layer_close(struct hu_layer *l)
 {
-	if (l->fd >= 0)
+	if (l->pindex)
+		hu_ldir_free(l);	/* the fd is the index's root */
+	else if (l->fd >= 0)
 		close(l->fd);
 	l->fd = -1;
 	hu_tarlayer_remove(l);
@@ -596,6 +632,10 @@ int hu_stack_open(struct hu_stack *s, char *const paths[], size_t nops,
 	struct pending p = { 0 };
 	struct layer_src *src = NULL;
 	size_t n = 0;
+	/* HUNION_INDEX=0: unpacked all the same, for the tests that hold
+	 * the two paths to one answer */
+	const char *env = getenv("HUNION_INDEX");
+	bool index = o->index_tars && !(env && !strcmp(env, "0"));
 
 	memset(s, 0, sizeof(*s));
 	s->problems = o->problems;
@@ -617,10 +657,12 @@ int hu_stack_open(struct hu_stack *s, char *const paths[], size_t nops,
 					  .problems = o->problems };
 
 		p.n = i;
+		src[i].index = index && i + 1 < n;
 		if (layer_open(&s->layers[i], &src[i], &below, &p, o, e) < 0)
 			goto fail;
 		s->n = i + 1;
-		for (size_t j = 0; j < i && !s->layers[i].streamed; j++) {
+		for (size_t j = 0; j < i && !s->layers[i].streamed &&
+				   !s->layers[i].pindex; j++) {
 			if (s->layers[j].dev == s->layers[i].dev &&
 			    s->layers[j].ino == s->layers[i].ino) {
 				hu_error_set(e, 0, src[i].path,

@@ -486,9 +486,9 @@ static size_t read_dirs(const struct hu_stack *s, const char *workdir,
 	size_t n = 0;
 
 	for (size_t k = s->n; k-- > 0;)
-		d[n++] = (struct hu_dir_ref){ s->layers[k].fd,
-					      s->layers[k].path, "layer",
-					      false, false };
+		if (!s->layers[k].pindex)	/* a file, no directory */
+			d[n++] = (struct hu_dir_ref){ s->layers[k].fd,
+				s->layers[k].path, "layer", false, false };
 	if (workfd >= 0)
 		d[n++] = (struct hu_dir_ref){ workfd, workdir, "workdir",
 					      false, false };

@@ -26,7 +26,8 @@ static int check_not_input(const char *path, const struct stat *st,
 	for (size_t i = 0; s && i < s->n; i++) {
 		const struct hu_layer *l = &s->layers[i];
 
-		if (l->unpacked && l->file_dev == st->st_dev &&
+		if ((l->unpacked || l->pindex) &&
+		    l->file_dev == st->st_dev &&
 		    l->file_ino == st->st_ino)
 			return hu_error_set(e, 0, path, "is the layer %s: "
 					    "refusing to write over an input",

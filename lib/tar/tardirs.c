@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "layer/ldir.h"
 #include "tar/tarlayer.h"
 
 static char no_memory[] = "";
@@ -445,22 +446,25 @@ static int below_vdir(struct dwalk *w, size_t k, struct hu_vdir **vd)
 static int imply_from_below(struct dwalk *w, size_t k, struct ti_dir *d)
 {
 	struct tl *t = w->t;
+	const struct hu_layer *bl;
 	struct hu_vdir *vd;
 	struct stat st;
+	size_t layer;
 	int bfd;
 
 	if (below_vdir(w, k, &vd) < 0)
 		return -1;
 	if (!vd)
 		return 0;
-	bfd = hu_vdir_fd(vd, NULL);
-	if (fstat(bfd, &st) < 0)
+	bfd = hu_vdir_fd(vd, &layer);
+	bl = &t->below->layers[layer];
+	if (hu_ldir_stat(bl, bfd, NULL, &st) < 0)
 		return node_fail(t, w->f[k].node, errno,
 				 "cannot stat the directory beneath");
 	if (t->as_root && hu_wr_fchownat(w->f[k].fd, "", st.st_uid,
 					 st.st_gid, AT_EMPTY_PATH) < 0)
 		return node_fail(t, w->f[k].node, errno, "cannot set owner");
-	if (hu_copy_xattrs(bfd, NULL, w->f[k].fd, NULL, t->e) < 0)
+	if (hu_ldir_copy_xattrs(bl, bfd, w->f[k].fd, t->e) < 0)
 		return -1;
 	d->mode = st.st_mode & 07777;
 	d->times[0] = st.st_atim;

@@ -11,6 +11,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "layer/ldir.h"
 #include "view/view.h"
 
 /* Close the prefetched fds not handed out. */
@@ -200,14 +201,11 @@ static int open_data(struct hu_vdir *d, const struct hu_ventry *ent,
 		     bool *own, bool quiet, struct hu_error *e)
 {
 	const struct hu_layer *l = &d->s->layers[ent->layer];
-	int fd = openat(ent->dirfd, ent->name,
-			O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	int fd = hu_ldir_open_data(l, ent->dirfd, ent->name, O_RDONLY, e);
 	bool mc;
 
-	if (fd < 0) {
-		hu_error_set(e, errno, ent->name, "cannot open");
+	if (fd < 0)
 		return view_fail(d, ent->layer, e);
-	}
 	/* A layer still deferred has no marker on this entry, or reading it
 	 * would have settled the layer; and the lister may be settling it
 	 * now: ask the flag, not the format. */

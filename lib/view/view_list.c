@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "layer/ldir.h"
 #include "view/view.h"
 
 /* When @ent's xattr names were read (by the lister, or to probe a
@@ -33,25 +34,25 @@ bool view_known_unmarked(const struct hu_ventry *ent)
 }
 
 /* Read @ent's xattr names into it; false (names left NULL) on failure. */
-static bool read_names(struct hu_ventry *ent)
+static bool read_names(const struct hu_layer *l, struct hu_ventry *ent)
 {
 	/* XATTR_LIST_MAX: every list fits */
 	static __thread char buf[65536];
-	ssize_t n = hu_listxattr_at(ent->dirfd, ent->name, buf, sizeof(buf));
-	char *copy;
+	char *list, *copy;
+	ssize_t n = hu_ldir_xattr_names(l, ent->dirfd, ent->name, buf,
+					sizeof(buf), &list);
 
-	if (n < 0 && errno == ENOTSUP)
-		n = 0;
 	if (n < 0)
 		return false;
 	if (n == 0) {
 		ent->xattr_names = "";
 		return true;
 	}
-	copy = malloc(n);
+	copy = list != buf ? list : malloc(n);
 	if (!copy)
 		return false;
-	memcpy(copy, buf, n);
+	if (copy != list)
+		memcpy(copy, buf, n);
 	ent->xattr_names = copy;	/* freed by drop_names() */
 	ent->xattr_names_len = n;
 	return true;
@@ -64,7 +65,7 @@ void hu_vdir_read_xattr_names(struct hu_vdir *d, size_t from_layer)
 
 		/* a deferred layer's files have theirs already (decide) */
 		if (ent->layer >= from_layer && !ent->xattr_names)
-			(void)read_names(ent);
+			(void)read_names(&d->s->layers[ent->layer], ent);
 	}
 }
 
@@ -248,7 +249,7 @@ static int decide(struct hu_vdir *d, const struct vrec *g, size_t ng,
 		return 0;
 	if (known)
 		ent->st = *known;
-	else if (fstatat(v->fd, top->name, &ent->st, AT_SYMLINK_NOFOLLOW) < 0) {
+	else if (hu_ldir_stat(l, v->fd, top->name, &ent->st) < 0) {
 		hu_error_set(e, errno, top->name, "cannot stat");
 		return view_fail(d, v->layer, e);
 	}
@@ -260,7 +261,7 @@ static int decide(struct hu_vdir *d, const struct vrec *g, size_t ng,
 	    half_dir_times(v->fd, top->name, &ent->st, e) < 0)
 		return view_fail(d, v->layer, e);
 	if (keep_names && l->deferred && S_ISREG(ent->st.st_mode) &&
-	    read_names(ent))
+	    read_names(l, ent))
 		rc = hu_layer_probe_xattr_names(l, ent->xattr_names,
 						ent->xattr_names_len, e);
 	else

@@ -14,6 +14,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "layer/ldir.h"
 #include "view/view.h"
 
 /* Errors below name paths relative to a layer directory of @d. */
@@ -81,10 +82,12 @@ struct dir_marks {
 	bool redirect;		/* a private *.redirect name is there */
 };
 
-static void dir_marks_read(int fd, struct dir_marks *dm)
+static void dir_marks_read(const struct hu_layer *l, int fd,
+			   struct dir_marks *dm)
 {
 	char small[1024], *list;
-	ssize_t n = hu_xattr_names(fd, NULL, small, sizeof(small), &list);
+	ssize_t n = hu_ldir_xattr_names(l, fd, NULL, small, sizeof(small),
+					&list);
 
 	*dm = (struct dir_marks){ .listed = n >= 0, .none = n == 0 };
 	for (ssize_t off = 0; off < n; off += strlen(list + off) + 1) {
@@ -119,7 +122,7 @@ static int dir_stops(const struct hu_stack *s, size_t layer, int fd,
 	if (hu_layer_probe_dir(l, fd, e) < 0)
 		return -1;
 	if (hu_layer_is(l, HU_FMT_OCI)) {
-		if (fstatat(fd, HU_OCI_OPAQUE, &st, AT_SYMLINK_NOFOLLOW) == 0)
+		if (hu_ldir_stat(l, fd, HU_OCI_OPAQUE, &st) == 0)
 			*stop = true;
 		else if (errno != ENOENT)
 			return hu_error_set(e, errno, HU_OCI_OPAQUE,
@@ -147,7 +150,7 @@ static int root_stops(const struct hu_layer *l, bool *stop, struct hu_error *e)
 		return -1;
 	if (!hu_layer_is(l, HU_FMT_OCI))
 		return 0;
-	if (fstatat(l->fd, HU_OCI_OPAQUE, &st, AT_SYMLINK_NOFOLLOW) == 0)
+	if (hu_ldir_stat(l, l->fd, HU_OCI_OPAQUE, &st) == 0)
 		*stop = true;
 	else if (errno != ENOENT)
 		return hu_error_set(e, errno, HU_OCI_OPAQUE, "cannot stat");
@@ -168,7 +171,7 @@ int view_read_redirect(const struct hu_layer *l, int fd, char **out,
 		if (!hu_layer_overlay_xattr(l, i, "redirect", attr,
 					    sizeof(attr)))
 			continue;
-		n = fgetxattr(fd, attr, NULL, 0);
+		n = hu_ldir_getxattr(l, fd, NULL, attr, NULL, 0);
 		if (n < 0 && errno != ENODATA && errno != ENOTSUP)
 			return hu_error_set(e, errno, NULL, "cannot read %s",
 					    attr);
@@ -178,7 +181,7 @@ int view_read_redirect(const struct hu_layer *l, int fd, char **out,
 	v = malloc(n + 1);
 	if (!v)
 		return hu_error_set(e, ENOMEM, NULL, "out of memory");
-	n = fgetxattr(fd, attr, v, n);
+	n = hu_ldir_getxattr(l, fd, NULL, attr, v, n);
 	if (n < 0) {
 		free(v);
 		return hu_error_set(e, errno, NULL, "cannot read %s", attr);
@@ -290,15 +293,15 @@ static int probe_name(const struct hu_stack *s, size_t j, int fd,
 	return hu_layer_probe_name(&s->layers[j], fd, name, e);
 }
 
-/* Does OCI directory @fd hold ".wh.@name"? */
-static bool oci_whiteout(int fd, const char *name)
+/* Does OCI directory @fd of @l hold ".wh.@name"? */
+static bool oci_whiteout(const struct hu_layer *l, int fd, const char *name)
 {
 	char wh[NAME_MAX + 1];
 	struct stat st;
 
 	if (!hu_oci_whiteout_name(wh, sizeof(wh), name))
 		return false;
-	return fstatat(fd, wh, &st, AT_SYMLINK_NOFOLLOW) == 0;
+	return hu_ldir_stat(l, fd, wh, &st) == 0;
 }
 
 /* Redirect @r of directory @comps[0..@k] under @base_path in layer @j is
@@ -367,9 +370,9 @@ int view_lookup_layer(const struct hu_stack *s, size_t j, int base,
 			if (probe_name(s, j, fd, comps[k], e) < 0)
 				goto out;
 			if (hu_layer_is(l, HU_FMT_OCI) &&
-			    oci_whiteout(fd, comps[k]))
+			    oci_whiteout(l, fd, comps[k]))
 				lk->stop = true;	/* hides what lies below */
-			if (fstatat(fd, comps[k], st, AT_SYMLINK_NOFOLLOW) < 0) {
+			if (hu_ldir_stat(l, fd, comps[k], st) < 0) {
 				rc = (errno == ENOENT || errno == ENAMETOOLONG ||
 				      errno == ENOTDIR) ? 0 :
 					hu_error_set(e, errno, comps[k],
@@ -399,17 +402,17 @@ int view_lookup_layer(const struct hu_stack *s, size_t j, int base,
 			rc = 0;
 			goto out;
 		}
-		sub = hu_open_dir_at(fd, comps[k]);
+		sub = hu_ldir_open(l, fd, comps[k]);
 		if (sub < 0) {
 			hu_error_set(e, errno, comps[k], "cannot open directory");
 			goto out;
 		}
 		if (fd != base)
-			close(fd);
+			hu_ldir_close(l, fd);
 		fd = sub;
 		if (j == 0)
 			continue;	/* the bottom: nothing below to steer */
-		dir_marks_read(fd, &dm);
+		dir_marks_read(l, fd, &dm);
 		lk->bare = last && dm.none;
 		if (dir_steers(s, j, fd, &dm, &stop, &r, e) < 0)
 			goto out;
@@ -434,17 +437,14 @@ int view_lookup_layer(const struct hu_stack *s, size_t j, int base,
 		*found = fd;
 		fd = base;
 	} else {
-		*found = openat(fd, comps[n - 1],
-				O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-		if (*found < 0) {
-			hu_error_set(e, errno, comps[n - 1], "cannot open");
+		*found = hu_ldir_open_data(l, fd, comps[n - 1], O_RDONLY, e);
+		if (*found < 0)
 			goto out;
-		}
 	}
 	rc = 0;
 out:
 	if (fd != base)
-		close(fd);
+		hu_ldir_close(l, fd);
 	free(comps);
 	free(copy);
 	return rc;
@@ -484,11 +484,11 @@ int hu_vdir_join(struct hu_vdir *d, size_t layer, const char *name,
 	}
 	if (at == 0 || at == d->nd)
 		return 0;	/* not between two of @d's directories */
-	fd = hu_open_dir_at(pv->fd, name);
+	fd = hu_ldir_open(&d->s->layers[layer], pv->fd, name);
 	if (fd < 0)
 		return hu_error_set(e, errno, name, "cannot open directory");
 	if (vdir_push(d, layer, fd, true, NULL) < 0) {
-		close(fd);
+		hu_ldir_close(&d->s->layers[layer], fd);
 		return hu_error_set(e, ENOMEM, NULL, "out of memory");
 	}
 	/* pushed last: moved up to its place, topmost first */
@@ -549,7 +549,8 @@ int view_complete(struct hu_vdir *d, struct hu_error *e)
 	if (!d->bottom_pending)
 		return 0;
 	d->bottom_pending = false;
-	fd = hu_open_dir_beneath(d->s->layers[0].fd, d->path);
+	fd = hu_ldir_open_beneath(&d->s->layers[0], d->s->layers[0].fd,
+				  d->path);
 	if (fd < 0) {
 		if (errno == ENOENT || errno == ENOTDIR ||
 		    errno == ENAMETOOLONG)
@@ -558,7 +559,7 @@ int view_complete(struct hu_vdir *d, struct hu_error *e)
 		return view_fail(d, 0, e);
 	}
 	if (vdir_push(d, 0, fd, true, NULL) < 0) {
-		close(fd);
+		hu_ldir_close(&d->s->layers[0], fd);
 		return hu_error_set(e, ENOMEM, NULL, "out of memory");
 	}
 	/* what a lookup saw is one per layer directory: the new one, the
@@ -653,7 +654,7 @@ static int lookup_below(struct hu_vdir *parent, struct hu_vdir *child,
 			continue;
 		}
 		if (vdir_push(child, j, fd, true, path) < 0) {
-			close(fd);
+			hu_ldir_close(&s->layers[j], fd);
 			return hu_error_set(e, ENOMEM, NULL, "out of memory");
 		}
 		child->d[child->nd - 1].bare = lk->bare;
@@ -704,7 +705,10 @@ static int same_below(const struct hu_vdir *a, const struct hu_vdir *b,
 		w = view_vlayer_of(b, v->layer);
 		if (!w)
 			return 0;
-		if (fstat(v->fd, &sa) < 0 || fstat(w->fd, &sb) < 0) {
+		if (hu_ldir_stat(&a->s->layers[v->layer], v->fd, NULL,
+				 &sa) < 0 ||
+		    hu_ldir_stat(&b->s->layers[w->layer], w->fd, NULL,
+				 &sb) < 0) {
 			hu_error_set(e, errno, NULL, "cannot stat");
 			return view_fail(a, v->layer, e);
 		}
@@ -789,7 +793,7 @@ static int child_lookup(struct hu_vdir *parent, const struct hu_ventry *ent,
 
 		/* names the lister read ahead show some marker: read them */
 		if (!ent->xattr_names)
-			dir_marks_read(fd, &dm);
+			dir_marks_read(l, fd, &dm);
 		*bare = dm.none;
 		if (dir_steers(parent->s, ent->layer, fd, &dm, &lk->stop, &r,
 			       e) < 0)
@@ -846,6 +850,7 @@ static int open_child(struct hu_vdir *parent, const struct hu_ventry *ent,
 		      bool lazy, struct hu_vdir **out, struct hu_error *e)
 {
 	bool seen = seen_for(parent, ent);
+	const struct hu_layer *l = &parent->s->layers[ent->layer];
 	struct hu_vdir *d = vdir_new(parent->s, parent, ent->name);
 	struct lookup lk = { 0 };
 	char *path;
@@ -858,12 +863,12 @@ static int open_child(struct hu_vdir *parent, const struct hu_ventry *ent,
 		hu_error_set(e, ENOMEM, NULL, "out of memory");
 		goto fail_here;
 	}
-	fd = hu_open_dir_at(ent->dirfd, ent->name);
+	fd = hu_ldir_open(l, ent->dirfd, ent->name);
 	if (fd < 0 || vdir_push(d, ent->layer, fd, true, path) < 0) {
 		hu_error_set(e, fd < 0 ? errno : ENOMEM, NULL,
 			     "cannot open directory");
 		if (fd >= 0)
-			close(fd);
+			hu_ldir_close(l, fd);
 		else
 			free(path);
 		goto fail_here;
@@ -903,7 +908,8 @@ void hu_vdir_close_fds(struct hu_vdir *d)
 	view_prefetch_drop(d);
 	for (size_t i = 0; i < d->nd; i++)
 		if (d->d[i].own) {
-			close(d->d[i].fd);
+			hu_ldir_close(&d->s->layers[d->d[i].layer],
+				      d->d[i].fd);
 			d->d[i].own = false;
 			d->d[i].fd = -1;
 		}
@@ -917,7 +923,8 @@ void hu_vdir_close(struct hu_vdir *d)
 	for (size_t i = 0; i < d->nd; i++) {
 		free(d->d[i].path);
 		if (d->d[i].own)
-			close(d->d[i].fd);
+			hu_ldir_close(&d->s->layers[d->d[i].layer],
+				      d->d[i].fd);
 		if (d->lists)
 			hu_names_free(&d->lists[i]);
 	}
@@ -942,6 +949,12 @@ int hu_vdir_fd(const struct hu_vdir *d, size_t *layer)
 	if (layer)
 		*layer = d->d[0].layer;
 	return d->d[0].fd;
+}
+
+int hu_vdir_stat(const struct hu_vdir *d, struct stat *st)
+{
+	return hu_ldir_stat(&d->s->layers[d->d[0].layer], d->d[0].fd, NULL,
+			    st);
 }
 
 bool hu_vdir_is_merged(const struct hu_vdir *d)
@@ -998,9 +1011,9 @@ int view_name_records(struct hu_vdir *d, const char *name, size_t below,
 		if (hu_layer_is(l, HU_FMT_OCI)) {
 			if (hu_oci_is_marker(name))
 				continue;	/* a marker, never a name */
-			oci_wh = oci_whiteout(fd, name);
+			oci_wh = oci_whiteout(l, fd, name);
 		}
-		if (fstatat(fd, name, &seen->st, AT_SYMLINK_NOFOLLOW) == 0) {
+		if (hu_ldir_stat(l, fd, name, &seen->st) == 0) {
 			recs[(*n)++] = (struct vrec){ name, name, i, false };
 			seen->found = true;
 		} else if (errno != ENOENT && errno != ENAMETOOLONG) {

@@ -11,6 +11,7 @@
 #include <sys/xattr.h>
 
 #include "internal.h"
+#include "layer/ldir.h"
 
 #define CONV_RECORD "union.converting"
 
@@ -144,7 +145,7 @@ int hu_layer_dir_stat(const struct hu_layer *l, int fd, struct stat *st,
 	struct timespec ts[2];
 	bool found;
 
-	if (fstat(fd, st) < 0)
+	if (hu_ldir_stat(l, fd, NULL, st) < 0)
 		return hu_error_set(e, errno, NULL, "cannot stat");
 	if (!hu_layer_half(l) || !S_ISDIR(st->st_mode))
 		return 0;

@@ -62,11 +62,14 @@ for name in "${cases[@]}"; do
 		continue
 	fi
 	TMPD=$(mktemp -d "/tmp/hunion-cli-$name.XXXXXX") || exit 1
+	# a cache of path indexes of its own (diff over tarballs), outside
+	# the case's dir: no run sees another's, none the user's
+	cachehome=$(mktemp -d "/tmp/hunion-cli-cache.XXXXXX") || exit 1
 	out=$(mktemp /tmp/hunion-cli-out.XXXXXX)
 	err=$(mktemp /tmp/hunion-cli-err.XXXXXX)
 	(
 		cd "$TMPD" || exit 1
-		export CASE TMPD
+		export CASE TMPD XDG_CACHE_HOME=$cachehome
 		# shellcheck source=tests/cli/lib.sh
 		. "$HERE/lib.sh"
 		# shellcheck disable=SC1091
@@ -108,6 +111,7 @@ for name in "${cases[@]}"; do
 		chmod -R u+rwx "$TMPD" 2>/dev/null
 		rm -rf "$TMPD"
 	fi
+	rm -rf "$cachehome"
 	rm -f "$out" "$out.diff" "$err"
 done
 
