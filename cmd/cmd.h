@@ -73,7 +73,7 @@ const struct cmd *cmd_top(void);	/* "hunion" itself, holding them */
 	NULL, "the image of an index an operand oci:DIR[:REF] reads " \
 	"(default: the host's); with -o oci:DIR:TAG also the platform " \
 	"written" }
-/* diff and fsck: where the path indexes of tarball and image layers are
+/* diff, fsck and flatten: where the path indexes of tarball and image layers are
  * kept (tar/pindex.h). */
 #define OPT_CACHE { "cache-dir", 0, OPT_REQUIRED, "DIR", "@dir", \
 	"keep the path indexes of tarball and image layers in DIR " \

@@ -312,12 +312,20 @@ void note_indexes(const struct hu_stack *s)
 	if (front.verbosity <= 0)
 		return;
 	for (size_t i = 0; i < s->n; i++) {
-		if (!s->layers[i].pindex)
+		const struct hu_layer *l = &s->layers[i];
+
+		if (!l->pindex && !l->unpacked)
 			continue;
 		front_progress_done();
-		fprintf(stderr, "%s: %s: path index %s\n", front.cmdname,
-			s->layers[i].path, s->layers[i].pindex_cached ?
-			"read from the cache" : "made");
+		if (l->unpacked)
+			fprintf(stderr, "%s: %s: unpacked\n", front.cmdname,
+				l->path);
+		else
+			fprintf(stderr, "%s: %s: path index %s%s\n",
+				front.cmdname, l->path, l->pindex_cached ?
+				"read from the cache" : "made",
+				l->tar_fd >= 0 ? ", data read from the "
+				"tarball" : "");
 	}
 }
 

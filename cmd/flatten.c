@@ -158,13 +158,22 @@ int cmd_flatten(const struct cmd *c, int argc, char **argv)
 	 * is detected only if the walk meets one (a base image seldom has
 	 * any), which saves a walk of it before the flatten's own. */
 	a.lo.stack.defer_below = a.base ? strtoul(a.base, NULL, 10) : 1;
-	if (hu_stack_open(&s, argv + first, argc - first, &a.lo.stack,
+	/* Tarball and image layers read from their path index, each
+	 * file's bytes forward from its tarball: no layer unpacked, unless
+	 * its tarball's order is not the view's.  --base writes the layers
+	 * it keeps through their own walks: those are unpacked. */
+	a.lo.stack.index_tars = a.lo.stack.index_data =
+		!a.base && operands_have_tarballs(argv + first, argc - first);
+	if ((a.lo.stack.index_tars && layer_cache_open(&a.lo, &e) < 0) ||
+	    hu_stack_open(&s, argv + first, argc - first, &a.lo.stack,
 			  &e) < 0) {
 		print_error(&e);
 		hu_error_clear(&e);
+		layer_cache_close(&a.lo);
 		oci_args_free(&a.oci);
 		return EXIT_TROUBLE;
 	}
+	note_indexes(&s);
 	if (image_operand && check_args(&a, (int)s.n) < 0) {
 		hu_stack_close(&s);
 		oci_args_free(&a.oci);
@@ -203,6 +212,7 @@ int cmd_flatten(const struct cmd *c, int argc, char **argv)
 		print_summary(&a, &f.st, &d);
 	hu_error_clear(&e);
 	hu_stack_close(&s);
+	layer_cache_close(&a.lo);
 	oci_args_free(&a.oci);
 	return rc < 0 ? EXIT_TROUBLE : EXIT_OK;
 }

@@ -81,7 +81,7 @@ static const struct cmd_opt flatten_opts[] = {
 	  "keep the bottom N layers as context: write the squashed layer of "
 	  "the ones above" },
 	OPT_TAR_OUT, OPT_OCI_OUT, OPT_LAYERDIRS, OPT_FORMAT, OPT_PLATFORM_OUT,
-	OPT_USERXATTR, OPT_DRY_RUN,
+	OPT_USERXATTR, OPT_CACHE, OPT_DRY_RUN,
 	OPT_VERBOSE, OPT_QUIET, OPT_PROGRESS, OPT_HELP, OPT_END
 };
 

@@ -239,6 +239,7 @@ int hu_format_parse(const char *s, enum hu_format *out);
 struct hu_pindex;
 struct hu_pcache;
 struct hu_ldir_imp;
+struct hu_pstream;
 struct hu_layer {
 	char *path;		/* as given by the user, for messages */
 	int fd;			/* the layer's root directory */
@@ -320,6 +321,11 @@ struct hu_layer {
 	bool pindex_cached;	/* read from the cache, not made */
 	struct hu_ldir_imp *implied;
 	size_t nimplied;
+	/* With hu_stack_opts.index_data: the tarball, whose files' data are
+	 * read forward from it (@pstream, tar/pdata.h, opened at the first
+	 * one); -1 for every other layer. */
+	int tar_fd;
+	struct hu_pstream *pstream;
 };
 
 /* ---- the path index cache (tar/pcache.c) -------------------------------- */
@@ -427,6 +433,12 @@ struct hu_stack_opts {
 	 * no file data of theirs (diff's listing).  @pcache: where the
 	 * indexes are kept (NULL: made afresh each time, --no-cache). */
 	bool index_tars;
+	/* With @index_tars: the top layer too, and the layers' file data
+	 * read as well, forward from each tarball (layer/ldir.h:
+	 * hu_ldir_copy_data), for a reader in the view's order (flatten);
+	 * a tarball whose data is not in that order (hu_pindex_in_order)
+	 * is unpacked instead. */
+	bool index_data;
 	struct hu_pcache *pcache;
 	const struct hu_report *report;	/* warnings while opening (a
 					 * tarball's duplicate entries);
@@ -583,6 +595,10 @@ int hu_vdir_lookup(struct hu_vdir *d, const char *name, struct hu_ventry *ent,
 		   struct hu_error *e);
 /* The path of @d relative to the view root ("" for the root). */
 const char *hu_vdir_path(const struct hu_vdir *d);
+/* The layer @ent of @d comes from, whose directories its reader reaches
+ * through layer/ldir.h. */
+struct hu_layer *hu_vdir_layer(const struct hu_vdir *d,
+			       const struct hu_ventry *ent);
 /* The topmost layer directory of @d: its metadata are the merged dir's. */
 int hu_vdir_fd(const struct hu_vdir *d, size_t *layer);
 /* True when @d merges directories of more than one layer. */
@@ -1186,6 +1202,11 @@ int hu_tarout_open(struct hu_tarout **t, int fd, const struct hu_tarout_opts *o,
 int hu_tarout_entry(struct hu_tarout *t, const char *path,
 		    const struct stat *st, int dirfd, const char *name,
 		    int datafd, struct hu_error *e);
+/* Directory @dir of layer @l at @path, its xattrs read through
+ * layer/ldir.h (an index layer's directory is no fd). */
+int hu_tarout_layer_dir(struct hu_tarout *t, const char *path,
+			const struct stat *st, struct hu_layer *l, int dir,
+			struct hu_error *e);
 /* Entry @ent of view directory @d at @path, a regular file's bytes read
  * through the view (metacopy followed).  An error from the view comes
  * whole (the layer named); one of the tarball's names only @path. */

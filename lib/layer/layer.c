@@ -264,7 +264,23 @@ static int index_tarball(struct hu_layer *l, int fd,
 			  o->report, &x, &cached, e) < 0)
 		return -1;
 	l->pindex_cached = cached;
-	return hu_ldir_imply(l, x, below, e);
+	/* Its data read in the view's order passes once only when the
+	 * tarball holds it in that order: else it is unpacked (1; 2 when
+	 * the index was made now, its warnings given), the one case whose
+	 * bytes go through the disk. */
+	if (o->index_data && !hu_pindex_in_order(x)) {
+		hu_pindex_free(x);
+		return cached ? 1 : 2;
+	}
+	if (hu_ldir_imply(l, x, below, e) < 0)
+		return -1;
+	if (o->index_data) {
+		l->tar_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+		if (l->tar_fd < 0)
+			return hu_error_set(e, errno, l->path,
+					    "cannot open the tarball again");
+	}
+	return 0;
 }
 
 /* The tarball open at @fd (closed here) unpacked as layer @l, once the
@@ -274,6 +290,7 @@ static int unpack_tarball(struct hu_layer *l, int fd,
 			  const struct hu_stack *below, struct pending *p,
 			  const struct hu_stack_opts *o, struct hu_error *e)
 {
+	const struct hu_report *report = o->report;
 	struct stat st;
 	int rc;
 
@@ -290,8 +307,12 @@ static int unpack_tarball(struct hu_layer *l, int fd,
 			return -1;
 		}
 		rc = index_tarball(l, fd, below, o, e);
-		close(fd);
-		return rc;
+		if (rc <= 0) {
+			close(fd);
+			return rc;
+		}
+		if (rc == 2)
+			report = NULL;
 	}
 	if (o->tar_sources) {
 		/* read later, straight into an output (mergetar.c) */
@@ -304,7 +325,7 @@ static int unpack_tarball(struct hu_layer *l, int fd,
 		close(fd);
 		return -1;
 	}
-	rc = hu_tarlayer_unpack(l, fd, below, o->report, e);
+	rc = hu_tarlayer_unpack(l, fd, below, report, e);
 	close(fd);
 	return rc;
 }
@@ -463,7 +484,7 @@ static int layer_open(struct hu_layer *l, const struct layer_src *src,
 	memset(l, 0, sizeof(*l));
 	l->image = src->img;
 	l->image_layer = src->k;
-	l->fd = l->unpacked_lock = -1;
+	l->fd = l->unpacked_lock = l->tar_fd = -1;
 	l->problems = o->problems;
 	l->workdir_given = o->workdir_given;
 	l->report = o->report;
@@ -657,7 +678,7 @@ int hu_stack_open(struct hu_stack *s, char *const paths[], size_t nops,
 					  .problems = o->problems };
 
 		p.n = i;
-		src[i].index = index && i + 1 < n;
+		src[i].index = index && (i + 1 < n || o->index_data);
 		if (layer_open(&s->layers[i], &src[i], &below, &p, o, e) < 0)
 			goto fail;
 		s->n = i + 1;

@@ -404,6 +404,44 @@ int hu_ldir_open_data(const struct hu_layer *l, int dir, const char *name,
 			    "read yet");
 }
 
+int hu_ldir_copy_data(struct hu_layer *l, int dir, const char *name,
+		      uint64_t size, hu_pstream_put put, void *ctx,
+		      struct hu_error *e)
+{
+	struct hu_pdata d;
+	hu_pnode n;
+
+	if (l->tar_fd < 0) {
+		errno = EOPNOTSUPP;
+		return hu_error_set(e, EOPNOTSUPP, name, "cannot read: the "
+				    "layer was opened for its names alone");
+	}
+	if (node_at(l, dir, name, &n) < 0)
+		return hu_error_set(e, errno, name, "cannot read");
+	if (hu_pindex_data(l->pindex, n, &d) < 0)
+		return hu_error_set(e, EIO, name, "cannot read: not a file "
+				    "with data");
+	if (!l->pstream && hu_pstream_open(&l->pstream, l->tar_fd, l->image,
+					   l->image_layer, e) < 0)
+		return -1;
+	if (hu_pstream_copy(l->pstream, &d, size, put, ctx, e) < 0) {
+		if (!e->path)
+			hu_error_prefix(e, name);
+		return -1;
+	}
+	return 0;
+}
+
+int hu_ldir_data_finish(struct hu_layer *l, struct hu_error *e)
+{
+	if (l->tar_fd < 0)
+		return 0;
+	if (!l->pstream && hu_pstream_open(&l->pstream, l->tar_fd, l->image,
+					   l->image_layer, e) < 0)
+		return -1;
+	return hu_pstream_finish(l->pstream, e);
+}
+
 int hu_ldir_copy_xattrs(const struct hu_layer *l, int dir, int dfd,
 			struct hu_error *e)
 {
@@ -456,6 +494,11 @@ void hu_ldir_free(struct hu_layer *l)
 	if (l->pindex)
 		hu_pindex_free(l->pindex);
 	l->pindex = NULL;
+	hu_pstream_free(l->pstream);
+	l->pstream = NULL;
+	if (l->tar_fd >= 0)
+		close(l->tar_fd);
+	l->tar_fd = -1;
 }
 
 /* Does directory node @d of @l hide @name of the layers beneath (an

@@ -30,6 +30,7 @@
 #include <sys/types.h>
 
 #include "internal.h"
+#include "tar/pdata.h"
 #include "tar/pindex.h"
 
 #define HU_LDIR_BASE 0x40000000
@@ -82,6 +83,18 @@ ssize_t hu_ldir_readlink(const struct hu_layer *l, int dir, const char *name,
  * unpack their tarball layers instead. */
 int hu_ldir_open_data(const struct hu_layer *l, int dir, const char *name,
 		      int flags, struct hu_error *e);
+
+/* The @size bytes of file @name in @dir of index layer @l, to @put: read
+ * forward from its tarball (tar/pdata.h), opened at the first file asked
+ * for, when the layer was opened for its data (hu_stack_opts.index_data:
+ * @l->tar_fd); else -1 (EOPNOTSUPP). */
+int hu_ldir_copy_data(struct hu_layer *l, int dir, const char *name,
+		      uint64_t size, hu_pstream_put put, void *ctx,
+		      struct hu_error *e);
+/* Read the rest of that tarball, its digests checked (and all of it when
+ * no file was asked for): what a command that read the layer's data does
+ * once done with it.  0 for a layer not opened for its data. */
+int hu_ldir_data_finish(struct hu_layer *l, struct hu_error *e);
 
 /* hu_copy_xattrs() from directory @dir of @l to the open fd @dfd: the
  * public xattrs, through the write wrapper. */

@@ -14,6 +14,7 @@
 
 #include "internal.h"
 #include "common/linkmap.h"
+#include "layer/ldir.h"
 
 struct flatten {
 	const struct hu_stack *s;
@@ -26,10 +27,10 @@ struct flatten {
 
 /* Source errors name the entry in its layer; errors of the output stream
  * have no path (the caller names its output). */
-static int ffail(struct flatten *f, size_t layer, struct hu_error *e)
+static int ffail(const struct hu_stack *s, size_t layer, struct hu_error *e)
 {
 	if (e->path)
-		hu_error_prefix(e, f->s->layers[layer].path);
+		hu_error_prefix(e, s->layers[layer].path);
 	return -1;
 }
 
@@ -96,11 +97,11 @@ static int on_entry(void *ctx, struct hu_vdir *d, const struct hu_ventry *ent,
 		return 0;
 	}
 	if (link_again(f, path, ent, &linked, e) < 0)
-		return ffail(f, ent->layer, e);
+		return ffail(f->s, ent->layer, e);
 	if (linked)
 		return 0;
 	if (hu_tarout_ventry(f->t, path, d, ent, e) < 0)
-		return ffail(f, ent->layer, e);
+		return ffail(f->s, ent->layer, e);
 	count(f->stats, &ent->st);
 	return S_ISDIR(ent->st.st_mode) ? 1 : 0;
 }
@@ -114,9 +115,10 @@ static int on_root(void *ctx, struct hu_vdir *root, struct hu_error *e)
 	struct stat st;
 
 	if (hu_layer_dir_stat(&f->s->layers[layer], fd, &st, e) < 0)
-		return ffail(f, layer, e);
-	if (hu_tarout_entry(f->t, "", &st, fd, NULL, -1, e) < 0)
-		return ffail(f, layer, e);
+		return ffail(f->s, layer, e);
+	if (hu_tarout_layer_dir(f->t, "", &st, &f->s->layers[layer], fd,
+				e) < 0)
+		return ffail(f->s, layer, e);
 	f->stats->dirs++;
 	return 0;
 }
@@ -135,6 +137,13 @@ int hu_flatten_write_tar(const struct hu_stack *s, const struct hu_report *r,
 	memset(stats, 0, sizeof(*stats));
 	hu_report_phase(r, HU_PHASE_WRITING, NULL);
 	rc = hu_view_walk(s, &ops, &f, e);
+	/* Each tarball whose data was read forward is read to its end, its
+	 * digests checked, before the output may count as written. */
+	for (size_t i = 0; i < s->n && rc >= 0; i++)
+		if (hu_ldir_data_finish(&s->layers[i], e) < 0) {
+			hu_error_prefix(e, s->layers[i].path);
+			rc = -1;
+		}
 	hu_linkmap_free(&f.links);
 	hu_pathbuf_free(&f.path);
 	return rc;

@@ -445,8 +445,9 @@ static int read_entries(struct tl *t)
 {
 	/* Named from the start: the bytes read tick the front end before
 	 * the 16th entry reports (hu_progress_bytes.tick). */
-	hu_report_phase(t->r, t->to_output ? HU_PHASE_READING :
-			HU_PHASE_UNPACKING, t->what ? t->what : t->l->path);
+	hu_report_phase(t->r, t->entry ? HU_PHASE_INDEXING :
+			t->to_output ? HU_PHASE_READING : HU_PHASE_UNPACKING,
+			t->what ? t->what : t->l->path);
 	progress(t, false);
 	for (;;) {
 		int r;

@@ -31,6 +31,7 @@
 
 #include "tar/compress.h"
 #include "internal.h"
+#include "layer/ldir.h"
 #include "tar/archive_dl.h"
 #include "tar/paxxattr.h"
 
@@ -55,6 +56,10 @@ struct hu_tarout {
 	bool capture;			/* on_write keeps the bytes in cap */
 	struct hu_paxbuf cap, fixed;	/* a header with xattrs, as written
 					 * by libarchive and as rewritten */
+	/* The layer of the entry being written, when it comes from the
+	 * view (its directories reached through layer/ldir.h: an index
+	 * layer has no fds); NULL: the file system itself. */
+	struct hu_layer *src;
 };
 
 static la_ssize_t on_write(struct archive *a, void *ctx, const void *buf,
@@ -225,8 +230,35 @@ static int name_cmp(const void *a, const void *b)
 
 /* The xattr names of @name in @dirfd (NULL: @dirfd itself), into
  * t->names.  Returns the list length, or -1. */
+/* An index layer's list, copied into t->names. */
+static ssize_t list_index_names(struct hu_tarout *t, int dirfd,
+				const char *name)
+{
+	char *list;
+	ssize_t len;
+
+	if (hu_ldir_listxattr(t->src, dirfd, name, &list, &len) < 0)
+		return -1;
+	if ((size_t)len > t->names_cap) {
+		char *bigger = realloc(t->names, (size_t)len);
+
+		if (!bigger) {
+			free(list);
+			errno = ENOMEM;
+			return -1;
+		}
+		t->names = bigger;
+		t->names_cap = (size_t)len;
+	}
+	memcpy(t->names, list, (size_t)len);
+	free(list);
+	return len;
+}
+
 static ssize_t list_names(struct hu_tarout *t, int dirfd, const char *name)
 {
+	if (t->src && hu_ldir_indexed(t->src))
+		return list_index_names(t, dirfd, name);
 	for (;;) {
 		ssize_t n = hu_listxattr_at(dirfd, name, t->names,
 					    t->names_cap);
@@ -302,8 +334,11 @@ static int add_xattrs(struct hu_tarout *t, int dirfd, const char *name,
 	/* libarchive writes an entry's xattrs last added first: add them
 	 * in reverse to have the records sorted by name. */
 	for (size_t i = n; i-- > 0;) {
-		ssize_t vl = hu_lgetxattr_at(dirfd, name, v[i], t->value,
-					     XATTR_VALUE_MAX);
+		ssize_t vl = t->src ?
+			hu_ldir_getxattr(t->src, dirfd, name, v[i], t->value,
+					 XATTR_VALUE_MAX) :
+			hu_lgetxattr_at(dirfd, name, v[i], t->value,
+					XATTR_VALUE_MAX);
 
 		if (vl < 0 && errno == ENODATA)
 			continue;	/* removed meanwhile */
@@ -332,7 +367,8 @@ static int add_symlink(struct hu_tarout *t, int dirfd, const char *name,
 
 	if (!target)
 		return hu_error_set(e, ENOMEM, NULL, "out of memory");
-	n = readlinkat(dirfd, name ? name : "", target, size);
+	n = t->src ? hu_ldir_readlink(t->src, dirfd, name, target, size) :
+		     readlinkat(dirfd, name ? name : "", target, size);
 	if (n < 0 || (size_t)n >= size) {
 		if (target != t->data)
 			free(target);
@@ -374,6 +410,60 @@ static int add_data(struct hu_tarout *t, int fd, int64_t size,
 			return tfail(t, path, e);
 		hu_progress_bytes_add(t->o.bytes, (uint64_t)n, 0);
 		size -= n;
+	}
+	return 0;
+}
+
+/* The view's bytes of an entry of an index layer, read forward from its
+ * tarball (hu_ldir_copy_data) into the pipeline's buffer. */
+struct stream_to {
+	struct hu_tarout *t;
+	const char *path;
+	bool sink_failed;	/* the error is the output's, named so */
+};
+
+static int put_stream(void *ctx, const void *p, size_t n, struct hu_error *e)
+{
+	struct stream_to *to = ctx;
+	struct hu_tarout *t = to->t;
+
+	while (n > 0) {
+		size_t room, take;
+		void *buf;
+
+		if (hu_zsink_reserve(t->z, READ_MIN, &buf, &room,
+				     &t->sink_err) < 0) {
+			t->sink_failed = to->sink_failed = true;
+			return tfail(t, to->path, e);
+		}
+		take = n < room ? n : room;
+		memcpy(buf, p, take);
+		if (archive_write_data(t->a, buf, take) != (la_ssize_t)take) {
+			to->sink_failed = true;
+			return tfail(t, to->path, e);
+		}
+		hu_progress_bytes_add(t->o.bytes, (uint64_t)take, 0);
+		p = (const char *)p + take;
+		n -= take;
+	}
+	return 0;
+}
+
+static int add_stream(struct hu_tarout *t, int dirfd, const char *name,
+		      int64_t size, const char *path, struct hu_error *e)
+{
+	struct stream_to to = { t, path, false };
+
+	if (hu_ldir_copy_data(t->src, dirfd, name, (uint64_t)size,
+			      put_stream, &to, e) < 0) {
+		/* The tarball's bytes are the layer's, not the entry's:
+		 * named by the layer, whole */
+		if (!to.sink_failed) {
+			free(e->path);
+			e->path = strdup(t->src->path);
+			e->whole = true;
+		}
+		return -1;
 	}
 	return 0;
 }
@@ -426,8 +516,12 @@ static int entry(struct hu_tarout *t, const char *path, const struct stat *st,
 		return -1;
 	if (write_header(t, path, e) < 0)
 		return -1;
-	if (type == S_IFREG && st->st_size > 0 &&
-	    add_data(t, datafd, st->st_size, path, e) < 0)
+	if (type == S_IFREG && st->st_size > 0 && datafd < 0 && t->src &&
+	    hu_ldir_indexed(t->src)) {
+		if (add_stream(t, dirfd, name, st->st_size, path, e) < 0)
+			return -1;
+	} else if (type == S_IFREG && st->st_size > 0 &&
+		   add_data(t, datafd, st->st_size, path, e) < 0)
 		return -1;
 	if (archive_write_finish_entry(t->a) < ARCHIVE_WARN)
 		return tfail(t, path, e);
@@ -445,6 +539,18 @@ int hu_tarout_entry(struct hu_tarout *t, const char *path,
 	return entry(t, path, st, dirfd, name, datafd, own, NULL, 0, e);
 }
 
+int hu_tarout_layer_dir(struct hu_tarout *t, const char *path,
+			const struct stat *st, struct hu_layer *l, int dir,
+			struct hu_error *e)
+{
+	int rc;
+
+	t->src = l;
+	rc = entry(t, path, st, dir, NULL, -1, false, NULL, 0, e);
+	t->src = NULL;
+	return rc;
+}
+
 int hu_tarout_ventry(struct hu_tarout *t, const char *path,
 		     struct hu_vdir *d, const struct hu_ventry *ent,
 		     struct hu_error *e)
@@ -452,10 +558,12 @@ int hu_tarout_ventry(struct hu_tarout *t, const char *path,
 	int datafd = -1, rc;
 	bool own = false;
 
+	t->src = hu_vdir_layer(d, ent);
 	/* An empty file has no bytes to read, and its xattrs are reached
 	 * by name: no open and close for it, unless it is a metacopy file,
-	 * whose data must be found beneath. */
-	if (S_ISREG(ent->st.st_mode) &&
+	 * whose data must be found beneath.  An index layer's bytes are
+	 * read from its tarball as they are written (add_stream). */
+	if (S_ISREG(ent->st.st_mode) && !hu_ldir_indexed(t->src) &&
 	    (ent->st.st_size > 0 || hu_vdir_may_be_metacopy(d, ent))) {
 		datafd = hu_vdir_open_data(d, ent, &own, e);
 		if (datafd < 0) {
@@ -467,6 +575,7 @@ int hu_tarout_ventry(struct hu_tarout *t, const char *path,
 		   ent->xattr_names, ent->xattr_names_len, e);
 	if (datafd >= 0)
 		close(datafd);
+	t->src = NULL;
 	return rc;
 }
 

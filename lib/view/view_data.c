@@ -271,7 +271,8 @@ size_t hu_vdir_prefetch(struct hu_vdir *d, size_t from)
 
 		if (S_ISDIR(ent->st.st_mode))
 			break;
-		if (!S_ISREG(ent->st.st_mode) || ent->st.st_size == 0)
+		if (!S_ISREG(ent->st.st_mode) || ent->st.st_size == 0 ||
+		    hu_ldir_indexed(&d->s->layers[ent->layer]))
 			continue;
 		fd = open_data(d, ent, &own, true, &ignored);
 		if (fd < 0) {

@@ -944,6 +944,12 @@ const char *hu_vdir_path(const struct hu_vdir *d)
 	return d->path;
 }
 
+struct hu_layer *hu_vdir_layer(const struct hu_vdir *d,
+			       const struct hu_ventry *ent)
+{
+	return &d->s->layers[ent->layer];
+}
+
 int hu_vdir_fd(const struct hu_vdir *d, size_t *layer)
 {
 	if (layer)

@@ -37,6 +37,12 @@ Writes, the same for the same seed:
                   entries of the layer rules over those names (whiteouts,
                   opaque markers, a file where a directory was...).
 
+With --sorted, every tarball's entries come in the view's walk order
+(each directory before its entries, names sorted bytewise), as docker,
+buildkit and GNU tar --sort=name write layers, before the layer rules'
+entries appended at the end, whose files are then empty: every byte of
+data lies in the walk's order.
+
 Prints the layer tarballs' paths, one a line, bottom first.
 """
 import gzip
@@ -57,6 +63,8 @@ DIR_MODES = [0o755, 0o700, 0o1777, 0o2755, 0o711, 0o555]
 
 
 class Gen:
+    sorted = False              # --sorted: order() is the view's walk
+
     def __init__(self, seed, top):
         self.r = random.Random(seed)
         self.top = top
@@ -171,7 +179,10 @@ class Gen:
 
     def order(self, drop_dirs):
         """Every path, a random walk: some directories after their
-        children; with @drop_dirs, some directories not at all."""
+        children; with @drop_dirs, some directories not at all.  With
+        self.sorted, the view's walk instead: each directory before its
+        entries, names sorted bytewise (as docker, buildkit and GNU tar
+        --sort=name write a layer)."""
         r = self.r
         kids = {}
         for p in self.paths:
@@ -179,12 +190,14 @@ class Gen:
         out = []
 
         def walk(d):
-            late = r.random() < 0.3
+            late = r.random() < 0.3 and not self.sorted
             named = not (drop_dirs and d and r.random() < 0.25)
             if named and not late:
                 out.append(d)
             ch = kids.get(d, [])
             r.shuffle(ch)
+            if self.sorted:
+                ch.sort(key=lambda c: os.fsencode(os.path.basename(c)))
             for c in ch:
                 if c in kids or (os.path.isdir(self.abs(c)) and
                                  not os.path.islink(self.abs(c))):
@@ -225,6 +238,8 @@ def append_layer_rules(g, path):
         ti.linkname = link
         if xattr:
             ti.pax_headers = {"SCHILY.xattr." + xattr[0]: xattr[1]}
+        if kind == "f" and Gen.sorted:
+            data = b""          # no bytes out of the walk's order
         if kind == "f":
             ti.size = len(data)
         entries.append((ti, io.BytesIO(data) if kind == "f" else None))
@@ -343,7 +358,9 @@ def compress(g, layer):
 
 
 def main(argv):
-    args = dict(zip(argv[1::2], argv[2::2]))
+    Gen.sorted = "--sorted" in argv
+    rest = [a for a in argv[1:] if a != "--sorted"]
+    args = dict(zip(rest[0::2], rest[1::2]))
     if "--seed" not in args or "--out" not in args:
         sys.exit(__doc__)
     seed, out = int(args["--seed"]), args["--out"]
