@@ -30,9 +30,9 @@ _hunion_spec()
 		;;
 	'hunion flatten')
 		subs=''
-		longs='--output= --base= --compress= --level= --threads= --descriptor= --clamp-mtime= --opaque-markers --config= --config.cmd= --config.entrypoint= --config.env= --config.label= --config.exposedports= --config.volume= --config.user= --config.workingdir= --author= --history= --lowerdir= --upperdir= --format= --platform= --userxattr --dry-run --verbose --quiet --progress= --progress-fd= --help'
+		longs='--output= --base= --compress= --level= --threads= --descriptor= --clamp-mtime= --opaque-markers --config= --config.cmd= --config.entrypoint= --config.env= --config.label= --config.exposedports= --config.volume= --config.user= --config.workingdir= --author= --history= --lowerdir= --upperdir= --format= --platform= --userxattr --cache-dir= --no-cache --dry-run --verbose --quiet --progress= --progress-fd= --help'
 		shorts='-o -n -v -q -h'
-		args='-o --output --base --compress --level --threads --descriptor --clamp-mtime --config --config.cmd --config.entrypoint --config.env --config.label --config.exposedports --config.volume --config.user --config.workingdir --author --history --lowerdir --upperdir --format --platform --progress --progress-fd'
+		args='-o --output --base --compress --level --threads --descriptor --clamp-mtime --config --config.cmd --config.entrypoint --config.env --config.label --config.exposedports --config.volume --config.user --config.workingdir --author --history --lowerdir --upperdir --format --platform --cache-dir --progress --progress-fd'
 		operands='@layer'
 		;;
 	'hunion fsck')
@@ -168,6 +168,7 @@ _hunion_values()
 	'hunion flatten --lowerdir') printf '%s\n' '@dir' ;;
 	'hunion flatten --upperdir') printf '%s\n' '@dir' ;;
 	'hunion flatten --format') printf '%s\n' 'auto|union|overlay|oci' ;;
+	'hunion flatten --cache-dir') printf '%s\n' '@dir' ;;
 	'hunion flatten --progress') printf '%s\n' 'auto|always|never' ;;
 	'hunion fsck --workdir') printf '%s\n' '@dir' ;;
 	'hunion fsck --lowerdir') printf '%s\n' '@dir' ;;

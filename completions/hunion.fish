@@ -110,6 +110,8 @@ complete -c hunion -n '__fish_seen_subcommand_from flatten' -l upperdir -x -a '(
 complete -c hunion -n '__fish_seen_subcommand_from flatten' -l format -x -a 'auto union overlay oci' -d 'layer format (default: detect per layer)'
 complete -c hunion -n '__fish_seen_subcommand_from flatten' -l platform -x -a '' -d 'the image of an index an operand oci:DIR[:REF] reads (default: the host\'s); with -o oci:DIR:TAG also the platform written'
 complete -c hunion -n '__fish_seen_subcommand_from flatten' -l userxattr -d 'markers live under user.* instead of trusted.*'
+complete -c hunion -n '__fish_seen_subcommand_from flatten' -l cache-dir -x -a '(__fish_complete_directories)' -d 'keep the path indexes of tarball and image layers in DIR (default: $XDG_CACHE_HOME/hunion)'
+complete -c hunion -n '__fish_seen_subcommand_from flatten' -l no-cache -d 'read tarball and image layers afresh, keep no path index'
 complete -c hunion -n '__fish_seen_subcommand_from flatten' -s n -l dry-run -d 'show what would be done, change nothing'
 complete -c hunion -n '__fish_seen_subcommand_from flatten' -s v -l verbose -d 'say more about what is done'
 complete -c hunion -n '__fish_seen_subcommand_from flatten' -s q -l quiet -d 'print errors only, no warnings'
