@@ -7,17 +7,29 @@
  * All of that runs in threads of their own: the caller (reading files,
  * formatting tar headers) only copies bytes into one of a few 1 MiB
  * chunks and hands full ones over to the pipeline thread (hashing the
- * input, compressing with libzstd's own workers), which hands the
- * compressed bytes to a writer thread (hashing the output, writing).
+ * input, compressing with libzstd's own workers, or gzip's: pgzip.c),
+ * which hands the compressed bytes to a writer thread (hashing the
+ * output, writing).
  * Reading, hashing, compressing and writing overlap, and a write that
  * waits on the disk (dirty pages being flushed) stops none of the rest.
  *
+ * gzip runs on every core (pgzip.c), as pigz does: the tar stream is cut
+ * into blocks of 1 MiB, each deflated by a worker with the previous
+ * block's last 32 KiB as its dictionary and ended with Z_SYNC_FLUSH (a
+ * byte boundary, so the blocks' bytes concatenate into one deflate
+ * stream), the last one with Z_FINISH; one gzip header and one trailer
+ * (the crc32s combined, ISIZE) around them make a single member; the
+ * pipeline thread gives the blocks out in order.  The cuts fall every
+ * 1 MiB of the stream, whatever the chunks the caller handed over.
+ *
  * Same input, same bytes: gzip gets a header with no name, no time and
- * OS 255 ("unknown"); zstd always runs with at least one worker thread,
- * and libzstd's multi-threaded output does not depend on how many there
- * are; xz runs liblzma's multi-threaded encoder, whose blocks have a
- * fixed size (the preset's), so neither do its bytes; bzip2 has nothing
- * but the data in its stream.
+ * OS 255 ("unknown"), and its blocks do not depend on how many workers
+ * there are (up to one block, the bytes are those of the single zlib
+ * stream written before gzip had workers); zstd always runs with at least
+ * one worker thread, and libzstd's multi-threaded output does not depend
+ * on how many there are; xz runs liblzma's multi-threaded encoder, whose
+ * blocks have a fixed size (the preset's), so neither do its bytes; bzip2
+ * has nothing but the data in its stream.
  */
 #include <errno.h>
 #include <openssl/evp.h>
