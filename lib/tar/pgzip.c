@@ -78,9 +78,10 @@ struct hu_pgzip {
 	pthread_cond_t done;	/* a block was compressed */
 	struct block *b;
 	size_t n;		/* blocks in the ring */
-	/* Sequence numbers: [head, queued) are queued or compressed and
-	 * not given out yet, [taken, queued) not taken by a worker yet; the
-	 * block queued + 1 is the one being filled (@fill). */
+	/* Block numbers, from 0: [head, queued) are queued or compressed
+	 * and not given out yet, [taken, queued) not taken by a worker yet;
+	 * number @queued is the one being filled (@fill), in slot
+	 * queued % n. */
 	uint64_t head, taken, queued;
 	struct block *fill;
 	bool stop, dropping;	/* under the mutex */
@@ -93,8 +94,8 @@ struct hu_pgzip {
 
 /* ---- the workers ------------------------------------------------------ */
 
-/* The block's bytes into room that grows as needed (deflateBound's room
- * always suffices; growing is only a safety net). */
+/* The block's bytes into room that grows as needed (compressBound()'s
+ * room and the sync marker's always suffice: growing is a safety net). */
 static int deflate_all(z_stream *z, struct block *b)
 {
 	int zr;
