@@ -98,9 +98,9 @@ struct hu_pgzip {
  * room and the sync marker's always suffice: growing is a safety net). */
 static int deflate_all(z_stream *z, struct block *b)
 {
-	int zr;
-
 	for (;;) {
+		int zr;
+
 		z->next_out = b->out + b->out_len;
 		z->avail_out = (uInt)(b->out_cap - b->out_len);
 		zr = deflate(z, b->flush);
@@ -322,32 +322,30 @@ static int alloc_ring(struct hu_pgzip *g, struct hu_error *e)
  * not. */
 static int start_workers(struct hu_pgzip *g, size_t want, struct hu_error *e)
 {
-	int rc = 0;
+	int err = 0;
 
 	g->w = calloc(want, sizeof(*g->w));
 	if (!g->w)
 		return hu_error_set(e, ENOMEM, NULL, "out of memory");
 	for (; g->nw < want; g->nw++) {
 		struct worker *w = &g->w[g->nw];
+		int zr;
 
 		w->g = g;
-		if (deflateInit2(&w->z, g->level, Z_DEFLATED, -15, 8,
-				 Z_DEFAULT_STRATEGY) != Z_OK) {
-			rc = hu_error_set(e, EINVAL, NULL,
-					  "gzip: cannot start");
+		zr = deflateInit2(&w->z, g->level, Z_DEFLATED, -15, 8,
+				  Z_DEFAULT_STRATEGY);
+		if (zr != Z_OK) {
+			err = zr == Z_MEM_ERROR ? ENOMEM : EINVAL;
 			break;
 		}
-		rc = pthread_create(&w->th, NULL, worker_run, w);
-		if (rc) {
+		err = pthread_create(&w->th, NULL, worker_run, w);
+		if (err) {
 			deflateEnd(&w->z);
-			rc = hu_error_set(e, rc, NULL, "cannot start a "
-					  "thread");
 			break;
 		}
 	}
 	if (g->nw == 0)
-		return -1;
-	hu_error_clear(e);
+		return hu_error_set(e, err, NULL, "gzip: cannot start");
 	return 0;
 }
 
