@@ -7,17 +7,29 @@
  * All of that runs in threads of their own: the caller (reading files,
  * formatting tar headers) only copies bytes into one of a few 1 MiB
  * chunks and hands full ones over to the pipeline thread (hashing the
- * input, compressing with libzstd's own workers), which hands the
- * compressed bytes to a writer thread (hashing the output, writing).
+ * input, compressing with libzstd's own workers, or gzip's: pgzip.c),
+ * which hands the compressed bytes to a writer thread (hashing the
+ * output, writing).
  * Reading, hashing, compressing and writing overlap, and a write that
  * waits on the disk (dirty pages being flushed) stops none of the rest.
  *
+ * gzip runs on every core (pgzip.c), as pigz does: the tar stream is cut
+ * into blocks of 1 MiB, each deflated by a worker with the previous
+ * block's last 32 KiB as its dictionary and ended with Z_SYNC_FLUSH (a
+ * byte boundary, so the blocks' bytes concatenate into one deflate
+ * stream), the last one with Z_FINISH; one gzip header and one trailer
+ * (the crc32s combined, ISIZE) around them make a single member; the
+ * pipeline thread gives the blocks out in order.  The cuts fall every
+ * 1 MiB of the stream, whatever the chunks the caller handed over.
+ *
  * Same input, same bytes: gzip gets a header with no name, no time and
- * OS 255 ("unknown"); zstd always runs with at least one worker thread,
- * and libzstd's multi-threaded output does not depend on how many there
- * are; xz runs liblzma's multi-threaded encoder, whose blocks have a
- * fixed size (the preset's), so neither do its bytes; bzip2 has nothing
- * but the data in its stream.
+ * OS 255 ("unknown"), and its blocks do not depend on how many workers
+ * there are (up to one block, the bytes are those of the single zlib
+ * stream written before gzip had workers); zstd always runs with at least
+ * one worker thread, and libzstd's multi-threaded output does not depend
+ * on how many there are; xz runs liblzma's multi-threaded encoder, whose
+ * blocks have a fixed size (the preset's), so neither do its bytes; bzip2
+ * has nothing but the data in its stream.
  */
 #include <errno.h>
 #include <openssl/evp.h>
@@ -28,10 +40,10 @@
 #include <unistd.h>
 #include <bzlib.h>
 #include <lzma.h>
-#include <zlib.h>
 #include <zstd.h>
 
 #include "tar/compress.h"
+#include "tar/pgzip.h"
 #include "common/crypto_dl.h"
 #include "internal.h"
 
@@ -71,9 +83,7 @@ struct hu_zsink {
 	struct hu_writebehind wb;
 	enum hu_compress c;
 	EVP_MD_CTX *in_md, *out_md;
-	z_stream gz;
-	gz_header gzh;
-	bool gz_on;
+	struct hu_pgzip *gz;
 	ZSTD_CCtx *zc;
 	lzma_stream xz;
 	bool xz_on;
@@ -262,28 +272,26 @@ static int flush_out(struct hu_zsink *z, struct hu_error *e)
 	return stage_put(&z->writer, len, &z->out, e);
 }
 
-/* Run deflate over @len bytes with @flush, emptying the buffer as it
- * fills. */
-static int put_gzip(struct hu_zsink *z, const unsigned char *p, size_t len,
-		    int flush, struct hu_error *e)
+/* Take @len compressed bytes into the output buffers (gzip's blocks come
+ * whole from pgzip.c). */
+static int put_out(void *arg, const unsigned char *p, size_t len,
+		   struct hu_error *e)
 {
-	int zr;
+	struct hu_zsink *z = arg;
 
-	z->gz.next_in = (unsigned char *)p;
-	z->gz.avail_in = (uInt)len;
-	for (;;) {
-		z->gz.next_out = z->out + z->out_len;
-		z->gz.avail_out = (uInt)(OUT_BUF - z->out_len);
-		zr = deflate(&z->gz, flush);
-		z->out_len = OUT_BUF - z->gz.avail_out;
-		if (zr == Z_STREAM_ERROR)
-			return hu_error_set(e, EIO, NULL, "gzip failed");
+	while (len) {
+		size_t n = OUT_BUF - z->out_len;
+
+		if (n > len)
+			n = len;
+		memcpy(z->out + z->out_len, p, n);
+		z->out_len += n;
+		p += n;
+		len -= n;
 		if (z->out_len == OUT_BUF && flush_out(z, e) < 0)
 			return -1;
-		if (flush == Z_FINISH ? zr == Z_STREAM_END :
-		    z->gz.avail_in == 0 && z->gz.avail_out != 0)
-			return 0;
 	}
+	return 0;
 }
 
 static int put_zstd(struct hu_zsink *z, const unsigned char *p, size_t len,
@@ -364,7 +372,7 @@ static int process(struct hu_zsink *z, const unsigned char *p, size_t len,
 	if (!EVP_DigestUpdate(z->in_md, p, len))
 		return hu_error_set(e, EIO, NULL, "sha256 failed");
 	if (z->c == HU_COMP_GZIP)
-		return put_gzip(z, p, len, Z_NO_FLUSH, e);
+		return hu_pgzip_write(z->gz, p, len, e);
 	if (z->c == HU_COMP_ZSTD)
 		return put_zstd(z, p, len, ZSTD_e_continue, e);
 	if (z->c == HU_COMP_XZ)
@@ -447,20 +455,6 @@ static int zstd_setup(struct hu_zsink *z, int level, int threads,
 	return 0;
 }
 
-static int gzip_setup(struct hu_zsink *z, int level, struct hu_error *e)
-{
-	/* windowBits 15 + 16: a gzip wrapper; the header names no file and
-	 * no time, so equal input gives equal bytes. */
-	if (deflateInit2(&z->gz, level ? level : Z_DEFAULT_COMPRESSION,
-			 Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
-		return hu_error_set(e, EINVAL, NULL, "gzip: cannot start");
-	z->gz_on = true;
-	z->gzh.os = 255;
-	if (deflateSetHeader(&z->gz, &z->gzh) != Z_OK)
-		return hu_error_set(e, EINVAL, NULL, "gzip: cannot set header");
-	return 0;
-}
-
 /* liblzma's multi-threaded encoder at @level (0: its default, 6).  Each
  * worker holds a block in and out and an encoder: fewer workers where
  * they would take more than a quarter of the memory. */
@@ -532,7 +526,7 @@ int hu_zsink_open(struct hu_zsink **out, int fd, enum hu_compress c,
 		goto fail;
 	}
 	if (c == HU_COMP_GZIP)
-		rc = gzip_setup(z, level, e);
+		rc = hu_pgzip_open(&z->gz, level, threads, put_out, z, e);
 	else if (c == HU_COMP_ZSTD)
 		rc = zstd_setup(z, level, threads, e);
 	else if (c == HU_COMP_XZ)
@@ -578,7 +572,7 @@ int hu_zsink_close(struct hu_zsink *z, struct hu_digests *d,
 	if (rc == 0)
 		rc = stage_error(&z->pipe, e);
 	if (rc == 0 && z->c == HU_COMP_GZIP)
-		rc = put_gzip(z, NULL, 0, Z_FINISH, e);
+		rc = hu_pgzip_finish(z->gz, e);
 	if (rc == 0 && z->c == HU_COMP_ZSTD)
 		rc = put_zstd(z, NULL, 0, ZSTD_e_end, e);
 	if (rc == 0 && z->c == HU_COMP_XZ)
@@ -610,8 +604,7 @@ void hu_zsink_abort(struct hu_zsink *z)
 		return;
 	stage_free(&z->pipe);
 	stage_free(&z->writer);
-	if (z->gz_on)
-		deflateEnd(&z->gz);
+	hu_pgzip_free(z->gz);
 	ZSTD_freeCCtx(z->zc);
 	if (z->xz_on)
 		lzma_end(&z->xz);

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The byte pipeline under the tar writer: sha256 of what comes in (the
- * uncompressed tar: the OCI DiffID), then none, gzip (zlib) or zstd
- * (libzstd, multi-threaded), then sha256 and a count of what goes out,
- * written to a file descriptor in large, complete writes through the
- * write wrapper.
+ * uncompressed tar: the OCI DiffID), then none, gzip (zlib, on every
+ * core: pgzip.c), zstd (libzstd, multi-threaded), xz or bzip2, then
+ * sha256 and a count of what goes out, written to a file descriptor in
+ * large, complete writes through the write wrapper.
  */
 #ifndef HUNION_COMPRESS_H
 #define HUNION_COMPRESS_H
@@ -16,9 +16,10 @@
 struct hu_zsink;
 
 /* Start a pipeline into @fd (which stays the caller's).  @level 0: the
- * compressor's default; @threads 0: every online core (zstd only).  The
- * bytes written to @fd are counted into @bytes->written as they go (NULL:
- * not counted). */
+ * compressor's default; @threads: the workers of gzip, zstd or xz, 0 for
+ * every online core (gzip: HUNION_GZIP_THREADS when set, for tests; at
+ * most 16).  The bytes written to @fd are counted into @bytes->written
+ * as they go (NULL: not counted). */
 int hu_zsink_open(struct hu_zsink **z, int fd, enum hu_compress c, int level,
 		  int threads, struct hu_progress_bytes *bytes,
 		  struct hu_error *e);
