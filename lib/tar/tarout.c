@@ -228,8 +228,6 @@ static int name_cmp(const void *a, const void *b)
 	return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-/* The xattr names of @name in @dirfd (NULL: @dirfd itself), into
- * t->names.  Returns the list length, or -1. */
 /* An index layer's list, copied into t->names. */
 static ssize_t list_index_names(struct hu_tarout *t, int dirfd,
 				const char *name)
@@ -239,6 +237,10 @@ static ssize_t list_index_names(struct hu_tarout *t, int dirfd,
 
 	if (hu_ldir_listxattr(t->src, dirfd, name, &list, &len) < 0)
 		return -1;
+	if (len == 0) {		/* no list at all: list may be NULL */
+		free(list);
+		return 0;
+	}
 	if ((size_t)len > t->names_cap) {
 		char *bigger = realloc(t->names, (size_t)len);
 
@@ -255,6 +257,8 @@ static ssize_t list_index_names(struct hu_tarout *t, int dirfd,
 	return len;
 }
 
+/* The xattr names of @name in @dirfd (NULL: @dirfd itself), into
+ * t->names.  Returns the list length, or -1. */
 static ssize_t list_names(struct hu_tarout *t, int dirfd, const char *name)
 {
 	if (t->src && hu_ldir_indexed(t->src))
