@@ -55,7 +55,7 @@ DEB_PKGS = build-essential clang pkg-config libarchive-dev libattr1-dev \
            libjansson-dev libxxhash-dev skopeo podman busybox-static \
            docker-registry runc
 
-.PHONY: all deps check check-plain check-asan demo bench install lint \
+.PHONY: all deps check check-plain check-asan demo bench install lint print-libs \
         clean completions man unit-bin fuzz fuzz-replay
 .DELETE_ON_ERROR:
 
@@ -180,6 +180,10 @@ FUZZ_SRC  = $(sort $(wildcard tests/fuzz/*_fuzz.c))
 FUZZ_TIME ?= 60
 FUZZ_OPT  = -O1 -g -fsanitize=fuzzer-no-link,address,undefined \
             -fno-omit-frame-pointer -fno-sanitize-recover=all
+
+# What a program linked against libhunion.a needs (tests/fuzz/replay.sh).
+print-libs:
+	@echo $(DL_LIBS) $(LDLIBS)
 
 fuzz-replay: $(B)/libhunion.a
 	tests/fuzz/replay.sh $(B)

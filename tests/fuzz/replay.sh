@@ -33,9 +33,9 @@ if nm "$B/libhunion.a" 2>/dev/null | grep -q __asan_; then
 	san=("-fsanitize=address,undefined" -fno-sanitize-recover=all
 	     -fno-omit-frame-pointer)
 fi
+# The Makefile's own list, so that a library the project adds is here too.
 # shellcheck disable=SC2207
-libs=($(pkg-config --libs libarchive libattr libzstd libcrypto zlib jansson 2>/dev/null ||
-	echo -larchive -lattr -lzstd -lcrypto -lz -ljansson))
+libs=($(make -s --no-print-directory -C "$ROOT" print-libs))
 
 for src in "$HERE"/*_fuzz.c; do
 	name=$(basename "$src" _fuzz.c)
