@@ -48,6 +48,7 @@ static int fail(struct hu_error *e)
 	fprintf(stderr, "error: %s: %s%s%s\n", e->path ? e->path : "",
 		e->msg ? e->msg : "", e->err ? ": " : "",
 		e->err ? strerror(e->err) : "");
+	hu_error_clear(e);
 	return 1;
 }
 
