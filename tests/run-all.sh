@@ -48,6 +48,11 @@
 #           and their image read from the path index against the unpack
 #           (HUNION_INDEX=0) and against the kernel's lower (10 seeds; 3
 #           when HUNION_SANITIZED=1; HUNION_DIFFINDEX_SEEDS=N overrides)
+#   flattenindex tests/kernel/flattenindex.sh, flatten of random tarball
+#           stacks and their image read from the path index (the bytes
+#           forward where the tarballs are sorted) against the unpack
+#           (HUNION_INDEX=0): the same bytes (10 seeds; 3 when
+#           HUNION_SANITIZED=1; HUNION_FLATTENINDEX_SEEDS=N overrides)
 # A sanitizer's report makes the process exit 86 (ASAN_OPTIONS and
 # UBSAN_OPTIONS exitcode=86), a status no test accepts.
 # Every suite runs even when an earlier one failed.  Prints one summary
@@ -192,6 +197,11 @@ seeds=10
 [ "${HUNION_SANITIZED:-0}" = 1 ] && seeds=3
 suite diffindex "$HERE/kernel/diffindex.sh" "$B/hunion" \
 	"${HUNION_DIFFINDEX_SEEDS:-$seeds}"
+
+seeds=10
+[ "${HUNION_SANITIZED:-0}" = 1 ] && seeds=3
+suite flattenindex "$HERE/kernel/flattenindex.sh" "$B/hunion" \
+	"${HUNION_FLATTENINDEX_SEEDS:-$seeds}"
 
 echo "== summary ($B, $((SECONDS - t_all)) s)"
 printf '%s\n' "${summary[@]}"

@@ -102,7 +102,8 @@ three() {	# NAME EXT LAYERS...
 }
 
 run_seed() {
-	local seed=$1 ok=1 S=$FS/s$seed l sorted= n
+	local seed=$1 ok=1 l sorted='' n
+	local S=$FS/s$seed
 	local -a layers
 	[ $((seed % 2)) = 1 ] && sorted=--sorted
 	mkdir -p "$S"
