@@ -265,12 +265,12 @@ static int index_tarball(struct hu_layer *l, int fd,
 		return -1;
 	l->pindex_cached = cached;
 	/* Its data read in the view's order passes once only when the
-	 * tarball holds it in that order: else it is unpacked (1; 2 when
-	 * the index was made now, its warnings given), the one case whose
+	 * tarball holds it in that order: else it is unpacked (1; its
+	 * warnings given already, built or cached), the one case whose
 	 * bytes go through the disk. */
 	if (o->index_data && !hu_pindex_in_order(x)) {
 		hu_pindex_free(x);
-		return cached ? 1 : 2;
+		return 1;
 	}
 	if (hu_ldir_imply(l, x, below, e) < 0)
 		return -1;
@@ -291,6 +291,7 @@ static int unpack_tarball(struct hu_layer *l, int fd,
 			  const struct hu_stack_opts *o, struct hu_error *e)
 {
 	const struct hu_report *report = o->report;
+	struct hu_report quiet;
 	struct stat st;
 	int rc;
 
@@ -311,8 +312,12 @@ static int unpack_tarball(struct hu_layer *l, int fd,
 			close(fd);
 			return rc;
 		}
-		if (rc == 2)
-			report = NULL;
+		/* unpacked after all: its warnings said once */
+		if (report) {
+			quiet = *report;
+			quiet.warn = NULL;
+			report = &quiet;
+		}
 	}
 	if (o->tar_sources) {
 		/* read later, straight into an output (mergetar.c) */

@@ -360,6 +360,7 @@ int hu_pindex_get(struct hu_pcache *c, int fd, const struct hu_oci_image *img,
 		*out = load_cached(c, key, img, k, &f);
 		if (*out) {
 			free(key);
+			hu_pindex_warnings(*out, name, r);
 			if (from_cache)
 				*from_cache = true;
 			return 0;

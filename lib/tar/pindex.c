@@ -58,7 +58,7 @@
 /* ---- the image ------------------------------------------------------------ */
 
 #define PI_MAGIC "hupindex"
-#define PI_VERSION 1
+#define PI_VERSION 2
 #define PI_ORDER 0x01020304u
 #define PI_NONE UINT32_MAX
 #define PI_SUM_END 32	/* the checksum covers the bytes from here */
@@ -80,6 +80,16 @@ struct pi_header {
 	uint32_t flags, pad;
 	uint64_t nnodes, ninodes, nsegs, nxattrs, nstrings;
 	uint64_t onodes, oinodes, osegs, oxattrs, ostrings;
+	/* the build's warnings, given again when read back: nwarns records
+	 * in lwarns bytes, each a pi_warn and its two strings */
+	uint64_t nwarns, owarns, lwarns;
+};
+
+/* A warning: @err, then @entry_len bytes of the entry's raw name (no
+ * entry: PI_NONE, no bytes) and a NUL, @msg_len bytes and a NUL; the next
+ * record follows, unaligned (read with memcpy). */
+struct pi_warn {
+	uint32_t err, entry_len, msg_len;
 };
 
 struct pi_node {
@@ -391,7 +401,8 @@ static bool header_ok(const struct pi_header *h, size_t len)
 	    !section_ok(len, h->osegs, h->nsegs, sizeof(struct hu_pseg)) ||
 	    !section_ok(len, h->oxattrs, h->nxattrs,
 			sizeof(struct pi_xattr)) ||
-	    !section_ok(len, h->ostrings, h->nstrings, 1))
+	    !section_ok(len, h->ostrings, h->nstrings, 1) ||
+	    !section_ok(len, h->owarns, h->lwarns, 1))
 		return false;
 	return h->nnodes >= 1 && h->nnodes < PI_NONE &&
 	       h->ninodes < PI_NONE && h->nsegs < PI_NONE &&
@@ -487,6 +498,62 @@ static bool nodes_ok(const struct hu_pindex *x)
 	return true;
 }
 
+/* The warning record at @p, of the @left bytes up to the section's end:
+ * its size, or 0 when it does not fit or its strings are not ended. */
+static size_t warn_at(const unsigned char *p, size_t left,
+		      struct pi_warn *w)
+{
+	size_t entry, need;
+
+	if (left < sizeof(*w))
+		return 0;
+	memcpy(w, p, sizeof(*w));
+	entry = w->entry_len == PI_NONE ? 0 : (size_t)w->entry_len + 1;
+	need = sizeof(*w) + entry;
+	if (need > left || (size_t)w->msg_len >= left - need)
+		return 0;
+	need += (size_t)w->msg_len + 1;
+	if ((entry && p[sizeof(*w) + entry - 1] != '\0') || p[need - 1])
+		return 0;
+	return need;
+}
+
+static bool warns_ok(const struct hu_pindex *x)
+{
+	const unsigned char *p = x->base + x->h->owarns;
+	size_t left = x->h->lwarns, n;
+	struct pi_warn w;
+
+	for (uint64_t i = 0; i < x->h->nwarns; i++) {
+		n = warn_at(p, left, &w);
+		if (!n)
+			return false;
+		p += n;
+		left -= n;
+	}
+	return left == 0;
+}
+
+void hu_pindex_warnings(const struct hu_pindex *x, const char *name,
+			const struct hu_report *r)
+{
+	const unsigned char *p = x->base + x->h->owarns;
+	size_t left = x->h->lwarns, n;
+	struct pi_warn w;
+
+	for (uint64_t i = 0; i < x->h->nwarns; i++) {
+		const char *entry = NULL, *msg;
+
+		n = warn_at(p, left, &w);	/* checked at the load */
+		if (w.entry_len != PI_NONE)
+			entry = (const char *)p + sizeof(w);
+		msg = (const char *)p + n - w.msg_len - 1;
+		tl_warn_at(r, name, entry, (int)w.err, msg);
+		p += n;
+		left -= n;
+	}
+}
+
 static bool image_ok(struct hu_pindex *x)
 {
 	const struct pi_header *h = (const void *)x->base;
@@ -508,7 +575,7 @@ static bool image_ok(struct hu_pindex *x)
 	for (uint64_t i = 0; i < h->ninodes; i++)
 		if (!inode_ok(x, &x->inodes[i]))
 			return false;
-	return nodes_ok(x);
+	return nodes_ok(x) && warns_ok(x);
 }
 
 void hu_pindex_fix_sum(void *buf, size_t len)
@@ -611,6 +678,11 @@ struct pb_inode {
 	uint32_t nlink, out;
 };
 
+struct buf {
+	unsigned char *p;
+	size_t len, cap;
+};
+
 struct pb {
 	struct tl t;		/* first: the entry hook gets it */
 	struct hu_layer l;
@@ -621,6 +693,9 @@ struct pb {
 	struct timespec now;
 	uid_t uid;		/* ours, once: what the unpack's own */
 	gid_t gid;		/* mkdir and create give */
+	struct buf warns;	/* the warnings, as the image keeps them */
+	uint64_t nwarns;
+	bool warns_lost;	/* out of memory: the index is not kept */
 };
 
 static struct pb *pb_of(struct tl *t)
@@ -1131,11 +1206,6 @@ static int record(struct tl *t)
 
 /* ---- building: the image written ----------------------------------------- */
 
-struct buf {
-	unsigned char *p;
-	size_t len, cap;
-};
-
 static int buf_add(struct buf *b, const void *p, size_t n)
 {
 	if (b->len + n > b->cap) {
@@ -1154,6 +1224,25 @@ static int buf_add(struct buf *b, const void *p, size_t n)
 		memcpy(b->p + b->len, p, n);
 	b->len += n;
 	return 0;
+}
+
+/* tl_warn()'s hook: the warning kept for the image (struct pi_warn). */
+static void record_warn(struct tl *t, int err, const char *msg)
+{
+	struct pb *b = pb_of(t);
+	size_t elen = t->raw ? strlen(t->raw) : 0, mlen = strlen(msg);
+	struct pi_warn w = { .err = (uint32_t)err,
+			     .entry_len = t->raw ? (uint32_t)elen : PI_NONE,
+			     .msg_len = (uint32_t)mlen };
+
+	if (elen >= PI_NONE || mlen >= PI_NONE ||
+	    buf_add(&b->warns, &w, sizeof(w)) < 0 ||
+	    (t->raw && buf_add(&b->warns, t->raw, elen + 1) < 0) ||
+	    buf_add(&b->warns, msg, mlen + 1) < 0) {
+		b->warns_lost = true;
+		return;
+	}
+	b->nwarns++;
 }
 
 /* @s (@n bytes, then a NUL) into the strings: its offset, or PI_NONE. */
@@ -1413,6 +1502,13 @@ static int write_image(struct pb *b, struct pi_header *h, struct buf *img)
 		goto out;
 	if (pad8(img) < 0)
 		goto out;
+	h->owarns = img->len;
+	h->nwarns = b->nwarns;
+	h->lwarns = b->warns.len;
+	if (buf_add(img, b->warns.p, b->warns.len) < 0)
+		goto out;
+	if (pad8(img) < 0)
+		goto out;
 	h->size = img->len;
 	memcpy(img->p, h, sizeof(*h));
 	((struct pi_header *)img->p)->sum =
@@ -1438,6 +1534,7 @@ static void pb_free(struct pb *b)
 	}
 	free(b->ino);
 	free(b->node_ino);
+	free(b->warns.p);
 }
 
 static int64_t ns_of(const struct timespec *ts)
@@ -1512,7 +1609,8 @@ int hu_pindex_build(int fd, const struct hu_oci_image *img, size_t k,
 {
 	struct pb b = { .t = { .r = r, .e = e, .root = -1, .cfd = -1,
 			       .stash = -1, .as_root = geteuid() == 0,
-			       .entry = record, .hash_stored = true } };
+			       .entry = record, .warned = record_warn,
+			       .hash_stored = true } };
 	struct pi_header h = { .version = PI_VERSION, .order = PI_ORDER };
 	struct buf image = { 0 };
 	int rc;
@@ -1530,6 +1628,8 @@ int hu_pindex_build(int fd, const struct hu_oci_image *img, size_t k,
 	b.uid = geteuid();
 	b.gid = getegid();
 	rc = build(&b, fd, &h);
+	if (rc == 0 && b.warns_lost)
+		rc = hu_error_set(e, ENOMEM, name, "out of memory");
 	if (rc == 0 && write_image(&b, &h, &image) < 0)
 		rc = hu_error_set(e, ENOMEM, name, "out of memory");
 	tl_release(&b.t);

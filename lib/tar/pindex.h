@@ -96,6 +96,12 @@ void hu_pindex_free(struct hu_pindex *x);
 int hu_pindex_build(int fd, const struct hu_oci_image *img, size_t k,
 		    const char *name, const struct hu_report *r,
 		    struct hu_pindex **out, struct hu_error *e);
+/* The warnings its build gave (a duplicate entry, a name libarchive
+ * could not convert...), given again to @r as the build words them, for
+ * tarball @name: what an index read back from the cache says, so that a
+ * run says the same whether it built the index or not. */
+void hu_pindex_warnings(const struct hu_pindex *x, const char *name,
+			const struct hu_report *r);
 /* An index from its image: @len bytes at @buf (copied), or the file @fd
  * (mapped).  -1 with errno EINVAL when it is no valid index (its
  * checksum, or any offset or count, wrong), ENOMEM, or fstat/mmap's. */
@@ -148,8 +154,8 @@ int hu_pcache_trim(struct hu_pcache *c, struct hu_error *e);
 /*
  * The index of tarball @fd: layer @k of @img, or (@img NULL) a tarball
  * file; @name names it in messages, as hu_pindex_build().  From cache @c
- * when it holds a good one (*@from_cache), else built (@r: its warnings
- * and progress) and stored there.  A cached index that does not load, or
+ * when it holds a good one (*@from_cache; the build's warnings given again
+ * to @r), else built (@r: its warnings and progress) and stored there.  A cached index that does not load, or
  * is not of this tarball, is rebuilt and replaced without a word; one the
  * cache cannot store costs the next run a build.  @c NULL (--no-cache):
  * built in memory, nothing written.

@@ -78,22 +78,35 @@ int tl_fail_at(struct tl *t, const char *path, int err, const char *fmt, ...)
 	return -1;
 }
 
+void tl_warn_at(const struct hu_report *r, const char *layer,
+		const char *entry, int err, const char *msg)
+{
+	char *w = NULL;
+
+	if (!r || !r->warn)
+		return;
+	if (entry && asprintf(&w, "%s: %s", layer, entry) < 0)
+		w = NULL;
+	hu_report_warn(r, err, w ? w : layer, NULL, "%s", msg);
+	free(w);
+}
+
 void tl_warn(struct tl *t, int err, const char *fmt, ...)
 {
-	char *msg, *w;
+	char *msg;
 	va_list ap;
 
-	if (!t->r || !t->r->warn)
+	if ((!t->r || !t->r->warn) && !t->warned)
 		return;
 	va_start(ap, fmt);
 	if (vasprintf(&msg, fmt, ap) < 0)
 		msg = NULL;
 	va_end(ap);
-	w = where(t, t->raw);
-	hu_report_warn(t->r, err, w ? w : t->l->path, NULL, "%s",
-		       msg ? msg : "out of memory");
+	if (t->warned)
+		t->warned(t, err, msg ? msg : "out of memory");
+	tl_warn_at(t->r, t->l->path, t->raw, err,
+		   msg ? msg : "out of memory");
 	free(msg);
-	free(w);
 }
 
 int tl_write_fail(struct tl *t, int err, const char *what)

@@ -138,6 +138,10 @@ struct tl {
 	/* What makes each entry: tl_entry, or (NULL) so; the path index
 	 * (pindex.c) records it instead. */
 	int (*entry)(struct tl *t);
+	/* Optional: each warning (its entry t->raw) as it is given, to
+	 * @r or not: the path index keeps them, to give them again when it
+	 * is read back from the cache (hu_pindex_warnings()). */
+	void (*warned)(struct tl *t, int err, const char *msg);
 	/* The index: the stored bytes' sha256 taken too, for a tarball that
 	 * is no image's layer (tar_src_hash_stored). */
 	bool hash_stored;
@@ -179,6 +183,10 @@ int tl_fail_at(struct tl *t, const char *path, int err, const char *fmt, ...)
 /* A warning naming the current entry. */
 void tl_warn(struct tl *t, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+/* Warning @msg of entry @entry (raw; NULL: of the tarball @layer as a
+ * whole) to @r, worded as tl_warn() words it. */
+void tl_warn_at(const struct hu_report *r, const char *layer,
+		const char *entry, int err, const char *msg);
 /* libarchive cannot go on: a corrupt or truncated tarball, named by the
  * current entry or the last one read; @when says where it broke. */
 int tl_archive_fail(struct tl *t, const char *when);

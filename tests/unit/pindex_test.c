@@ -478,6 +478,54 @@ Test(pindex, cache_builds_then_reads)
 	hu_pindex_free(x);
 }
 
+/* The warnings a report gets, one line each: "PATH: MESSAGE". */
+static char said[4096];
+
+static void say(void *ctx, const struct hu_error *w)
+{
+	size_t n = strlen(said);
+
+	snprintf(said + n, sizeof(said) - n, "%s: %s\n", w->path, w->msg);
+}
+
+static void get_saying(struct hu_pcache *c, const char *tb, bool *cached)
+{
+	const struct hu_report r = { .warn = say };
+	struct hu_error e = { 0 };
+	struct hu_pindex *x = NULL;
+	int fd = open(tb, O_RDONLY | O_CLOEXEC);
+
+	said[0] = '\0';
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(hu_pindex_get(c, fd, NULL, 0, tb, &r, &x, cached, &e), 0,
+		     "%s", e.msg);
+	close(fd);
+	hu_pindex_free(x);
+}
+
+/* An index read back from the cache says what its build said: the same
+ * run gives the same warnings whether it built the index or not. */
+Test(pindex, cache_gives_the_warnings_again)
+{
+	struct hu_error e = { 0 };
+	struct hu_pcache *c;
+	const char *tb = mktar("t.tar.gz", sample);
+	char built[sizeof(said)], want[8192];
+	bool cached;
+
+	cr_assert_eq(hu_pcache_open(&c, tu_path("cache"), &e), 0);
+	get_saying(c, tb, &cached);
+	cr_expect_not(cached);
+	snprintf(want, sizeof(want), "%s: etc/passwd: ", tb);
+	cr_expect(strstr(said, want) && strstr(said, "duplicate"),
+		  "built: %s", said);
+	memcpy(built, said, sizeof(said));
+	get_saying(c, tb, &cached);
+	cr_expect(cached);
+	cr_expect_str_eq(said, built);
+	hu_pcache_close(c);
+}
+
 Test(pindex, cache_dir_refused_when_others_may_write)
 {
 	struct hu_error e = { 0 };
