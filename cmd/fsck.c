@@ -312,8 +312,24 @@ int cmd_fsck(const struct cmd *c, int argc, char **argv)
 	a.fo.finding = print_finding;
 	a.fo.ctx = &a;
 	a.fo.report = &report;
+	/* Tarball and image layers read from their path index (the cache,
+	 * or made in one pass), never unpacked: what fsck reads of them is
+	 * names and metadata, a tarball it checks it reads again itself
+	 * (fsck_tar.c), and the copy-up compare reads a few files' bytes
+	 * from the stream.  Not with --vacuum, which removes a copy-up on
+	 * that compare: it reads from an unpack, whose blob was checked
+	 * whole before. */
+	a.lo.stack.index_tars = a.lo.stack.index_top =
+		a.lo.stack.index_any_order = !a.fo.vacuum &&
+		operands_have_tarballs(argv + first, argc - first);
+	if (a.lo.stack.index_tars && layer_cache_open(&a.lo, &e) < 0) {
+		print_error(&e);
+		hu_error_clear(&e);
+		return FSCK_ERROR;
+	}
 	rc = hu_fsck(argv + first, argc - first, &a.lo.stack, &a.fo, &st,
 		     &e);
+	layer_cache_close(&a.lo);
 	if (rc < 0)
 		front_progress_done();
 	else

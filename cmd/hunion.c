@@ -128,7 +128,7 @@ static const struct cmd_opt fsck_opts[] = {
 	{ "force", 0, OPT_NONE, NULL, NULL,
 	  "with -p or -y: repair where it cannot be known whether a mounted "
 	  "overlay uses the layer" },
-	OPT_LAYERDIRS, OPT_FORMAT, OPT_PLATFORM, OPT_USERXATTR,
+	OPT_LAYERDIRS, OPT_FORMAT, OPT_PLATFORM, OPT_USERXATTR, OPT_CACHE,
 	OPT_VERBOSE, OPT_QUIET, OPT_PROGRESS,
 	{ "completion-fd", 'C', OPT_REQUIRED, "FD", NULL,
 	  "e2fsck's completion lines (PASS CURRENT MAX DEVICE) on FD, or "

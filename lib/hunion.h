@@ -439,6 +439,16 @@ struct hu_stack_opts {
 	 * a tarball whose data is not in that order (hu_pindex_in_order)
 	 * is unpacked instead. */
 	bool index_data;
+	/* With @index_tars: the top layer too, its names and metadata alone
+	 * (fsck, which reads a tarball it checks again itself). */
+	bool index_top;
+	/* With @index_tars: a file's data read when asked, in any order
+	 * (hu_ldir_copy_data): forward where the tarball holds it in the
+	 * order asked, else from the stream started again; its blob's
+	 * digest not checked unless read to its end (hu_ldir_data_finish),
+	 * as a cached index is not.  For a reader that asks for a few
+	 * files and writes nothing of them (fsck -n's copy-up compare). */
+	bool index_any_order;
 	struct hu_pcache *pcache;
 	const struct hu_report *report;	/* warnings while opening (a
 					 * tarball's duplicate entries);

@@ -211,6 +211,75 @@ static int bytes_differ(const struct chg_side *n, int a,
 	return 0;
 }
 
+/* A file of an index layer, as its tarball's stream hands it over,
+ * against file @fd from offset 0. */
+struct stream_cmp {
+	int fd;
+	off_t off;
+	bool differ;
+	int read_err;	/* reading @fd failed, not the stream */
+	char *buf;
+};
+
+static int stream_put(void *ctx, const void *p, size_t n, struct hu_error *e)
+{
+	struct stream_cmp *c = ctx;
+
+	/* the stream goes on to the file's end: the rest is not compared */
+	while (n && !c->differ) {
+		size_t len = n < CMP_BUF ? n : CMP_BUF;
+		ssize_t got = read_full(c->fd, c->buf, len, c->off);
+
+		if (got < 0) {
+			c->read_err = errno;
+			return hu_error_set(e, errno, NULL, "cannot read");
+		}
+		c->differ = (size_t)got != len || memcmp(c->buf, p, len) != 0;
+		c->off += len;
+		p = (const char *)p + len;
+		n -= len;
+	}
+	return 0;
+}
+
+/*
+ * The data of a file on disk (side @d) and of one of an index layer (side
+ * @x: read from its tarball's stream, layer/ldir.h), of the same size.
+ * The stream moves forward, or starts again for a file behind it: a
+ * reader in the view's order (fsck's walk) reads a sorted tarball once.
+ */
+static int stream_differ(const struct chg_side *d, const struct chg_side *x,
+			 bool *differ, struct hu_error *e)
+{
+	/* the layer's stream is its reading state, not the layer */
+	struct hu_layer *l = (struct hu_layer *)side_layer(x);
+	struct stream_cmp c = { .fd = -1 };
+	int rc = -1;
+
+	c.buf = malloc(CMP_BUF);
+	if (!c.buf)
+		return side_fail(d, ENOMEM, "out of memory", e);
+	c.fd = hu_vdir_open_data(d->d, d->ent, NULL, e);
+	if (c.fd < 0)
+		goto out;
+	if (hu_ldir_copy_data(l, x->ent->dirfd, x->ent->name,
+			      (uint64_t)x->ent->st.st_size, stream_put, &c,
+			      e) < 0) {
+		if (c.read_err)
+			side_fail(d, c.read_err, "cannot read", e);
+		else
+			chg_fail(x, e);
+		goto out;
+	}
+	*differ = c.differ;
+	rc = 0;
+out:
+	if (c.fd >= 0)
+		close(c.fd);
+	free(c.buf);
+	return rc;
+}
+
 /* The data of two regular files of the same size. */
 static int data_differ(const struct chg_side *n, const struct chg_side *o,
 		       bool *differ, struct hu_error *e)
@@ -219,6 +288,11 @@ static int data_differ(const struct chg_side *n, const struct chg_side *o,
 	int a, b, rc = -1;
 
 	*differ = false;
+	/* a file of an index layer has no fd: its bytes come in order */
+	if (hu_ldir_indexed(side_layer(o)) != hu_ldir_indexed(side_layer(n)))
+		return hu_ldir_indexed(side_layer(o)) ?
+		       stream_differ(n, o, differ, e) :
+		       stream_differ(o, n, differ, e);
 	a = hu_vdir_open_data(n->d, n->ent, NULL, e);
 	if (a < 0)
 		return -1;

@@ -819,18 +819,25 @@ static int check_apart(const struct hu_stack *s,
 		       const struct hu_fsck_opts *o, int workfd,
 		       struct hu_dir_ref *d, struct hu_error *e)
 {
-	for (size_t k = 0; k < s->n; k++)
-		d[k] = (struct hu_dir_ref){
-			s->layers[k].fd, s->layers[k].path,
-			k + 1 == s->n ? "top layer" : "lower layer",
-			false, false };
-	if (hu_dirs_apart(d, s->n, e) < 0)
+	size_t n = 0;
+
+	/* a layer read from its path index is a file, no directory; the
+	 * top one is written, so never one */
+	for (size_t k = 0; k + 1 < s->n; k++)
+		if (!s->layers[k].pindex)
+			d[n++] = (struct hu_dir_ref){ s->layers[k].fd,
+				s->layers[k].path, "lower layer", false,
+				false };
+	d[n] = (struct hu_dir_ref){ s->layers[s->n - 1].fd,
+				    s->layers[s->n - 1].path, "top layer",
+				    false, false };
+	if (hu_dirs_apart(d, n + 1, e) < 0)
 		return -1;
 	if (workfd < 0)
 		return 0;
-	d[s->n - 1] = (struct hu_dir_ref){ workfd, o->workdir, "workdir",
-					   false, false };
-	return hu_dirs_apart(d, s->n, e);
+	d[n] = (struct hu_dir_ref){ workfd, o->workdir, "workdir", false,
+				    false };
+	return hu_dirs_apart(d, n + 1, e);
 }
 
 /* Refuse to write a directory a mounted overlay uses; where that cannot

@@ -261,7 +261,7 @@ static int index_tarball(struct hu_layer *l, int fd,
 	bool cached;
 
 	if (hu_pindex_get(o->pcache, fd, l->image, l->image_layer, l->path,
-			  o->report, &x, &cached, e) < 0)
+			  o->report, o->problems, &x, &cached, e) < 0)
 		return -1;
 	l->pindex_cached = cached;
 	/* Its data read in the view's order passes once only when the
@@ -274,7 +274,7 @@ static int index_tarball(struct hu_layer *l, int fd,
 	}
 	if (hu_ldir_imply(l, x, below, e) < 0)
 		return -1;
-	if (o->index_data) {
+	if (o->index_data || o->index_any_order) {
 		l->tar_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
 		if (l->tar_fd < 0)
 			return hu_error_set(e, errno, l->path,
@@ -683,7 +683,8 @@ int hu_stack_open(struct hu_stack *s, char *const paths[], size_t nops,
 					  .problems = o->problems };
 
 		p.n = i;
-		src[i].index = index && (i + 1 < n || o->index_data);
+		src[i].index = index && (i + 1 < n || o->index_data ||
+					 o->index_top);
 		if (layer_open(&s->layers[i], &src[i], &below, &p, o, e) < 0)
 			goto fail;
 		s->n = i + 1;

@@ -346,7 +346,8 @@ out:
 
 int hu_pindex_get(struct hu_pcache *c, int fd, const struct hu_oci_image *img,
 		  size_t k, const char *name, const struct hu_report *r,
-		  struct hu_pindex **out, bool *from_cache, struct hu_error *e)
+		  const struct hu_problem_sink *sink, struct hu_pindex **out,
+		  bool *from_cache, struct hu_error *e)
 {
 	struct hu_pindex_file f = { 0 };
 	char *key = NULL;
@@ -360,13 +361,17 @@ int hu_pindex_get(struct hu_pcache *c, int fd, const struct hu_oci_image *img,
 		*out = load_cached(c, key, img, k, &f);
 		if (*out) {
 			free(key);
-			hu_pindex_warnings(*out, name, r);
 			if (from_cache)
 				*from_cache = true;
+			if (hu_pindex_replay(*out, name, r, sink, e) < 0) {
+				hu_pindex_free(*out);
+				*out = NULL;
+				return -1;
+			}
 			return 0;
 		}
 	}
-	if (hu_pindex_build(fd, img, k, name, r, out, e) < 0) {
+	if (hu_pindex_build(fd, img, k, name, r, sink, out, e) < 0) {
 		free(key);
 		return -1;
 	}

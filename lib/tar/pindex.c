@@ -80,16 +80,17 @@ struct pi_header {
 	uint32_t flags, pad;
 	uint64_t nnodes, ninodes, nsegs, nxattrs, nstrings;
 	uint64_t onodes, oinodes, osegs, oxattrs, ostrings;
-	/* the build's warnings, given again when read back: nwarns records
-	 * in lwarns bytes, each a pi_warn and its two strings */
+	/* what the build said, said again to each reader: nwarns records
+	 * in lwarns bytes, each a pi_warn and its three strings */
 	uint64_t nwarns, owarns, lwarns;
 };
 
-/* A warning: @err, then @entry_len bytes of the entry's raw name (no
- * entry: PI_NONE, no bytes) and a NUL, @msg_len bytes and a NUL; the next
- * record follows, unaligned (read with memcpy). */
+/* A warning (@kind 0) or what a problem sink takes (a TL_PROBLEM_*):
+ * @err, then three strings, each its bytes and a NUL: the entry's raw
+ * name, the path normalised (length PI_NONE and no bytes: none), the
+ * message.  The next record follows, unaligned (read with memcpy). */
 struct pi_warn {
-	uint32_t err, entry_len, msg_len;
+	uint32_t kind, err, entry_len, path_len, msg_len;
 };
 
 struct pi_node {
@@ -498,34 +499,51 @@ static bool nodes_ok(const struct hu_pindex *x)
 	return true;
 }
 
-/* The warning record at @p, of the @left bytes up to the section's end:
- * its size, or 0 when it does not fit or its strings are not ended. */
-static size_t warn_at(const unsigned char *p, size_t left,
-		      struct pi_warn *w)
+/* One of a record's strings at @p, @len bytes and a NUL, of the @left
+ * bytes up to the section's end: its size with the NUL (0: none), or
+ * SIZE_MAX when it does not fit or is not ended. */
+static size_t str_at(const unsigned char *p, size_t left, uint32_t len)
 {
-	size_t entry, need;
+	if (len == PI_NONE)
+		return 0;
+	if (len >= left || p[len] != '\0')
+		return SIZE_MAX;
+	return (size_t)len + 1;
+}
+
+/* The record at @p, of the @left bytes up to the section's end, into @w
+ * and its strings (NULL: none): its size, or 0 when it is not whole. */
+static size_t warn_at(const unsigned char *p, size_t left,
+		      struct pi_warn *w, const char *str[3])
+{
+	const uint32_t *len[3] = { &w->entry_len, &w->path_len, &w->msg_len };
+	size_t at = sizeof(*w);
 
 	if (left < sizeof(*w))
 		return 0;
 	memcpy(w, p, sizeof(*w));
-	entry = w->entry_len == PI_NONE ? 0 : (size_t)w->entry_len + 1;
-	need = sizeof(*w) + entry;
-	if (need > left || (size_t)w->msg_len >= left - need)
+	if (w->kind > TL_PROBLEM_LINK_FORWARD || w->msg_len == PI_NONE)
 		return 0;
-	need += (size_t)w->msg_len + 1;
-	if ((entry && p[sizeof(*w) + entry - 1] != '\0') || p[need - 1])
-		return 0;
-	return need;
+	for (int i = 0; i < 3; i++) {
+		size_t n = str_at(p + at, left - at, *len[i]);
+
+		if (n == SIZE_MAX)
+			return 0;
+		str[i] = n ? (const char *)p + at : NULL;
+		at += n;
+	}
+	return at;
 }
 
 static bool warns_ok(const struct hu_pindex *x)
 {
 	const unsigned char *p = x->base + x->h->owarns;
 	size_t left = x->h->lwarns, n;
+	const char *str[3];
 	struct pi_warn w;
 
 	for (uint64_t i = 0; i < x->h->nwarns; i++) {
-		n = warn_at(p, left, &w);
+		n = warn_at(p, left, &w, str);
 		if (!n)
 			return false;
 		p += n;
@@ -534,24 +552,62 @@ static bool warns_ok(const struct hu_pindex *x)
 	return left == 0;
 }
 
-void hu_pindex_warnings(const struct hu_pindex *x, const char *name,
-			const struct hu_report *r)
+/*
+ * Say the @n records at @p (@len bytes, whole) of tarball @name as its
+ * unpack would have said them, to @r, or to @sink where the unpack gives
+ * one what it finds (tarentry.c: link_forward(), stated_again()).  -1
+ * with @e where the unpack would have stopped: a hard link forward that
+ * no sink takes.
+ */
+static int replay(const unsigned char *p, size_t len, uint64_t n,
+		  const char *name, const struct hu_report *r,
+		  const struct hu_problem_sink *sink, struct hu_error *e)
 {
-	const unsigned char *p = x->base + x->h->owarns;
-	size_t left = x->h->lwarns, n;
+	const char *str[3];
 	struct pi_warn w;
+	size_t at;
+	char *where;
 
-	for (uint64_t i = 0; i < x->h->nwarns; i++) {
-		const char *entry = NULL, *msg;
+	for (uint64_t i = 0; i < n; i++, p += at, len -= at) {
+		const char *entry, *path, *msg;
 
-		n = warn_at(p, left, &w);	/* checked at the load */
-		if (w.entry_len != PI_NONE)
-			entry = (const char *)p + sizeof(w);
-		msg = (const char *)p + n - w.msg_len - 1;
-		tl_warn_at(r, name, entry, (int)w.err, msg);
-		p += n;
-		left -= n;
+		at = warn_at(p, len, &w, str);	/* checked at the load */
+		entry = str[0];
+		path = str[1] ? str[1] : "";
+		msg = str[2];
+		if (w.kind == TL_PROBLEM_LINK_FORWARD &&
+		    (!sink || sink->policy == HU_PB_FAIL)) {
+			if (!entry || asprintf(&where, "%s: %s", name,
+					       entry) < 0)
+				where = NULL;
+			hu_error_set(e, 0, where ? where : name,
+				     "hard link to a path not yet seen: %s",
+				     msg);
+			free(where);
+			return -1;
+		}
+		if (w.kind == TL_PROBLEM_LINK_FORWARD) {
+			if (hu_problem_found(sink, r, HU_PB_TAR_LINK_FORWARD,
+					     true, name, path, msg, 0, e) < 0)
+				return -1;
+		} else if (w.kind == 0 || !sink) {
+			tl_warn_at(r, name, entry, (int)w.err, msg);
+		} else if (w.kind == TL_PROBLEM_DUPLICATE &&
+			   hu_problem_found(sink, r, HU_PB_TAR_DUPLICATE,
+					    false, name, path, msg, 0, e) < 0) {
+			return -1;
+		}
+		/* (a directory restated: only fsck's own read tells) */
 	}
+	return 0;
+}
+
+int hu_pindex_replay(const struct hu_pindex *x, const char *name,
+		     const struct hu_report *r,
+		     const struct hu_problem_sink *sink, struct hu_error *e)
+{
+	return replay(x->base + x->h->owarns, x->h->lwarns, x->h->nwarns,
+		      name, r, sink, e);
 }
 
 static bool image_ok(struct hu_pindex *x)
@@ -932,22 +988,31 @@ static int parent_dir(struct pb *b, const char *dir, uint32_t *node)
 	return 0;
 }
 
-/* What is at @leaf already (node @id, live): warned, and gone unless a
- * directory meets a directory (replace_earlier of tarentry.c). */
-static void replace_earlier(struct pb *b, uint32_t id, bool want_dir,
-			    bool *keep_dir)
+static int record_problem(struct tl *t, int kind, const char *path,
+			  const char *msg);
+
+/* What is at @leaf (@path) already (node @id, live): kept to be said (as
+ * stated_again() of tarentry.c says it), and gone unless a directory
+ * meets a directory (replace_earlier of tarentry.c). */
+static int replace_earlier(struct pb *b, const char *path, uint32_t id,
+			   bool want_dir, bool *keep_dir)
 {
 	struct tl *t = &b->t;
 	struct ti_node *nd = &t->ix.nodes[id];
+	int rc = 0;
 
 	*keep_dir = want_dir && (nd->flags & TI_DIR);
 	if (nd->flags & TI_EXPLICIT)
-		tl_warn(t, 0, "duplicate entry: the later one wins");
+		rc = record_problem(t, *keep_dir ? TL_PROBLEM_DIR_AGAIN :
+				    TL_PROBLEM_DUPLICATE, path,
+				    "duplicate entry: the later one wins");
 	else if (!want_dir)
-		tl_warn(t, 0, "replaces the directory made for earlier "
-			"entries");
+		rc = record_problem(t, TL_PROBLEM_DUPLICATE, path,
+				    "replaces the directory made for earlier "
+				    "entries");
 	if (!*keep_dir)
 		mark_gone(&t->ix, id);
+	return rc;
 }
 
 static int add_seg(struct pb_inode *in, size_t *cap, uint64_t off,
@@ -1118,8 +1183,9 @@ static int put_entry(struct pb *b, const char *dir, const char *leaf,
 	if (parent_dir(b, dir, &parent) < 0)
 		goto out;
 	id = ti_child(&t->ix, parent, leaf, strlen(leaf), false);
-	if (tl_live(&t->ix, id))
-		replace_earlier(b, id, want_dir, &keep_dir);
+	if (tl_live(&t->ix, id) &&
+	    replace_earlier(b, path, id, want_dir, &keep_dir) < 0)
+		goto out;
 	/* the target went with what the entry replaced */
 	if (target && !tl_live(&t->ix, ti_path(&t->ix, target, false))) {
 		rc = tl_fail(t, 0, "hard link to a path not yet seen: %s", esc);
@@ -1157,8 +1223,10 @@ static int root_entry(struct pb *b)
 	if (archive_entry_hardlink(t->ae) ||
 	    archive_entry_filetype(t->ae) != AE_IFDIR)
 		return tl_fail(t, 0, "the layer's root must be a directory");
-	if (root->flags & TI_EXPLICIT)
-		tl_warn(t, 0, "duplicate entry: the later one wins");
+	if ((root->flags & TI_EXPLICIT) &&
+	    record_problem(t, TL_PROBLEM_DIR_AGAIN, "",
+			   "duplicate entry: the later one wins") < 0)
+		return -1;
 	if (record_owner_xattrs(b, b->node_ino[TI_ROOT]) < 0)
 		return -1;
 	root->flags = TI_DIR | TI_EXPLICIT;
@@ -1226,23 +1294,46 @@ static int buf_add(struct buf *b, const void *p, size_t n)
 	return 0;
 }
 
-/* tl_warn()'s hook: the warning kept for the image (struct pi_warn). */
+/* A record of struct pi_warn, @kind, of the current entry: 0, or -1
+ * (out of memory). */
+static int keep_said(struct pb *b, uint32_t kind, int err, const char *path,
+		     const char *msg)
+{
+	const char *str[3] = { b->t.raw, path, msg };
+	uint32_t len[3];
+	struct pi_warn w;
+
+	for (int i = 0; i < 3; i++) {
+		size_t n = str[i] ? strlen(str[i]) : 0;
+
+		if (n >= PI_NONE)
+			return -1;
+		len[i] = str[i] ? (uint32_t)n : PI_NONE;
+	}
+	w = (struct pi_warn){ kind, (uint32_t)err, len[0], len[1], len[2] };
+	if (buf_add(&b->warns, &w, sizeof(w)) < 0)
+		return -1;
+	for (int i = 0; i < 3; i++)
+		if (str[i] && buf_add(&b->warns, str[i], len[i] + 1) < 0)
+			return -1;
+	b->nwarns++;
+	return 0;
+}
+
+/* tl_warn()'s hook: the warning kept, to be said by replay(). */
 static void record_warn(struct tl *t, int err, const char *msg)
 {
-	struct pb *b = pb_of(t);
-	size_t elen = t->raw ? strlen(t->raw) : 0, mlen = strlen(msg);
-	struct pi_warn w = { .err = (uint32_t)err,
-			     .entry_len = t->raw ? (uint32_t)elen : PI_NONE,
-			     .msg_len = (uint32_t)mlen };
+	if (keep_said(pb_of(t), 0, err, NULL, msg) < 0)
+		pb_of(t)->warns_lost = true;
+}
 
-	if (elen >= PI_NONE || mlen >= PI_NONE ||
-	    buf_add(&b->warns, &w, sizeof(w)) < 0 ||
-	    (t->raw && buf_add(&b->warns, t->raw, elen + 1) < 0) ||
-	    buf_add(&b->warns, msg, mlen + 1) < 0) {
-		b->warns_lost = true;
-		return;
-	}
-	b->nwarns++;
+/* The tl problem hook: kept, for the reader's sink to take or not. */
+static int record_problem(struct tl *t, int kind, const char *path,
+			  const char *msg)
+{
+	if (keep_said(pb_of(t), (uint32_t)kind, 0, path, msg) < 0)
+		return oom(t);
+	return 0;
 }
 
 /* @s (@n bytes, then a NUL) into the strings: its offset, or PI_NONE. */
@@ -1605,17 +1696,22 @@ static int build(struct pb *b, int fd, struct pi_header *h)
 
 int hu_pindex_build(int fd, const struct hu_oci_image *img, size_t k,
 		    const char *name, const struct hu_report *r,
+		    const struct hu_problem_sink *sink,
 		    struct hu_pindex **out, struct hu_error *e)
 {
-	struct pb b = { .t = { .r = r, .e = e, .root = -1, .cfd = -1,
+	/* its progress as it goes, what it says once it is read (replay) */
+	struct hu_report quiet = r ? *r : (struct hu_report){ 0 };
+	struct pb b = { .t = { .r = &quiet, .e = e, .root = -1, .cfd = -1,
 			       .stash = -1, .as_root = geteuid() == 0,
 			       .entry = record, .warned = record_warn,
+			       .problem = record_problem,
 			       .hash_stored = true } };
 	struct pi_header h = { .version = PI_VERSION, .order = PI_ORDER };
 	struct buf image = { 0 };
 	int rc;
 
 	*out = NULL;
+	quiet.warn = NULL;
 	if (hu_la_need(e) < 0 || hu_crypto_need(e) < 0)
 		return -1;
 	b.l = (struct hu_layer){ .path = (char *)name, .fd = -1,
@@ -1633,14 +1729,31 @@ int hu_pindex_build(int fd, const struct hu_oci_image *img, size_t k,
 	if (rc == 0 && write_image(&b, &h, &image) < 0)
 		rc = hu_error_set(e, ENOMEM, name, "out of memory");
 	tl_release(&b.t);
-	pb_free(&b);
 	if (rc < 0) {
+		/* what the unpack would have said before it stopped, and
+		 * where: at a forward link before this error, if a sink
+		 * takes none */
+		struct hu_error said = { 0 };
+
+		if (!b.warns_lost &&
+		    replay(b.warns.p, b.warns.len, b.nwarns, name, r, sink,
+			   &said) < 0) {
+			hu_error_clear(e);
+			*e = said;
+		}
+		pb_free(&b);
 		free(image.p);
 		return -1;
 	}
+	pb_free(&b);
 	if (load(image.p, image.len, PI_HEAP, out) < 0)
 		return hu_error_set(e, errno, name, "%s", errno == ENOMEM ?
 				    "out of memory" :
 				    "the index built is not valid");
+	if (hu_pindex_replay(*out, name, r, sink, e) < 0) {
+		hu_pindex_free(*out);
+		*out = NULL;
+		return -1;
+	}
 	return 0;
 }

@@ -91,17 +91,25 @@ void hu_pindex_free(struct hu_pindex *x);
  * its digests, size and compression verified as the unpack verifies them,
  * or (@img NULL) a tarball file, the sha256 of its bytes taken as they
  * pass.  @name is what messages call it: they read as the unpack's
- * ("NAME: ENTRY: message"), its warnings through @r, which also sees the
- * progress of the read.  The index is in memory: hu_pindex_bytes(). */
+ * ("NAME: ENTRY: message").  @r sees the progress of the read; what the
+ * unpack would say is said at its end, as hu_pindex_replay() says it
+ * (on an error too, what came before it).  The index is in memory:
+ * hu_pindex_bytes(). */
 int hu_pindex_build(int fd, const struct hu_oci_image *img, size_t k,
 		    const char *name, const struct hu_report *r,
+		    const struct hu_problem_sink *sink,
 		    struct hu_pindex **out, struct hu_error *e);
-/* The warnings its build gave (a duplicate entry, a name libarchive
- * could not convert...), given again to @r as the build words them, for
- * tarball @name: what an index read back from the cache says, so that a
- * run says the same whether it built the index or not. */
-void hu_pindex_warnings(const struct hu_pindex *x, const char *name,
-			const struct hu_report *r);
+/* What the unpack of tarball @name would have said, kept by the build:
+ * its warnings (a duplicate entry, a name libarchive could not
+ * convert...) to @r, worded as the unpack words them; given a problem
+ * sink (fsck), a duplicate and a hard link forward (left out of the
+ * index) go there instead, as the unpack gives them.  -1 with @e where
+ * the unpack would have failed: a hard link forward that no sink takes.
+ * So a run says the same whether it unpacked, built the index or read
+ * it from the cache. */
+int hu_pindex_replay(const struct hu_pindex *x, const char *name,
+		     const struct hu_report *r,
+		     const struct hu_problem_sink *sink, struct hu_error *e);
 /* An index from its image: @len bytes at @buf (copied), or the file @fd
  * (mapped).  -1 with errno EINVAL when it is no valid index (its
  * checksum, or any offset or count, wrong), ENOMEM, or fstat/mmap's. */
@@ -154,14 +162,17 @@ int hu_pcache_trim(struct hu_pcache *c, struct hu_error *e);
 /*
  * The index of tarball @fd: layer @k of @img, or (@img NULL) a tarball
  * file; @name names it in messages, as hu_pindex_build().  From cache @c
- * when it holds a good one (*@from_cache; the build's warnings given again
- * to @r), else built (@r: its warnings and progress) and stored there.  A cached index that does not load, or
+ * when it holds a good one (*@from_cache), else built (@r: its progress)
+ * and stored there; either way what the build said is said to @r and
+ * @sink (hu_pindex_replay()), and where the unpack would fail, so does
+ * this.  A cached index that does not load, or
  * is not of this tarball, is rebuilt and replaced without a word; one the
  * cache cannot store costs the next run a build.  @c NULL (--no-cache):
  * built in memory, nothing written.
  */
 int hu_pindex_get(struct hu_pcache *c, int fd, const struct hu_oci_image *img,
 		  size_t k, const char *name, const struct hu_report *r,
-		  struct hu_pindex **out, bool *from_cache, struct hu_error *e);
+		  const struct hu_problem_sink *sink, struct hu_pindex **out,
+		  bool *from_cache, struct hu_error *e);
 
 #endif /* HUNION_PINDEX_H */

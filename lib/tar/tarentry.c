@@ -340,6 +340,9 @@ static int link_forward(struct tl *t, const char *path, const char *esc)
 	const struct hu_problem_sink *sink =
 		t->below ? t->below->problems : NULL;
 
+	if (t->problem)		/* the index: the reader's sink decides */
+		return t->problem(t, TL_PROBLEM_LINK_FORWARD, path, esc) < 0 ?
+		       -1 : 1;
 	if (!sink || sink->policy == HU_PB_FAIL)
 		return tl_fail(t, 0, "hard link to a path not yet seen: %s",
 			       esc);
@@ -391,6 +394,9 @@ static int stated_again(struct tl *t, const char *path, const char *msg,
 	const struct hu_problem_sink *sink =
 		t->below ? t->below->problems : NULL;
 
+	if (t->problem)
+		return t->problem(t, dir_again ? TL_PROBLEM_DIR_AGAIN :
+				  TL_PROBLEM_DUPLICATE, path, msg);
 	if (!sink) {
 		tl_warn(t, 0, "%s", msg);
 		return 0;

@@ -139,12 +139,23 @@ struct tl {
 	 * (pindex.c) records it instead. */
 	int (*entry)(struct tl *t);
 	/* Optional: each warning (its entry t->raw) as it is given, to
-	 * @r or not: the path index keeps them, to give them again when it
-	 * is read back from the cache (hu_pindex_warnings()). */
+	 * @r or not; and instead of what a problem sink would take (a
+	 * path stated again, a hard link forward: left out, 0 to go on),
+	 * @kind a TL_PROBLEM_*.  The path index keeps them, to give them
+	 * as the unpack would, to a reader with a sink or without
+	 * (hu_pindex_replay()). */
 	void (*warned)(struct tl *t, int err, const char *msg);
+	int (*problem)(struct tl *t, int kind, const char *path,
+		       const char *msg);
 	/* The index: the stored bytes' sha256 taken too, for a tarball that
 	 * is no image's layer (tar_src_hash_stored). */
 	bool hash_stored;
+};
+
+enum {
+	TL_PROBLEM_DUPLICATE = 1,	/* @msg the warning */
+	TL_PROBLEM_DIR_AGAIN,		/* a directory restated: @msg */
+	TL_PROBLEM_LINK_FORWARD,	/* @msg the escaped target */
 };
 
 /* Read tarball @fd (t->l->image's layer t->l->image_layer, verified, when

@@ -30,7 +30,9 @@
 # A mk may mount (a second filesystem under the temp dir): the runner
 # unmounts everything under the temp dir at the end.
 # Every case also checks that `fsck -n` changes no byte: a manifest of the
-# whole temp dir (modes, owners, mtimes, xattrs, data) before and after.
+# whole temp dir (modes, owners, mtimes, xattrs, data) before and after;
+# and that over its lower layers made tarballs (and its own tarballs),
+# read from their path index, fsck finds what it finds over their unpack.
 # A mk that exits 77 skips the case.
 #
 # HUNION_UPDATE=1 writes expect.1 and expect.2 from the actual output (read
@@ -111,6 +113,54 @@ same_findings() {	# ARGS...
 		return 1
 	fi
 	rm -f $R/find-n $R/find-y $R/find-diff
+}
+
+# Tarball layers are read from their path index (lib/tar/pindex.c, the
+# cache or made afresh), never unpacked: fsck must find what it finds
+# over their unpack (HUNION_INDEX=0), word for word, with the exit
+# status; and through no TMPDIR (made a file here).  The stack: the
+# case's layers, each lower directory made a tarball by GNU tar (pax,
+# every xattr), and the case's own tarballs; -n, and --all-layers; the
+# index made, then read from the cache.
+index_same() {	# OPTS... -- LAYERS...
+	local fopts=() t=() k n args l rc=0
+	while [ "$1" != -- ]; do fopts+=("$1"); shift; done
+	shift
+	n=$#
+	k=0
+	for l in "$@"; do
+		k=$((k + 1))
+		if [ $k -lt $n ] && [ -d "$l" ] && [ ! -L "$l" ]; then
+			tar --format=pax --xattrs --xattrs-include='*' \
+				--numeric-owner -C "$l" -cf "$R/t$k.tar" . \
+				2>/dev/null || return 0
+			t+=("$R/t$k.tar")
+		else
+			t+=("$l")
+		fi
+	done
+	case " ${t[*]}" in *.tar*) ;; *) return 0 ;; esac
+	: >$R/notdir
+	for args in -n "-n --all-layers"; do
+		# shellcheck disable=SC2086
+		HUNION_INDEX=0 "$HUNION" fsck $args "${fopts[@]}" "${t[@]}" \
+			>$R/want 2>&1
+		echo "[exit $?]" >>$R/want
+		for k in made cached; do
+			# shellcheck disable=SC2086
+			TMPDIR=$R/notdir XDG_CACHE_HOME=$R/cache "$HUNION" \
+				fsck $args "${fopts[@]}" "${t[@]}" >$R/got 2>&1
+			echo "[exit $?]" >>$R/got
+			if ! diff -u $R/want $R/got >$R/idiff; then
+				echo "fsck $args over tarballs, the index $k," \
+				     "finds what the unpack does not:"
+				head -n 20 $R/idiff
+				rc=1
+			fi
+		done
+	done
+	rm -rf $R/t[0-9]*.tar $R/notdir $R/cache $R/want $R/got $R/idiff
+	return $rc
 }
 
 # The merged view of the stack, as a manifest, through hunion merge -o.
@@ -252,6 +302,7 @@ for name in "${cases[@]}"; do
 		rm -f $R/snap-before $R/snap-after $R/snap-diff
 		same_findings "${opts[@]}" --all-layers "${layers[@]}" || bad=1
 		same_findings "${opts[@]}" "${layers[-1]}" || bad=1
+		index_same "${opts[@]}" -- "${layers[@]}" || bad=1
 
 		fsck_run -y "${opts[@]}" "${layers[@]}" >$R/out1
 		fsck_run -y "${opts[@]}" "${layers[@]}" >$R/out2

@@ -308,7 +308,7 @@ static int build(const char *arg, const char *k, const char *cache,
 		return fail(&e);
 	if (cache && hu_pcache_open(&c, cache, &e) < 0)
 		return fail(&e);
-	rc = hu_pindex_get(c, fd, img, layer, arg, &report, x, &cached, &e);
+	rc = hu_pindex_get(c, fd, img, layer, arg, &report, NULL, x, &cached, &e);
 	if (cache && rc == 0)
 		printf("%s\n", cached ? "cached" : "built");
 	if (c)

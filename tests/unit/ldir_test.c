@@ -90,7 +90,7 @@ static void open_index(struct hu_layer *l, const char *tar,
 	memset(l, 0, sizeof(*l));
 	l->path = strdup(tar);
 	l->unpacked_lock = -1;
-	cr_assert_eq(hu_pindex_build(fd, NULL, 0, tar, NULL, &x, &e), 0,
+	cr_assert_eq(hu_pindex_build(fd, NULL, 0, tar, NULL, NULL, &x, &e), 0,
 		     "%s", e.msg);
 	close(fd);
 	cr_assert_eq(hu_ldir_imply(l, x, below, &e), 0, "%s", e.msg);

@@ -109,7 +109,7 @@ static struct hu_pindex *build(const char *tarball, struct hu_error *e)
 	int fd = open(tarball, O_RDONLY | O_CLOEXEC);
 
 	cr_assert_geq(fd, 0);
-	if (hu_pindex_build(fd, NULL, 0, tarball, NULL, &x, e) < 0)
+	if (hu_pindex_build(fd, NULL, 0, tarball, NULL, NULL, &x, e) < 0)
 		x = NULL;
 	close(fd);
 	return x;
@@ -416,7 +416,7 @@ static struct hu_pindex *get(struct hu_pcache *c, const char *tarball,
 	int fd = open(tarball, O_RDONLY | O_CLOEXEC);
 
 	cr_assert_geq(fd, 0);
-	cr_assert_eq(hu_pindex_get(c, fd, NULL, 0, tarball, NULL, &x, cached,
+	cr_assert_eq(hu_pindex_get(c, fd, NULL, 0, tarball, NULL, NULL, &x, cached,
 				   &e), 0, "%s", e.msg);
 	close(fd);
 	return x;
@@ -497,7 +497,7 @@ static void get_saying(struct hu_pcache *c, const char *tb, bool *cached)
 
 	said[0] = '\0';
 	cr_assert_geq(fd, 0);
-	cr_assert_eq(hu_pindex_get(c, fd, NULL, 0, tb, &r, &x, cached, &e), 0,
+	cr_assert_eq(hu_pindex_get(c, fd, NULL, 0, tb, &r, NULL, &x, cached, &e), 0,
 		     "%s", e.msg);
 	close(fd);
 	hu_pindex_free(x);
@@ -523,6 +523,67 @@ Test(pindex, cache_gives_the_warnings_again)
 	get_saying(c, tb, &cached);
 	cr_expect(cached);
 	cr_expect_str_eq(said, built);
+	hu_pcache_close(c);
+}
+
+static int take(void *ctx, const struct hu_problem *p, struct hu_error *e)
+{
+	size_t n = strlen(said);
+
+	snprintf(said + n, sizeof(said) - n, "%s %s %s\n",
+		 hu_problem_info(p->id)->id, p->path, p->detail);
+	return 0;
+}
+
+/* What the unpack gives a problem sink (fsck) an index gives it too, built
+ * or cached: a duplicate, and a hard link forward left out; without a
+ * sink, the duplicate is a warning and the link fails the layer, as the
+ * unpack fails it. */
+Test(pindex, replay_to_a_sink)
+{
+	static const struct tent fwd[] = {
+		TD('h', "early", "late"),
+		TD('f', "late", "one"),
+		TD('f', "late", "two"),
+		END
+	};
+	const struct hu_problem_sink sink = { HU_PB_COLLECT, take, NULL };
+	struct hu_error e = { 0 };
+	struct hu_pcache *c;
+	const char *tb = mktar("fwd.tar.gz", fwd);
+	char first[sizeof(said)];
+	struct hu_pindex *x;
+	bool cached;
+	int fd;
+
+	cr_assert_eq(hu_pcache_open(&c, tu_path("cache"), &e), 0);
+	for (int round = 0; round < 2; round++) {
+		said[0] = '\0';
+		x = NULL;
+		fd = open(tb, O_RDONLY | O_CLOEXEC);
+		cr_assert_eq(hu_pindex_get(c, fd, NULL, 0, tb, NULL, &sink, &x,
+					   &cached, &e), 0, "%s", e.msg);
+		close(fd);
+		cr_expect_eq(cached, round == 1);
+		cr_expect_str_eq(said, "tarLinkForward early late\n"
+				 "tarDuplicate late duplicate entry: the "
+				 "later one wins\n");
+		cr_expect_eq(at(x, "early"), HU_PNODE_NONE);
+		cr_expect_neq(at(x, "late"), HU_PNODE_NONE);
+		hu_pindex_free(x);
+		if (round == 0)
+			memcpy(first, said, sizeof(said));
+	}
+	/* no sink: the layer fails where the unpack fails, said the same */
+	fd = open(tb, O_RDONLY | O_CLOEXEC);
+	cr_expect_eq(hu_pindex_get(c, fd, NULL, 0, tb, NULL, NULL, &x, &cached,
+				   &e), -1);
+	close(fd);
+	cr_expect_null(x);
+	cr_expect(e.path && strstr(e.path, ": early"), "%s", e.path);
+	cr_expect(e.msg && strstr(e.msg, "hard link to a path not yet seen"),
+		  "%s", e.msg);
+	hu_error_clear(&e);
 	hu_pcache_close(c);
 }
 
@@ -651,7 +712,7 @@ Test(pindex, cache_parallel_writers)
 			int fd = open(tb, O_RDONLY | O_CLOEXEC);
 
 			if (hu_pcache_open(&cc, tu_path("cache"), &e) < 0 ||
-			    hu_pindex_get(cc, fd, NULL, 0, tb, NULL, &xx, NULL,
+			    hu_pindex_get(cc, fd, NULL, 0, tb, NULL, NULL, &xx, NULL,
 					  &e) < 0 ||
 			    at(xx, "etc/passwd") == HU_PNODE_NONE)
 				_exit(1);
@@ -693,7 +754,7 @@ static void child_get(const char *tb, int kill)
 	if (kill)
 		setenv("HUNION_FAULT", spec, 1);
 	if (hu_pcache_open(&c, tu_path("cache"), &e) < 0 ||
-	    hu_pindex_get(c, fd, NULL, 0, tb, NULL, &x, &cached, &e) < 0 ||
+	    hu_pindex_get(c, fd, NULL, 0, tb, NULL, NULL, &x, &cached, &e) < 0 ||
 	    at(x, "etc/passwd") == HU_PNODE_NONE ||
 	    at(x, "usr/lib/deep/file") == HU_PNODE_NONE ||
 	    at(x, "etc/passwd-link") == HU_PNODE_NONE)
