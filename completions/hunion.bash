@@ -37,9 +37,9 @@ _hunion_spec()
 		;;
 	'hunion fsck')
 		subs=''
-		longs='--no --preen --yes --dry-run --json --workdir= --all-layers --vacuum --severity= --repair-lowers --force --lowerdir= --upperdir= --format= --platform= --userxattr --verbose --quiet --progress= --progress-fd= --completion-fd= --help'
+		longs='--no --preen --yes --dry-run --json --workdir= --all-layers --vacuum --severity= --repair-lowers --force --lowerdir= --upperdir= --format= --platform= --userxattr --cache-dir= --no-cache --verbose --quiet --progress= --progress-fd= --completion-fd= --help'
 		shorts='-n -p -y -v -q -C -h'
-		args='--workdir --severity --lowerdir --upperdir --format --platform --progress --progress-fd -C --completion-fd'
+		args='--workdir --severity --lowerdir --upperdir --format --platform --cache-dir --progress --progress-fd -C --completion-fd'
 		operands='@layer'
 		;;
 	'hunion mount')
@@ -174,6 +174,7 @@ _hunion_values()
 	'hunion fsck --lowerdir') printf '%s\n' '@dir' ;;
 	'hunion fsck --upperdir') printf '%s\n' '@dir' ;;
 	'hunion fsck --format') printf '%s\n' 'auto|union|overlay|oci' ;;
+	'hunion fsck --cache-dir') printf '%s\n' '@dir' ;;
 	'hunion fsck --progress') printf '%s\n' 'auto|always|never' ;;
 	'hunion mount --type'|'hunion mount -t') printf '%s\n' 'auto|overlay|union|fuse' ;;
 	'hunion mount --workdir') printf '%s\n' '@dir' ;;

@@ -137,6 +137,8 @@ complete -c hunion -n '__fish_seen_subcommand_from fsck' -l upperdir -x -a '(__f
 complete -c hunion -n '__fish_seen_subcommand_from fsck' -l format -x -a 'auto union overlay oci' -d 'layer format (default: detect per layer)'
 complete -c hunion -n '__fish_seen_subcommand_from fsck' -l platform -x -a '' -d 'the image of an index an operand oci:DIR[:REF] reads (default: the host\'s)'
 complete -c hunion -n '__fish_seen_subcommand_from fsck' -l userxattr -d 'markers live under user.* instead of trusted.*'
+complete -c hunion -n '__fish_seen_subcommand_from fsck' -l cache-dir -x -a '(__fish_complete_directories)' -d 'keep the path indexes of tarball and image layers in DIR (default: $XDG_CACHE_HOME/hunion)'
+complete -c hunion -n '__fish_seen_subcommand_from fsck' -l no-cache -d 'read tarball and image layers afresh, keep no path index'
 complete -c hunion -n '__fish_seen_subcommand_from fsck' -s v -l verbose -d 'say more about what is done'
 complete -c hunion -n '__fish_seen_subcommand_from fsck' -s q -l quiet -d 'print errors only, no warnings'
 complete -c hunion -n '__fish_seen_subcommand_from fsck' -l progress -x -a 'auto always never' -d 'progress on stderr: on a terminal (auto), also as a line every 10 s elsewhere (always), or not'
