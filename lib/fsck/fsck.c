@@ -721,7 +721,6 @@ static int check_layer(struct fsck_run *r, struct hu_error *e)
  */
 struct sink_ctx {
 	const struct hu_stack *s;	/* NULL while the stack opens */
-	char *const *paths;
 	size_t n, first_checked;
 	const struct hu_fsck_opts *o;
 	struct hu_fsck_stats *st;
@@ -729,6 +728,11 @@ struct sink_ctx {
 	 * (a bad redirect, on the directory and on a lookup through it) */
 	char **seen;
 	size_t nseen;
+	/* What the stack's open met, held until it is open: only then are
+	 * its layers' names known (an image operand's layers), and so which
+	 * are checked, whose checks say it themselves. */
+	struct hu_problem *held;
+	size_t nheld;
 };
 
 /* Has @p been reported?  If not, remember it: 1 seen, 0 new, -1 ENOMEM. */
@@ -754,6 +758,38 @@ static int sink_seen(struct sink_ctx *c, const struct hu_problem *p)
 	return 0;
 }
 
+static void held_free(struct sink_ctx *c)
+{
+	for (size_t i = 0; i < c->nheld; i++) {
+		free((char *)c->held[i].layer);
+		free((char *)c->held[i].path);
+		free((char *)c->held[i].detail);
+	}
+	free(c->held);
+	c->held = NULL;
+	c->nheld = 0;
+}
+
+static int hold_problem(struct sink_ctx *c, const struct hu_problem *p,
+			struct hu_error *e)
+{
+	struct hu_problem *v = realloc(c->held,
+				       (c->nheld + 1) * sizeof(*v));
+	struct hu_problem *h;
+
+	if (!v)
+		return hu_error_set(e, ENOMEM, NULL, "out of memory");
+	c->held = v;
+	h = &v[c->nheld];
+	*h = (struct hu_problem){ p->id, p->layer ? strdup(p->layer) : NULL,
+				  strdup(p->path),
+				  p->detail ? strdup(p->detail) : NULL };
+	c->nheld++;
+	if ((p->layer && !h->layer) || !h->path || (p->detail && !h->detail))
+		return hu_error_set(e, ENOMEM, NULL, "out of memory");
+	return 0;
+}
+
 static int sink_found(void *ctx, const struct hu_problem *p,
 		      struct hu_error *e)
 {
@@ -764,10 +800,11 @@ static int sink_found(void *ctx, const struct hu_problem *p,
 		.path = p->path, .detail = p->detail, .action = HU_FSCK_LEFT,
 	};
 
+	if (!c->s)
+		return hold_problem(c, p, e);
 	/* A tie is detection's alone to see: no check finds it. */
 	for (size_t i = c->first_checked; i < c->n; i++)
-		if (p->layer && strcmp(p->layer, c->s ? c->s->layers[i].path :
-				       c->paths[i]) == 0 &&
+		if (p->layer && strcmp(p->layer, c->s->layers[i].path) == 0 &&
 		    p->id != HU_PB_FORMAT_TIED)
 			return 0;
 	if (sev == HU_SEV_IGNORE)
@@ -786,11 +823,18 @@ static int sink_found(void *ctx, const struct hu_problem *p,
 
 /* The stack is open: its layers, an image operand's expanded, are what
  * the sink compares with (the operands only while it opens). */
-static void stack_opened(struct sink_ctx *c, const struct hu_stack *s)
+static int stack_opened(struct sink_ctx *c, const struct hu_stack *s,
+			struct hu_error *e)
 {
+	int rc = 0;
+
 	c->s = s;
 	c->n = s->n;
 	c->first_checked = c->o->all_layers ? 0 : s->n - 1;
+	for (size_t i = 0; i < c->nheld && rc == 0; i++)
+		rc = sink_found(c, &c->held[i], e);
+	held_free(c);
+	return rc;
 }
 
 /* The layers (from @from) and the workdir a repair may write, into @d:
@@ -939,8 +983,7 @@ int hu_fsck(char *const paths[], size_t n, const struct hu_stack_opts *so,
 	    const struct hu_fsck_opts *o, struct hu_fsck_stats *st,
 	    struct hu_error *e)
 {
-	struct sink_ctx sc = { NULL, paths, n, o->all_layers ? 0 : n - 1,
-			       o, st, NULL, 0 };
+	struct sink_ctx sc = { .o = o, .st = st };
 	struct hu_problem_sink sink = { HU_PB_COLLECT, sink_found, &sc };
 	struct hu_stack_opts sopts = *so;
 	struct hu_stack s;
@@ -977,7 +1020,8 @@ int hu_fsck(char *const paths[], size_t n, const struct hu_stack_opts *so,
 	if (hu_stack_open(&s, paths, n, &sopts, e) < 0)
 		goto out;
 	opened = true;
-	stack_opened(&sc, &s);
+	if (stack_opened(&sc, &s, e) < 0)
+		goto out;
 	if (o->workdir) {
 		/* the user's path, outside every layer: followed */
 		workfd = open(o->workdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -1022,7 +1066,8 @@ int hu_fsck(char *const paths[], size_t n, const struct hu_stack_opts *so,
 		if (hu_stack_open(&s, paths, n, &sopts, e) < 0)
 			goto out;
 		opened = true;
-		stack_opened(&sc, &s);
+		if (stack_opened(&sc, &s, e) < 0)
+			goto out;
 	}
 	st->entries = counted;	/* each entry counted once */
 	if (o->workdir) {
@@ -1052,6 +1097,7 @@ out:
 	for (size_t i = 0; i < sc.nseen; i++)
 		free(sc.seen[i]);
 	free(sc.seen);
+	held_free(&sc);
 	hu_wr_set_dry_run(was_dry);
 	return rc;
 }
