@@ -241,6 +241,8 @@ void layer_cache_close(struct layer_opts *lo);
 /* -v: each layer of @s read from its path index, and whether the index
  * was read from the cache or made. */
 void note_indexes(const struct hu_stack *s);
+/* -v: each index layer whose tarball was read again from its start. */
+void note_restarts(const struct hu_stack *s);
 /* Handle --format, --platform, --userxattr, -v, -q, --json, -n,
  * --lowerdir, --upperdir, --cache-dir, --no-cache: returns 1 if @o was one of them, 0 if not, -1
  * on a bad value. */

@@ -329,6 +329,21 @@ void note_indexes(const struct hu_stack *s)
 	}
 }
 
+void note_restarts(const struct hu_stack *s)
+{
+	if (front.verbosity <= 0)
+		return;
+	for (size_t i = 0; i < s->n; i++) {
+		unsigned n = hu_layer_restarts(&s->layers[i]);
+
+		if (n)
+			fprintf(stderr, "%s: %s: tarball read again from its "
+				"start %u time%s (files asked for behind the "
+				"position reached)\n", front.cmdname,
+				s->layers[i].path, n, n == 1 ? "" : "s");
+	}
+}
+
 int layer_opt(const struct cmd *c, struct layer_opts *lo,
 	      const struct parsed_opt *o)
 {

@@ -210,6 +210,8 @@ int cmd_flatten(const struct cmd *c, int argc, char **argv)
 				  PROGRESS_UNKNOWN : f.st.entries + 1);
 	else if (front.verbosity > 0 && !a.image)
 		print_summary(&a, &f.st, &d);
+	if (rc >= 0)
+		note_restarts(&s);
 	hu_error_clear(&e);
 	hu_stack_close(&s);
 	layer_cache_close(&a.lo);

@@ -500,6 +500,10 @@ int hu_layer_lock_change(const struct hu_layer *l, struct hu_error *e);
 /* Is @l half-converted (conv_to)?  Does it read markers of format @f
  * (its own, or while half-converted the one it is converted to)? */
 bool hu_layer_half(const struct hu_layer *l);
+/* How many times the tarball of index layer @l was read again from its
+ * start, a file's bytes asked for behind the position reached
+ * (tar/pdata.c): 0 for a tarball read once, or any other layer. */
+unsigned hu_layer_restarts(const struct hu_layer *l);
 bool hu_layer_is(const struct hu_layer *l, enum hu_format f);
 
 /* Open one layer (used by commands that work on a single layer). */

@@ -422,7 +422,7 @@ int hu_ldir_copy_data(struct hu_layer *l, int dir, const char *name,
 		return hu_error_set(e, EIO, name, "cannot read: not a file "
 				    "with data");
 	if (!l->pstream && hu_pstream_open(&l->pstream, l->tar_fd, l->image,
-					   l->image_layer, e) < 0)
+					   l->image_layer, l->pindex, e) < 0)
 		return -1;
 	if (hu_pstream_copy(l->pstream, &d, size, put, ctx, e) < 0) {
 		if (!e->path)
@@ -432,12 +432,17 @@ int hu_ldir_copy_data(struct hu_layer *l, int dir, const char *name,
 	return 0;
 }
 
+unsigned hu_layer_restarts(const struct hu_layer *l)
+{
+	return l->pstream ? hu_pstream_restarts(l->pstream) : 0;
+}
+
 int hu_ldir_data_finish(struct hu_layer *l, struct hu_error *e)
 {
 	if (l->tar_fd < 0)
 		return 0;
 	if (!l->pstream && hu_pstream_open(&l->pstream, l->tar_fd, l->image,
-					   l->image_layer, e) < 0)
+					   l->image_layer, l->pindex, e) < 0)
 		return -1;
 	return hu_pstream_finish(l->pstream, e);
 }

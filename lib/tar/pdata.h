@@ -18,11 +18,13 @@ typedef int (*hu_pstream_put)(void *ctx, const void *p, size_t n,
 			      struct hu_error *e);
 
 /* Read the tarball @fd (dup'd; from its start), an image's layer @layer
- * when @img, verified as it is read.  Errors have no path: the caller
+ * when @img, verified as it is read.  @x, its index (or NULL), says where
+ * its hard-linked files' bytes lie: those passed without being asked for
+ * are kept for a later ask (pdata.c).  Errors have no path: the caller
  * names the layer. */
 int hu_pstream_open(struct hu_pstream **ps, int fd,
 		    const struct hu_oci_image *img, size_t layer,
-		    struct hu_error *e);
+		    const struct hu_pindex *x, struct hu_error *e);
 /* The @size bytes of the file whose data is @d, to @put: holes of a
  * sparse file as zeros.  Bytes behind the position reached start the
  * stream again (hu_pstream_restarts()). */
