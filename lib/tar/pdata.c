@@ -242,7 +242,7 @@ static int stash_skipped(struct hu_pstream *ps, const unsigned char *p,
 		struct stashed *s = ps->nstash ? &ps->stash[ps->nstash - 1] :
 					NULL;
 
-		if (l->off < ps->stashed_to)
+		if (a == l->off && l->off < ps->stashed_to)
 			continue;	/* passed before a restart */
 		if (a == l->off) {
 			/* its first bytes: kept whole, or not at all */
