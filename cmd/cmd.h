@@ -298,7 +298,8 @@ typedef int (*tar_fill_fn)(void *ctx, struct hu_tarout *t,
 			   struct hu_error *e);
 /* Write the tarball @path ("-": standard output) and the descriptor the
  * options ask for, built beside them and renamed in when complete; on
- * failure nothing is left and @e names the output. */
+ * failure nothing is left and @e names the output.  @d: the digests, for
+ * a caller that says them (NULL: none computed but the descriptor's). */
 int tar_write(const struct tar_args *ta, const char *path,
 	      const struct hu_stack *s, const struct hu_tarout_opts *to,
 	      tar_fill_fn fill, void *ctx, struct hu_digests *d,

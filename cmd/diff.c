@@ -189,7 +189,8 @@ static int write_oci(const struct diff_args *a, const struct hu_stack *s,
 	/* -n: the whole tarball made, its bytes counted and hashed, none
 	 * written */
 	hu_dry_run(a->lo.dry_run);
-	rc = tar_write(&a->tar, a->out, s, to, fill_changes, &f, &d, e);
+	rc = tar_write(&a->tar, a->out, s, to, fill_changes, &f,
+		       a->lo.dry_run ? &d : NULL, e);
 	hu_dry_run(false);
 	if (rc < 0)
 		return DIFF_TROUBLE;

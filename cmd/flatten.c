@@ -192,7 +192,9 @@ int cmd_flatten(const struct cmd *c, int argc, char **argv)
 		/* -n: the whole tarball made, its bytes counted and hashed,
 		 * none written */
 		hu_dry_run(a.lo.dry_run);
-		rc = tar_write(&a.tar, a.out, &s, &to, fill, &f, &d, &e);
+		rc = tar_write(&a.tar, a.out, &s, &to, fill, &f,
+			       a.lo.dry_run || front.verbosity > 0 ? &d :
+			       NULL, &e);
 		hu_dry_run(false);
 	}
 	/* The bytes written: the live count, every byte that reached the

@@ -157,12 +157,17 @@ static int write_both(const struct hu_tarout_opts *to, struct hu_outfile *f,
 		      bool desc, tar_fill_fn fill, void *ctx,
 		      struct hu_digests *d, struct hu_error *e)
 {
+	struct hu_tarout_opts o = *to;
+	struct hu_digests own;
 	struct hu_tarout *t;
 	char json[512];
 	size_t n;
 	int rc;
 
-	if (hu_tarout_open(&t, f[0].fd, to, e) < 0)
+	if (desc && !d)
+		d = &own;
+	o.no_digests = !d;
+	if (hu_tarout_open(&t, f[0].fd, &o, e) < 0)
 		return -1;
 	rc = fill(ctx, t, e);
 	front_progress_done();

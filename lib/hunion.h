@@ -1189,6 +1189,10 @@ struct hu_tarout_opts {
 	int threads;		/* zstd and xz workers; 0: all online cores */
 	bool clamp_mtime;	/* mtimes newer than @mtime_max become it */
 	int64_t mtime_max;
+	/* No sha256 of the tar nor of the output: hu_tarout_close() leaves
+	 * the digests empty.  Two hashes of every byte were a third of the
+	 * CPU time of a flatten that printed neither. */
+	bool no_digests;
 	/* The file data read and the bytes written to the fd (after
 	 * compression) are counted here as they go; NULL: not counted. */
 	struct hu_progress_bytes *bytes;
@@ -1236,7 +1240,8 @@ int hu_tarout_hardlink(struct hu_tarout *t, const char *path,
 int hu_tarout_whiteout(struct hu_tarout *t, const char *dir, const char *name,
 		       struct hu_error *e);
 int hu_tarout_opaque(struct hu_tarout *t, const char *dir, struct hu_error *e);
-/* Finish the stream and the compressor; fill @d.  Frees @t either way. */
+/* Finish the stream and the compressor; fill @d (NULL: not wanted).
+ * Frees @t either way. */
 int hu_tarout_close(struct hu_tarout *t, struct hu_digests *d,
 		    struct hu_error *e);
 /* Drop a stream after an error.  Frees @t.  Nothing more reaches the

@@ -234,9 +234,6 @@ void hu_layer_settle_plain(const struct hu_layer *l);
 int hu_layer_marked_early(const struct hu_layer *l, size_t max_dirs,
 			  struct hu_error *e);
 
-/* Close @d's fds, and nothing else: @d is then only fit for
- * hu_vdir_close(), which frees the rest. */
-void hu_vdir_close_fds(struct hu_vdir *d);
 /* Open the data of the regular files of listed @d from entry @from on,
  * up to the next directory or a bound, and start reading it ahead:
  * hu_vdir_open_data() hands out those fds.  The previous window's fds

@@ -123,7 +123,7 @@ static int emit(struct hu_zsink *z, const unsigned char *buf, size_t len,
 	const unsigned char *p = buf;
 
 	/* Uncompressed, the output is the input: one hash does. */
-	if (len && z->c != HU_COMP_NONE &&
+	if (len && z->out_md && z->c != HU_COMP_NONE &&
 	    !EVP_DigestUpdate(z->out_md, buf, len))
 		return hu_error_set(e, EIO, NULL, "sha256 failed");
 	z->out_bytes += len;
@@ -370,7 +370,7 @@ static int process(struct hu_zsink *z, const unsigned char *p, size_t len,
 {
 	if (!len)
 		return 0;
-	if (!EVP_DigestUpdate(z->in_md, p, len))
+	if (z->in_md && !EVP_DigestUpdate(z->in_md, p, len))
 		return hu_error_set(e, EIO, NULL, "sha256 failed");
 	if (z->c == HU_COMP_GZIP)
 		return hu_pgzip_write(z->gz, p, len, e);
@@ -503,14 +503,14 @@ static int bzip2_setup(struct hu_zsink *z, int level, struct hu_error *e)
 }
 
 int hu_zsink_open(struct hu_zsink **out, int fd, enum hu_compress c,
-		  int level, int threads, struct hu_progress_bytes *bytes,
-		  struct hu_error *e)
+		  int level, int threads, bool digests,
+		  struct hu_progress_bytes *bytes, struct hu_error *e)
 {
 	struct hu_zsink *z;
 	int rc = -1;
 
 	*out = NULL;
-	if (hu_crypto_need(e) < 0)
+	if (digests && hu_crypto_need(e) < 0)
 		return -1;
 	z = calloc(1, sizeof(*z));
 	if (!z)
@@ -519,18 +519,19 @@ int hu_zsink_open(struct hu_zsink **out, int fd, enum hu_compress c,
 	z->bytes = bytes;
 	hu_writebehind_init(&z->wb, fd);
 	z->c = c;
-	z->in_md = EVP_MD_CTX_new();
-	z->out_md = EVP_MD_CTX_new();
 	if (stage_init(&z->pipe, z, NCHUNKS, CHUNK, process) < 0 ||
 	    stage_init(&z->writer, z, c == HU_COMP_NONE ? 1 : NOUT, OUT_BUF,
-		       emit) < 0 || !z->in_md || !z->out_md) {
+		       emit) < 0 ||
+	    (digests && (!(z->in_md = EVP_MD_CTX_new()) ||
+			 !(z->out_md = EVP_MD_CTX_new())))) {
 		hu_error_set(e, ENOMEM, NULL, "out of memory");
 		goto fail;
 	}
 	z->in = z->pipe.buf[0];
 	z->out = z->writer.buf[0];
-	if (!EVP_DigestInit_ex(z->in_md, EVP_sha256(), NULL) ||
-	    !EVP_DigestInit_ex(z->out_md, EVP_sha256(), NULL)) {
+	if (digests &&
+	    (!EVP_DigestInit_ex(z->in_md, EVP_sha256(), NULL) ||
+	     !EVP_DigestInit_ex(z->out_md, EVP_sha256(), NULL))) {
 		hu_error_set(e, EIO, NULL, "sha256 is not available");
 		goto fail;
 	}
@@ -595,10 +596,11 @@ int hu_zsink_close(struct hu_zsink *z, struct hu_digests *d,
 		rc = stage_error(&z->writer, e);
 	if (rc == 0 && d) {
 		memset(d, 0, sizeof(*d));
-		hex_digest(z->in_md, d->diff_id, sizeof(d->diff_id));
-		if (z->c == HU_COMP_NONE)
+		if (z->in_md)
+			hex_digest(z->in_md, d->diff_id, sizeof(d->diff_id));
+		if (z->in_md && z->c == HU_COMP_NONE)
 			memcpy(d->digest, d->diff_id, sizeof(d->digest));
-		else
+		else if (z->out_md)
 			hex_digest(z->out_md, d->digest, sizeof(d->digest));
 		d->size = z->out_bytes;
 		d->media_type = media_types[z->c];
@@ -619,8 +621,11 @@ void hu_zsink_abort(struct hu_zsink *z)
 		lzma_end(&z->xz);
 	if (z->bz_on)
 		BZ2_bzCompressEnd(&z->bz);
-	EVP_MD_CTX_free(z->in_md);
-	EVP_MD_CTX_free(z->out_md);
+	/* libcrypto is loaded only where digests were asked for */
+	if (z->in_md)
+		EVP_MD_CTX_free(z->in_md);
+	if (z->out_md)
+		EVP_MD_CTX_free(z->out_md);
 	free(z);
 }
 

@@ -18,10 +18,12 @@ struct hu_zsink;
 /* Start a pipeline into @fd (which stays the caller's).  @level 0: the
  * compressor's default; @threads: the workers of gzip, zstd or xz, 0 for
  * every online core (gzip: HUNION_GZIP_THREADS when set, for tests; at
- * most 16).  The bytes written to @fd are counted into @bytes->written
- * as they go (NULL: not counted). */
+ * most 16); @digests: the sha256 of the input and of the output, for
+ * hu_zsink_close() (without them its digests are empty).  The bytes
+ * written to @fd are counted into @bytes->written as they go (NULL: not
+ * counted). */
 int hu_zsink_open(struct hu_zsink **z, int fd, enum hu_compress c, int level,
-		  int threads, struct hu_progress_bytes *bytes,
+		  int threads, bool digests, struct hu_progress_bytes *bytes,
 		  struct hu_error *e);
 /* Feed @len bytes.  After a failure every later call fails too. */
 int hu_zsink_write(struct hu_zsink *z, const void *buf, size_t len,

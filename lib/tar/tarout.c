@@ -127,7 +127,7 @@ int hu_tarout_open(struct hu_tarout **out, int fd,
 		goto fail;
 	}
 	if (hu_zsink_open(&t->z, fd, o->compress, o->level, o->threads,
-			  o->bytes, e) < 0)
+			  !o->no_digests, o->bytes, e) < 0)
 		goto fail;
 	if (archive_write_set_format_pax(t->a) != ARCHIVE_OK ||
 	    /* No blocking: libarchive hands headers and the caller's data

@@ -903,18 +903,6 @@ int hu_vdir_open_child_lazy(struct hu_vdir *parent,
 	return open_child(parent, ent, true, out, e);
 }
 
-void hu_vdir_close_fds(struct hu_vdir *d)
-{
-	view_prefetch_drop(d);
-	for (size_t i = 0; i < d->nd; i++)
-		if (d->d[i].own) {
-			hu_ldir_close(&d->s->layers[d->d[i].layer],
-				      d->d[i].fd);
-			d->d[i].own = false;
-			d->d[i].fd = -1;
-		}
-}
-
 void hu_vdir_close(struct hu_vdir *d)
 {
 	if (!d)

@@ -82,7 +82,7 @@ static unsigned char *gzip_to(const char *rel, const unsigned char *in,
 	size_t off = 0;
 
 	cr_assert(fd >= 0);
-	cr_assert_eq(hu_zsink_open(&z, fd, HU_COMP_GZIP, level, threads,
+	cr_assert_eq(hu_zsink_open(&z, fd, HU_COMP_GZIP, level, threads, true,
 				   NULL, &e), 0, "%s", e.msg);
 	for (size_t k = 0; off < len; k++) {
 		size_t n = pieces ? sizes[k % 6] : len - off;
