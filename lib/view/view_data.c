@@ -8,7 +8,6 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/uio.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -249,33 +248,16 @@ int hu_vdir_open_data(struct hu_vdir *d, const struct hu_ventry *ent,
 }
 
 /*
- * Whether the head of @fd's data is in the page cache: a one-byte read
- * that may not wait for the disk.  A filesystem that cannot say is taken
- * as cold.
- */
-static bool head_cached(int fd)
-{
-	char byte;
-	struct iovec v = { &byte, 1 };
-
-	return preadv2(fd, &v, 1, 0, RWF_NOWAIT) == 1;
-}
-
-/*
  * A walk that reads every file meets each page-cache miss alone, one
  * read(2) at a time, and the lister soon stops, its queue full.  Opening
  * the next files with POSIX_FADV_WILLNEED sends their reads to the disk
- * together.  When the window's first file is in the page cache, the
- * others, written and read with it, are taken to be too: then no advice
- * is given, which on a warm tree was one syscall more for every file the
- * walk reads.  A window ends before a directory, so that the walk never
+ * together.  A window ends before a directory, so that the walk never
  * holds one below another: at most PREFETCH_MAX fds are open here at
  * any time.  A file that cannot be opened now is left to
  * hu_vdir_open_data(), which reports the error at its turn.
  */
 size_t hu_vdir_prefetch(struct hu_vdir *d, size_t from)
 {
-	bool probed = false, warm = false;
 	size_t i;
 
 	view_prefetch_drop(d);
@@ -297,16 +279,10 @@ size_t hu_vdir_prefetch(struct hu_vdir *d, size_t from)
 			hu_error_clear(&ignored);
 			continue;
 		}
-		if (!probed) {
-			warm = head_cached(fd);
-			probed = true;
-		}
 		/* The head only: reading on, the kernel's readahead takes
 		 * over, and a large file is not read (or, when cached, its
 		 * pages looked up) all at once. */
-		if (!warm)
-			(void)posix_fadvise(fd, 0, PREFETCH_BYTES,
-					    POSIX_FADV_WILLNEED);
+		(void)posix_fadvise(fd, 0, PREFETCH_BYTES, POSIX_FADV_WILLNEED);
 		d->pre[d->npre++] = (struct prefetched){ ent, fd, own };
 	}
 	return i;

@@ -129,6 +129,10 @@ static int push(struct lister *l, enum item_kind kind, struct hu_vdir *d)
  * entries (most of a view, as a rule) only save the walk a listxattr per
  * entry; the lister reads them only while the walk has work queued, and
  * leaves them to the walk when the lister is what the walk waits for.
+ * Plenty is half of any of its budgets: of small directories (the 200k
+ * stack's hold 11 entries each) the fds run out long before the entries,
+ * and counting entries alone left a flatten's walk, the busier thread,
+ * reading the names of a sixth of its files itself.
  * The names of the layers above also spare the lister marker lookups and
  * settling the bottom layer (hu_vdir_settle_for_data): those it reads
  * always.
@@ -138,7 +142,8 @@ static bool walk_is_busy(struct lister *l)
 	bool busy;
 
 	pthread_mutex_lock(&l->mu);
-	busy = l->entries >= AHEAD_BUSY;
+	busy = l->entries >= AHEAD_BUSY || 2 * l->fds >= AHEAD_FDS ||
+	       2 * l->count >= AHEAD_RING;
 	pthread_mutex_unlock(&l->mu);
 	return busy;
 }
