@@ -577,9 +577,7 @@ static int replay(const unsigned char *p, size_t len, uint64_t n,
 		msg = str[2];
 		if (w.kind == TL_PROBLEM_LINK_FORWARD &&
 		    (!sink || sink->policy == HU_PB_FAIL)) {
-			if (!entry || asprintf(&where, "%s: %s", name,
-					       entry) < 0)
-				where = NULL;
+			where = tl_where(name, entry);
 			hu_error_set(e, 0, where ? where : name,
 				     "hard link to a path not yet seen: %s",
 				     msg);

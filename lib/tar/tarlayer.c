@@ -32,13 +32,13 @@
 /* ---- messages ------------------------------------------------------------ */
 
 /* "LAYER: ENTRY", or "LAYER" outside an entry. */
-static char *where(const struct tl *t, const char *entry)
+char *tl_where(const char *layer, const char *entry)
 {
 	char *w;
 
 	if (!entry)
-		return strdup(t->l->path);
-	if (asprintf(&w, "%s: %s", t->l->path, entry) < 0)
+		return strdup(layer);
+	if (asprintf(&w, "%s: %s", layer, entry) < 0)
 		return NULL;
 	return w;
 }
@@ -47,7 +47,7 @@ __attribute__((format(printf, 4, 0)))
 static int vfail_at(struct tl *t, const char *entry, int err, const char *fmt,
 		    va_list ap)
 {
-	char *msg, *w = where(t, entry);
+	char *msg, *w = tl_where(t->l->path, entry);
 
 	if (vasprintf(&msg, fmt, ap) < 0)	/* whole: it may name paths */
 		msg = NULL;
@@ -81,12 +81,11 @@ int tl_fail_at(struct tl *t, const char *path, int err, const char *fmt, ...)
 void tl_warn_at(const struct hu_report *r, const char *layer,
 		const char *entry, int err, const char *msg)
 {
-	char *w = NULL;
+	char *w;
 
 	if (!r || !r->warn)
 		return;
-	if (entry && asprintf(&w, "%s: %s", layer, entry) < 0)
-		w = NULL;
+	w = tl_where(layer, entry);
 	hu_report_warn(r, err, w ? w : layer, NULL, "%s", msg);
 	free(w);
 }

@@ -194,6 +194,10 @@ int tl_fail_at(struct tl *t, const char *path, int err, const char *fmt, ...)
 /* A warning naming the current entry. */
 void tl_warn(struct tl *t, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+/* "@layer: @entry", the name a message of entry @entry (raw; NULL: of the
+ * tarball @layer as a whole) is given: malloc'd, NULL when out of
+ * memory. */
+char *tl_where(const char *layer, const char *entry);
 /* Warning @msg of entry @entry (raw; NULL: of the tarball @layer as a
  * whole) to @r, worded as tl_warn() words it. */
 void tl_warn_at(const struct hu_report *r, const char *layer,
