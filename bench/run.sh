@@ -467,6 +467,15 @@ verify_names() {	# TARBALL [DECOMP]
 
 # ---- one stack ---------------------------------------------------------------------
 
+# The floors' ready tar: the pre-merged tree as one uncompressed tar,
+# xattrs and all, as GNU tar writes it, made once per stack (the flatten's
+# floor, zready, and the image rows' floors read the same file).
+ready_tar() {
+	[ -e "$FS/ready.tar" ] && return 0
+	tar --sort=name --format=pax --xattrs --xattrs-include='*' \
+		--numeric-owner -C "$FS/merged" -cf "$FS/ready.tar" .
+}
+
 # phase NAME ROUNDS "CONTENDER..." MKSTACK-ARGS...
 phase() {
 	local name=$1 rounds=$2 r i k t0 t1 order
@@ -505,18 +514,14 @@ phase() {
 		FAILED=1
 	fi
 	listing "$FS/merged" > "$W/merged.txt"
-	# the tarball rows: the pre-merged tree as one tarball layer, as GNU
-	# tar writes it
-	# the flatten's floor: the pre-merged tree as one uncompressed tar,
-	# xattrs and all, as GNU tar writes it (the image rows' floors read
-	# the same file)
 	case " ${order[*]} " in *" zready "*)
-		tar --sort=name --format=pax --xattrs --xattrs-include='*' \
-			--numeric-owner -C "$FS/merged" -cf "$FS/ready.tar" .
+		ready_tar
 		sync -f "$FS"
 		echo "  ready.tar: $(du -m "$FS/ready.tar" | cut -f1) MiB"
 		;;
 	esac
+	# the tarball rows: the pre-merged tree as one tarball layer, as GNU
+	# tar writes it
 	case " ${order[*]} " in *" tarx "*|*" untar "*)
 		t0=$(now)
 		tar --xattrs --xattrs-include='*' -C "$FS/merged" -cf - . |
@@ -879,11 +884,7 @@ for d in json.load(sys.stdin)["Layers"]:
 		fi
 		rm -rf "$FS/out"
 	fi
-	# the floors' ready tar of the merged tree, made once
-	if [ ! -e "$FS/ready.tar" ]; then
-		tar --sort=name --format=pax --xattrs --xattrs-include='*' \
-			--numeric-owner -C "$FS/merged" -cf "$FS/ready.tar" .
-	fi
+	ready_tar
 	# the upper of the diff rows, and the index cache of the second run
 	if [ ! -e "$XUPPER" ]; then L3=$XUPPER; ten_changes; fi
 	# (the help read whole: grep -q would end the pipe early, and

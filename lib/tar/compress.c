@@ -596,12 +596,16 @@ int hu_zsink_close(struct hu_zsink *z, struct hu_digests *d,
 		rc = stage_error(&z->writer, e);
 	if (rc == 0 && d) {
 		memset(d, 0, sizeof(*d));
-		if (z->in_md)
+		/* both hashed or neither (hu_zsink_open's @digests) */
+		if (z->in_md) {
 			hex_digest(z->in_md, d->diff_id, sizeof(d->diff_id));
-		if (z->in_md && z->c == HU_COMP_NONE)
-			memcpy(d->digest, d->diff_id, sizeof(d->digest));
-		else if (z->out_md)
-			hex_digest(z->out_md, d->digest, sizeof(d->digest));
+			if (z->c == HU_COMP_NONE)
+				memcpy(d->digest, d->diff_id,
+				       sizeof(d->digest));
+			else
+				hex_digest(z->out_md, d->digest,
+					   sizeof(d->digest));
+		}
 		d->size = z->out_bytes;
 		d->media_type = media_types[z->c];
 	}
