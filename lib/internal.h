@@ -551,6 +551,27 @@ struct hu_copy_state {
  * shrank is an error (hu_error_shrank). */
 int hu_copy_data(struct hu_copy_state *cs, int in, const struct stat *st,
 		 int out, struct hu_error *e);
+/* --clamp-mtime's rule, the same in every output: a time after @max
+ * (to the nanosecond) becomes @max, whole seconds. */
+static inline void hu_clamp_mtime(bool clamp, int64_t max, int64_t *sec,
+				  long *nsec)
+{
+	if (clamp && (*sec > max || (*sec == max && *nsec > 0))) {
+		*sec = max;
+		*nsec = 0;
+	}
+}
+
+/* The sha256 of every byte of @fd from offset 0 (pread: its offset
+ * stays), as "sha256:<64 hex>", and how many bytes (digest.c). */
+int hu_sha256_fd(int fd, char digest[72], uint64_t *size, struct hu_error *e);
+
+/* One xattr of an entry, as an output writes it. */
+struct hu_xattr {
+	const char *name;	/* whole: "user.foo" */
+	const void *value;
+	size_t size;
+};
 /* Is xattr @name copied into an output (a tree or a tarball)?  Not the
  * layers' private ones, nor what /etc/xattr.conf says to skip; ACLs, which
  * it marks "permissions", are copied as the others.  Safe from any

@@ -15,18 +15,41 @@ static size_t slot_of(const struct hu_linkmap *m, dev_t dev, ino_t ino)
 	return (size_t)(h ^ (h >> 29)) & (m->cap - 1);
 }
 
-const char *hu_linkmap_get(const struct hu_linkmap *m, dev_t dev, ino_t ino)
+static struct hu_link *find(const struct hu_linkmap *m, dev_t dev, ino_t ino)
 {
 	if (!m->cap)
 		return NULL;
 	for (size_t i = slot_of(m, dev, ino);; i = (i + 1) & (m->cap - 1)) {
-		const struct hu_link *l = &m->slots[i];
+		struct hu_link *l = &m->slots[i];
 
 		if (!l->path)
 			return NULL;
 		if (l->dev == dev && l->ino == ino)
-			return l->path;
+			return l;
 	}
+}
+
+const char *hu_linkmap_get(const struct hu_linkmap *m, dev_t dev, ino_t ino)
+{
+	const struct hu_link *l = find(m, dev, ino);
+
+	return l ? l->path : NULL;
+}
+
+void hu_linkmap_set_ref(struct hu_linkmap *m, const struct stat *st,
+			uint64_t ref)
+{
+	struct hu_link *l = find(m, st->st_dev, st->st_ino);
+
+	if (l)
+		l->ref = ref;
+}
+
+uint64_t hu_linkmap_ref_of(const struct hu_linkmap *m, const struct stat *st)
+{
+	const struct hu_link *l = find(m, st->st_dev, st->st_ino);
+
+	return l ? l->ref : 0;
 }
 
 static int grow(struct hu_linkmap *m)
@@ -39,8 +62,11 @@ static int grow(struct hu_linkmap *m)
 	for (size_t i = 0; i < m->cap; i++) {
 		struct hu_link *l = &m->slots[i];
 
-		if (l->path)
+		if (l->path) {
 			hu_linkmap_put(&bigger, l->dev, l->ino, l->path);
+			hu_linkmap_set_ref(&bigger, &(struct stat){
+				.st_dev = l->dev, .st_ino = l->ino }, l->ref);
+		}
 	}
 	free(m->slots);
 	*m = bigger;
@@ -56,7 +82,7 @@ int hu_linkmap_put(struct hu_linkmap *m, dev_t dev, ino_t ino, char *path)
 	for (i = slot_of(m, dev, ino); m->slots[i].path;
 	     i = (i + 1) & (m->cap - 1))
 		;
-	m->slots[i] = (struct hu_link){ dev, ino, path };
+	m->slots[i] = (struct hu_link){ .dev = dev, .ino = ino, .path = path };
 	m->used++;
 	return 0;
 }

@@ -8,6 +8,7 @@
 #define HUNION_LINKMAP_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 
@@ -20,6 +21,7 @@ struct hu_link {
 	dev_t dev;
 	ino_t ino;
 	char *path;		/* NULL: empty slot */
+	uint64_t ref;		/* hu_linkmap_set_ref()'s */
 };
 
 /* Whether @st's names can be hard links to one another: not a directory,
@@ -34,6 +36,11 @@ bool hu_linkmap_shared(const struct stat *st);
  */
 int hu_linkmap_first(struct hu_linkmap *m, const struct stat *st,
 		     const char *dir, const char *name, const char **first);
+/* An output that names an inode by a number (EROFS: its nid) keeps it
+ * beside the first name recorded for @st's inode; 0 when none. */
+void hu_linkmap_set_ref(struct hu_linkmap *m, const struct stat *st,
+			uint64_t ref);
+uint64_t hu_linkmap_ref_of(const struct hu_linkmap *m, const struct stat *st);
 /* The first name recorded for @st's inode, or NULL. */
 const char *hu_linkmap_first_of(const struct hu_linkmap *m,
 				const struct stat *st);

@@ -32,12 +32,12 @@
 #include "tar/compress.h"
 #include "internal.h"
 #include "layer/ldir.h"
+#include "layer/lxattr.h"
 #include "tar/archive_dl.h"
 #include "tar/paxxattr.h"
 
 #define DATA_BUF (64u << 10)	/* symlink targets */
 #define READ_MIN (256u << 10)	/* smallest read of file data */
-#define XATTR_VALUE_MAX 65536
 
 struct hu_tarout {
 	struct archive *a;
@@ -48,9 +48,7 @@ struct hu_tarout {
 	bool sink_failed;
 	bool dropping;			/* aborted: write nothing more */
 	char *data;			/* DATA_BUF bytes */
-	char *names;			/* xattr name list */
-	size_t names_cap;
-	char *value;			/* one xattr value */
+	struct hu_xattrs xattrs;	/* the entry's, read */
 	locale_t c_locale;		/* libarchive's name conversions run in
 					 * it, whatever the process's locale */
 	bool capture;			/* on_write keeps the bytes in cap */
@@ -114,10 +112,9 @@ int hu_tarout_open(struct hu_tarout **out, int fd,
 		return hu_error_set(e, ENOMEM, NULL, "out of memory");
 	t->o = *o;
 	t->data = malloc(DATA_BUF);
-	t->value = malloc(XATTR_VALUE_MAX);
 	t->a = archive_write_new();
 	t->ent = archive_entry_new();
-	if (!t->data || !t->value || !t->a || !t->ent) {
+	if (!t->data || !t->a || !t->ent) {
 		hu_error_set(e, ENOMEM, NULL, "out of memory");
 		goto fail;
 	}
@@ -160,11 +157,7 @@ static void set_mtime(struct hu_tarout *t, const struct timespec *ts)
 	int64_t sec = ts->tv_sec;
 	long nsec = ts->tv_nsec;
 
-	if (t->o.clamp_mtime &&
-	    (sec > t->o.mtime_max || (sec == t->o.mtime_max && nsec > 0))) {
-		sec = t->o.mtime_max;
-		nsec = 0;
-	}
+	hu_clamp_mtime(t->o.clamp_mtime, t->o.mtime_max, &sec, &nsec);
 	archive_entry_set_mtime(t->ent, (time_t)sec, nsec);
 }
 
@@ -223,142 +216,22 @@ static int write_header(struct hu_tarout *t, const char *path,
 	return 0;
 }
 
-static int name_cmp(const void *a, const void *b)
-{
-	return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
-/* An index layer's list, copied into t->names. */
-static ssize_t list_index_names(struct hu_tarout *t, int dirfd,
-				const char *name)
-{
-	char *list;
-	ssize_t len;
-
-	if (hu_ldir_listxattr(t->src, dirfd, name, &list, &len) < 0)
-		return -1;
-	if (len == 0) {		/* no list at all: list may be NULL */
-		free(list);
-		return 0;
-	}
-	if ((size_t)len > t->names_cap) {
-		char *bigger = realloc(t->names, (size_t)len);
-
-		if (!bigger) {
-			free(list);
-			errno = ENOMEM;
-			return -1;
-		}
-		t->names = bigger;
-		t->names_cap = (size_t)len;
-	}
-	memcpy(t->names, list, (size_t)len);
-	free(list);
-	return len;
-}
-
-/* The xattr names of @name in @dirfd (NULL: @dirfd itself), into
- * t->names.  Returns the list length, or -1. */
-static ssize_t list_names(struct hu_tarout *t, int dirfd, const char *name)
-{
-	if (t->src && hu_ldir_indexed(t->src))
-		return list_index_names(t, dirfd, name);
-	for (;;) {
-		ssize_t n = hu_listxattr_at(dirfd, name, t->names,
-					    t->names_cap);
-		size_t want;
-		char *bigger;
-
-		if (n >= 0)
-			return n;
-		if (errno == ENOTSUP)
-			return 0;
-		if (errno != ERANGE)
-			return -1;
-		n = hu_listxattr_at(dirfd, name, NULL, 0);
-		if (n < 0)
-			return -1;
-		want = (size_t)n + 256;
-		bigger = realloc(t->names, want);
-		if (!bigger) {
-			errno = ENOMEM;
-			return -1;
-		}
-		t->names = bigger;
-		t->names_cap = want;
-	}
-}
-
 /* Add the public xattrs of the source entry to t->ent, sorted by name.
  * @names: the entry's xattr names when already read, else NULL. */
 static int add_xattrs(struct hu_tarout *t, int dirfd, const char *name,
 		      const char *names, size_t names_len, const char *path,
 		      struct hu_error *e)
 {
-	const char *small[64], **v = small;
-	size_t n = 0, cap = 64;
-	ssize_t len = (ssize_t)names_len;
-	int rc = -1;
-
-	if (!names) {
-		if (!t->names) {
-			t->names_cap = 4096;
-			t->names = malloc(t->names_cap);
-			if (!t->names)
-				return hu_error_set(e, ENOMEM, NULL,
-						    "out of memory");
-		}
-		len = list_names(t, dirfd, name);
-		if (len < 0)
-			return hu_error_set(e, errno, path,
-					    "cannot list xattrs");
-		names = t->names;
-	}
-	for (ssize_t off = 0; off < len; off += strlen(names + off) + 1) {
-		const char *x = names + off;
-
-		if (!hu_xattr_copied(x))
-			continue;
-		if (n == cap) {
-			const char **w = malloc(2 * cap * sizeof(*w));
-
-			if (!w) {
-				hu_error_set(e, ENOMEM, NULL, "out of memory");
-				goto out;
-			}
-			memcpy(w, v, n * sizeof(*w));
-			if (v != small)
-				free(v);
-			v = w;
-			cap *= 2;
-		}
-		v[n++] = x;
-	}
-	qsort(v, n, sizeof(*v), name_cmp);
+	if (hu_xattrs_read(&t->xattrs, t->src, dirfd, name, names, names_len,
+			   path, e) < 0)
+		return -1;
 	/* libarchive writes an entry's xattrs last added first: add them
 	 * in reverse to have the records sorted by name. */
-	for (size_t i = n; i-- > 0;) {
-		ssize_t vl = t->src ?
-			hu_ldir_getxattr(t->src, dirfd, name, v[i], t->value,
-					 XATTR_VALUE_MAX) :
-			hu_lgetxattr_at(dirfd, name, v[i], t->value,
-					XATTR_VALUE_MAX);
-
-		if (vl < 0 && errno == ENODATA)
-			continue;	/* removed meanwhile */
-		if (vl < 0) {
-			hu_error_set(e, errno, path, "cannot read xattr %s",
-				     v[i]);
-			goto out;
-		}
-		archive_entry_xattr_add_entry(t->ent, v[i], t->value,
-					      (size_t)vl);
-	}
-	rc = 0;
-out:
-	if (v != small)
-		free(v);
-	return rc;
+	for (size_t i = t->xattrs.n; i-- > 0;)
+		archive_entry_xattr_add_entry(t->ent, t->xattrs.v[i].name,
+					      t->xattrs.v[i].value,
+					      t->xattrs.v[i].size);
+	return 0;
 }
 
 static int add_symlink(struct hu_tarout *t, int dirfd, const char *name,
@@ -666,7 +539,6 @@ void hu_tarout_abort(struct hu_tarout *t)
 	hu_paxbuf_free(&t->cap);
 	hu_paxbuf_free(&t->fixed);
 	free(t->data);
-	free(t->names);
-	free(t->value);
+	hu_xattrs_free(&t->xattrs);
 	free(t);
 }
