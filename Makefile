@@ -53,7 +53,7 @@ DEB_PKGS = build-essential clang pkg-config libarchive-dev libattr1-dev \
            libarchive-tools e2fsprogs util-linux kmod rsync zstd pigz xz-utils bzip2 umoci time \
            zsh fish xfsprogs libcap2-bin cppcheck shellcheck fuse-overlayfs \
            libjansson-dev libxxhash-dev skopeo podman busybox-static \
-           docker-registry runc strace
+           docker-registry runc strace erofs-utils
 
 .PHONY: all deps check check-plain check-asan demo bench install lint print-libs \
         clean completions man unit-bin fuzz fuzz-replay

@@ -14,6 +14,9 @@
 #   tar -C MERGED -cf - . | zstd -T0 -3 -o OUT.tar.zst
 #   hunion merge -o OUT MERGED.tar.zst  (the merged tree as one tarball layer)
 #   tar --zstd -xpf MERGED.tar.zst -C OUT
+#   hunion flatten -o erofs:OUT.erofs L0 L1 L2
+#   hunion merge -o DIR L0 L1 L2 && mkfs.erofs OUT.erofs DIR
+#   hunion flatten -o OUT.tar L0 L1 L2   (the uncompressed tar: erofs's peer)
 # first on a ~200k-entry / 2 GB stack, then (hunion merge -o, cp -a and the
 # two flatten contenders only) on a 1M-entry stack of tiny files, for memory.
 # On the 1M stack it then writes ten changes into a fourth layer L3 and times
@@ -52,8 +55,8 @@ BIG_ENTRIES=${BENCH_BIG_ENTRIES:-1000000}
 BIG_ROUNDS=${BENCH_BIG_ROUNDS:-1}
 # set but empty: no contender (the fsck rows alone, say)
 read -ra CONTENDERS <<< \
-	"${BENCH_CONTENDERS-merge link cp ovl flat tarz zready tarx untar}"
-read -ra BIG_CONTENDERS <<< "${BENCH_BIG_CONTENDERS:-merge cp flat tarz}"
+	"${BENCH_CONTENDERS-merge link cp ovl flat tarz zready tarx untar erofs mkfs flattar}"
+read -ra BIG_CONTENDERS <<< "${BENCH_BIG_CONTENDERS:-merge cp flat tarz erofs}"
 SKIP_MERGE=${BENCH_SKIP_MERGE:-0}
 DIFF_ROUNDS=${BENCH_DIFF_ROUNDS:-5}
 RSYNC_ROUNDS=${BENCH_RSYNC_ROUNDS:-1}
@@ -129,9 +132,10 @@ case $ROUNDS$BIG_ROUNDS$DIFF_ROUNDS$RSYNC_ROUNDS$FSCK_ROUNDS$IMAGE_ROUNDS$START_
 *[!0-9]*) die "rounds must be numbers" ;; esac
 [ "$ROUNDS" -ge 1 ] || die "BENCH_ROUNDS must be at least 1"
 for k in "${CONTENDERS[@]}" "${BIG_CONTENDERS[@]}"; do
-	case $k in merge|link|cp|ovl|flat|tarz|zready|tarx|untar|prog|noprog) ;;
+	case $k in merge|link|cp|ovl|flat|tarz|zready|tarx|untar|prog|noprog|\
+		erofs|mkfs|flattar) ;;
 	*) die "unknown contender '$k' (merge, link, cp, ovl, flat, tarz, zready," \
-		"tarx, untar)" ;;
+		"tarx, untar, erofs, mkfs, flattar)" ;;
 	esac
 done
 # BENCH_SKIP_MERGE=1: only the flatten contenders (and diff)
@@ -254,6 +258,9 @@ declare -A LABEL=(
 	[xdiffd]="diff --oci over dirs"
 	[prog]="flatten .tar, progress on pty"
 	[noprog]="flatten .tar, progress never"
+	[erofs]="hunion flatten -o erofs:"
+	[mkfs]="merge -o + mkfs.erofs"
+	[flattar]="hunion flatten .tar"
 )
 FAILED=0
 
@@ -269,7 +276,8 @@ run() {
 	local phase=$1 key=$2 round=$3 rc=0 t0 t1 t2 rss status=ok load
 	local S=$FS/stack OUT=$FS/out
 	rm -rf "$OUT"
-	case $key in flat|tarz|zready|untar|imgflat|imgpeer|prog|noprog)
+	case $key in flat|tarz|zready|untar|imgflat|imgpeer|prog|noprog|\
+		erofs|mkfs|flattar)
 		mkdir "$OUT" ;;
 	x*)	[ "$key" = xmerge ] || [ "$key" = xumoci ] || mkdir "$OUT" ;;
 	esac
@@ -299,6 +307,18 @@ run() {
 	# merged tree that is there already, every byte through zstd once
 	zready)	timed zstd -T0 -3 -q -o "$OUT/ready.tar.zst" "$FS/ready.tar" ||
 			rc=$? ;;
+	# issue 33: the image in one pass, against the two passes it
+	# replaces (erofs-utils 1.5, which reads no layers) and against the
+	# same flatten to an uncompressed tar
+	erofs)	timed "$HUNION" flatten -o "erofs:$OUT/flat.erofs" \
+			"$S/L0" "$S/L1" "$S/L2" || rc=$? ;;
+	mkfs)	# shellcheck disable=SC2016  # expanded by the inner bash
+		timed bash -c 'set -e
+			"$1" merge -o "$2/tree" "${@:4}"
+			mkfs.erofs --quiet "$3" "$2/tree"' mkfs "$HUNION" "$OUT" \
+			"$OUT/mkfs.erofs" "$S/L0" "$S/L1" "$S/L2" || rc=$? ;;
+	flattar) timed "$HUNION" flatten -o "$OUT/flat.tar" \
+			"$S/L0" "$S/L1" "$S/L2" || rc=$? ;;
 	tarx)	timed "$HUNION" merge -o "$OUT" "$FS/merged.tar.zst" || rc=$? ;;
 	untar)	timed tar --zstd -xpf "$FS/merged.tar.zst" --xattrs \
 			--xattrs-include='*' -C "$OUT" || rc=$? ;;
@@ -393,6 +413,8 @@ run() {
 		verify "$OUT" || { status=WRONG; FAILED=1; }
 	elif [ "$key" = flat ] || [ "$key" = imgflat ] || [ "$key" = xflat ]; then
 		verify_names "$OUT/flat.tar.zst" || { status=WRONG; FAILED=1; }
+	elif [ "$key" = erofs ]; then
+		verify_erofs "$OUT/flat.erofs" || { status=WRONG; FAILED=1; }
 	elif [ "$key" = xoci ]; then
 		verify_names "$(top_layer "$OUT/img" t)" "pigz -dc" ||
 			{ status=WRONG; FAILED=1; }
@@ -447,6 +469,17 @@ verify() {
 		"($(diff "$W/merged.txt" "$W/out.txt" | grep -c '^[<>]') lines):" >&2
 	diff "$W/merged.txt" "$W/out.txt" | grep '^[<>]' | head -n 8 >&2
 	return 1
+}
+
+# The image mounted against the pre-merged tree, as verify() compares a
+# tree.
+verify_erofs() {	# IMAGE
+	local rc
+	mount -t erofs -o ro "$1" "$MNT" || return 1
+	verify "$MNT"
+	rc=$?
+	umount "$MNT" || rc=1
+	return $rc
 }
 
 # The names in a tarball against those of the pre-merged tree (the contents
@@ -1062,6 +1095,9 @@ summarize() {
 		label["xdiffd"] = "diff --oci over dirs"
 		label["prog"] = "flatten .tar, progress on pty"
 		label["noprog"] = "flatten .tar, progress never"
+		label["erofs"] = "hunion flatten -o erofs:"
+		label["mkfs"] = "merge -o + mkfs.erofs"
+		label["flattar"] = "hunion flatten .tar"
 		label["tarver"] = "tar --version"
 		label["ver"] = "hunion --version"
 		label["wls"] = "hunion whiteout ls DIR"
@@ -1083,6 +1119,7 @@ summarize() {
 		basekey["tarver"] = basekey["ver"] = basekey["wls"] = "tarver"
 		basekey["sdiff"] = "tarver"
 		basekey["prog"] = basekey["noprog"] = "noprog"
+		basekey["erofs"] = basekey["mkfs"] = basekey["flattar"] = "mkfs"
 		# and the diff and start rows are in milliseconds
 		basems["diff"] = basems["diffauto"] = basems["rsync"] = 1
 		basems["tarver"] = basems["ver"] = basems["wls"] = 1
@@ -1145,6 +1182,12 @@ summarize() {
 			"stack" SUBSEP "flat", 80, "MiB")
 		miss += target("flatten peak RSS <= 80 MiB (1M stack)", \
 			"1M" SUBSEP "flat", 80, "MiB")
+		miss += target("flatten -o erofs: <= 0.50x merge -o + mkfs.erofs (pairs)", \
+			"stack" SUBSEP "erofs", 0.50, "pair", "mkfs")
+		miss += target("flatten -o erofs: <= 1.00x flatten .tar (pairs)", \
+			"stack" SUBSEP "erofs", 1.00, "pair", "flattar")
+		miss += target("flatten -o erofs: peak RSS <= 64 MiB (1M stack)", \
+			"1M" SUBSEP "erofs", 64, "MiB")
 		miss += target("diff of 10 changes over 1M entries <= 10 ms", \
 			"1M" SUBSEP "diff", 10, "ms")
 		miss += target("image -> tree wall <= 0.33x umoci unpack (gzip)", \

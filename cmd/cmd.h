@@ -290,6 +290,12 @@ int tar_opt(struct tar_args *t, const struct parsed_opt *o);
  * --descriptor take only the compressions with an OCI media type. */
 int tar_args_resolve(const struct cmd *c, const struct tar_args *t,
 		     const char *out, struct hu_tarout_opts *to);
+/* --clamp-mtime @clamp (NULL: not given) and SOURCE_DATE_EPOCH, the
+ * same for every output: *@on and *@max, the time newer mtimes become;
+ * @sde (may be NULL) gets SOURCE_DATE_EPOCH, -1 when not set.  -1 after
+ * a usage error. */
+int clamp_resolve(const struct cmd *c, const char *clamp, bool *on,
+		  int64_t *max, long long *sde);
 /* SOURCE_DATE_EPOCH @sde into @v: whole seconds, at most the end of
  * year 9999; -1 after a usage error. */
 int sde_parse(const struct cmd *c, const char *sde, long long *v);
@@ -314,6 +320,29 @@ void print_would_write(const struct tar_args *ta, const char *path,
 struct oci_args;
 void print_would_write_image(const struct oci_args *oa, size_t nlayers,
 			     const struct hu_tarout_opts *to);
+/* -o erofs:FILE of flatten (erofsargs.c). */
+struct erofs_args {
+	const char *block_size, *uuid;	/* --block-size, --uuid */
+};
+/* Does @out name an EROFS image (erofs:FILE)? */
+bool erofs_output(const char *out);
+/* Take @o if it is --block-size or --uuid: 1, else 0. */
+int erofs_opt(struct erofs_args *a, const struct parsed_opt *o);
+/* Check them, and of the tarball options @t what an image takes
+ * (--clamp-mtime, SOURCE_DATE_EPOCH, --descriptor), into @eo; the others
+ * refused.  -1 after a usage error. */
+int erofs_args_resolve(const struct cmd *c, const struct erofs_args *a,
+		       const struct tar_args *t, const char *out,
+		       struct hu_erofs_out_opts *eo);
+/* Write the image of @s that @out (erofs:FILE) names, and @descriptor
+ * (NULL: none) beside it, renamed in together when complete; on failure
+ * nothing is left and @e names the image.  @d: its digest, for a caller
+ * that says it (NULL: none computed but the descriptor's).  @dry_run: the
+ * image made in an unnamed file, then dropped. */
+int erofs_write(const char *out, const char *descriptor,
+		const struct hu_stack *s, const struct hu_erofs_out_opts *eo,
+		const struct hu_report *r, struct hu_flatten_stats *st,
+		struct hu_digests *d, bool dry_run, struct hu_error *e);
 /* -o oci:DIR:TAG of flatten and diff --oci (ociout.c). */
 struct oci_args {
 	const char *config, *history;	/* --config FILE, --history TEXT */

@@ -16,6 +16,7 @@ struct flatten_args {
 	const char *out, *base;
 	struct tar_args tar;
 	struct oci_args oci;	/* -o oci:DIR:TAG */
+	struct erofs_args erofs;	/* -o erofs:FILE */
 	bool image;
 };
 
@@ -27,7 +28,7 @@ static int flatten_opt(void *ctx, const struct parsed_opt *o)
 	if (rc != 0)
 		return rc < 0 ? -1 : 0;
 	rc = oci_opt(a->c, &a->oci, o);
-	if (rc != 0 || tar_opt(&a->tar, o))
+	if (rc != 0 || tar_opt(&a->tar, o) || erofs_opt(&a->erofs, o))
 		return rc < 0 ? -1 : 0;
 	if (!strcmp(o->name, "output"))
 		a->out = o->arg;
@@ -76,9 +77,14 @@ static void print_summary(const struct flatten_args *a,
 			N(st->hardlinks, "hard link", "hard links"),
 			(unsigned long long)st->skipped);
 #undef N
-	fprintf(stderr, "%s: wrote %s: %s, %llu bytes, %s, diffID %s\n",
-		front.cmdname, name, d->media_type,
-		(unsigned long long)d->size, d->digest, d->diff_id);
+	if (erofs_output(a->out))
+		fprintf(stderr, "%s: wrote %s: EROFS image, %llu bytes, %s\n",
+			front.cmdname, a->out + strlen("erofs:"),
+			(unsigned long long)d->size, d->digest);
+	else
+		fprintf(stderr, "%s: wrote %s: %s, %llu bytes, %s, diffID "
+			"%s\n", front.cmdname, name, d->media_type,
+			(unsigned long long)d->size, d->digest, d->diff_id);
 }
 
 /* Check what needs the number of layers; -1 after a usage error. */
@@ -119,6 +125,58 @@ static int write_image(struct flatten_args *a, struct flatten_fill *f,
 	return oci_write(&a->oci, f->s, &ow, e);
 }
 
+/* -o erofs:FILE: the merged view as one EROFS image. */
+static int flatten_erofs(struct flatten_args *a, struct flatten_fill *f,
+			 int nops, char **ops)
+{
+	struct hu_erofs_out_opts eo;
+	struct hu_error e = { 0 };
+	struct hu_digests d;
+	struct hu_stack s;
+	int rc;
+
+	if (a->base)
+		return cmd_usage_error(a->c, "--base writes a layer's "
+				       "changes: an EROFS image holds the "
+				       "whole merged tree"), EXIT_USAGE;
+	if (erofs_args_resolve(a->c, &a->erofs, &a->tar, a->out, &eo) < 0)
+		return EXIT_USAGE;
+	a->lo.stack.report = &f->report;
+	a->lo.stack.defer_below = 1;	/* as for a tarball: cmd_flatten */
+	a->lo.stack.index_tars = a->lo.stack.index_data =
+		operands_have_tarballs(ops, nops);
+	if ((a->lo.stack.index_tars && layer_cache_open(&a->lo, &e) < 0) ||
+	    hu_stack_open(&s, ops, (size_t)nops, &a->lo.stack, &e) < 0) {
+		print_error(&e);
+		hu_error_clear(&e);
+		layer_cache_close(&a->lo);
+		return EXIT_TROUBLE;
+	}
+	note_indexes(&s);
+	warn_live_layers(&s, &f->report);
+	rc = erofs_write(a->out, a->tar.descriptor, &s, &eo, &f->report,
+			 &f->st, a->lo.dry_run || front.verbosity > 0 ? &d :
+			 NULL, a->lo.dry_run, &e);
+	progress_finish(rc >= 0 ? f->st.entries + 1 : PROGRESS_UNKNOWN,
+			PROGRESS_UNKNOWN);
+	if (rc < 0)
+		print_error(&e);
+	else if (a->lo.dry_run)
+		printf("would write %s: EROFS image, %llu %s, %llu bytes, "
+		       "digest %s\n", a->out + strlen("erofs:"),
+		       (unsigned long long)f->st.entries + 1,
+		       plural(f->st.entries + 1, "entry", "entries"),
+		       (unsigned long long)d.size, d.digest);
+	else if (front.verbosity > 0)
+		print_summary(a, &f->st, &d);
+	if (rc >= 0)
+		note_restarts(&s);
+	hu_error_clear(&e);
+	hu_stack_close(&s);
+	layer_cache_close(&a->lo);
+	return rc < 0 ? EXIT_TROUBLE : EXIT_OK;
+}
+
 int cmd_flatten(const struct cmd *c, int argc, char **argv)
 {
 	struct flatten_args a = { .c = c };
@@ -144,6 +202,14 @@ int cmd_flatten(const struct cmd *c, int argc, char **argv)
 	a.oci.edit.platform = a.lo.stack.platform;
 	rc = oci_args_resolve(c, &a.oci, a.out, &a.tar, &to);
 	a.image = rc > 0;
+	if (rc == 0 && erofs_output(a.out)) {
+		oci_args_free(&a.oci);
+		return flatten_erofs(&a, &f, argc - first, argv + first);
+	}
+	if (rc == 0 && (a.erofs.block_size || a.erofs.uuid))
+		rc = cmd_usage_error(c, "--%s needs -o erofs:FILE",
+				     a.erofs.block_size ? "block-size" :
+				     "uuid");
 	if (rc < 0 || (!a.image && tar_args_resolve(c, &a.tar, a.out,
 						     &to) < 0) ||
 	    check_args(&a, image_operand ? INT_MAX : argc - first) < 0) {

@@ -75,11 +75,16 @@ static const struct cmd_opt wh_convert_opts[] = {
 
 static const struct cmd_opt flatten_opts[] = {
 	{ "output", 'o', OPT_REQUIRED, "FILE", "@file",
-	  "the tarball to write (- for standard output), or oci:DIR:TAG "
-	  "for an image" },
+	  "the tarball to write (- for standard output), oci:DIR:TAG "
+	  "for an image, or erofs:FILE for an EROFS image" },
 	{ "base", 0, OPT_REQUIRED, "N", NULL,
 	  "keep the bottom N layers as context: write the squashed layer of "
 	  "the ones above" },
+	{ "block-size", 0, OPT_REQUIRED, "N", "512|1024|2048|4096",
+	  "with -o erofs:FILE: the image's block size (default 4096)" },
+	{ "uuid", 0, OPT_REQUIRED, "KIND", "zero|content",
+	  "with -o erofs:FILE: the image's UUID, all zeros (default) or "
+	  "from its content" },
 	OPT_TAR_OUT, OPT_OCI_OUT, OPT_LAYERDIRS, OPT_FORMAT, OPT_PLATFORM_OUT,
 	OPT_USERXATTR, OPT_CACHE, OPT_DRY_RUN,
 	OPT_VERBOSE, OPT_QUIET, OPT_PROGRESS, OPT_HELP, OPT_END
@@ -223,7 +228,7 @@ const struct cmd hunion_cmds[] = {
 	{ "diff", cmd_diff, "what the top layer changes over those beneath",
 	  "[--trees OLD NEW | LAYER...]", diff_opts, NULL, "@layer",
 	  "hunion-diff(1)" },
-	{ "flatten", cmd_flatten, "squash a stack of layers into one tarball",
+	{ "flatten", cmd_flatten, "squash a stack of layers into one tarball or image",
 	  "-o FILE LAYER...", flatten_opts, NULL, "@layer",
 	  "hunion-flatten(1)" },
 	{ "fsck", cmd_fsck, "find and repair inconsistent markers and leftovers",

@@ -115,7 +115,6 @@ static int compress_resolve(const struct cmd *c, const struct tar_args *t,
 int tar_args_resolve(const struct cmd *c, const struct tar_args *t,
 		     const char *out, struct hu_tarout_opts *to)
 {
-	const char *sde = getenv("SOURCE_DATE_EPOCH");
 	long long v;
 	int min, max;
 
@@ -136,17 +135,29 @@ int tar_args_resolve(const struct cmd *c, const struct tar_args *t,
 	}
 	if (t->threads && threads_resolve(c, t->threads, to) < 0)
 		return -1;
+	return clamp_resolve(c, t->clamp, &to->clamp_mtime, &to->mtime_max,
+			     NULL);
+}
+
+int clamp_resolve(const struct cmd *c, const char *clamp, bool *on,
+		  int64_t *max, long long *sde_out)
+{
+	const char *sde = getenv("SOURCE_DATE_EPOCH");
+	long long v = 0;
+
 	/* checked whatever else is given: an image's timestamps are
 	 * SOURCE_DATE_EPOCH's even when --clamp-mtime clamps the mtimes */
 	if (sde && *sde && sde_parse(c, sde, &v) < 0)
 		return -1;
-	if (t->clamp || (sde && *sde)) {
-		if (t->clamp && !parse_num(t->clamp, 0, INT64_MAX / 2, &v))
+	if (sde_out)
+		*sde_out = sde && *sde ? v : -1;
+	*on = false;
+	if (clamp || (sde && *sde)) {
+		if (clamp && !parse_num(clamp, 0, INT64_MAX / 2, &v))
 			return cmd_usage_error(c, "invalid --clamp-mtime '%s' "
-					       "(seconds since 1970)",
-					       t->clamp);
-		to->clamp_mtime = true;
-		to->mtime_max = v;
+					       "(seconds since 1970)", clamp);
+		*on = true;
+		*max = v;
 	}
 	return 0;
 }

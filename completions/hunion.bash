@@ -30,9 +30,9 @@ _hunion_spec()
 		;;
 	'hunion flatten')
 		subs=''
-		longs='--output= --base= --compress= --level= --threads= --descriptor= --clamp-mtime= --opaque-markers --config= --config.cmd= --config.entrypoint= --config.env= --config.label= --config.exposedports= --config.volume= --config.user= --config.workingdir= --author= --history= --lowerdir= --upperdir= --format= --platform= --userxattr --cache-dir= --no-cache --dry-run --verbose --quiet --progress= --progress-fd= --help'
+		longs='--output= --base= --block-size= --uuid= --compress= --level= --threads= --descriptor= --clamp-mtime= --opaque-markers --config= --config.cmd= --config.entrypoint= --config.env= --config.label= --config.exposedports= --config.volume= --config.user= --config.workingdir= --author= --history= --lowerdir= --upperdir= --format= --platform= --userxattr --cache-dir= --no-cache --dry-run --verbose --quiet --progress= --progress-fd= --help'
 		shorts='-o -n -v -q -h'
-		args='-o --output --base --compress --level --threads --descriptor --clamp-mtime --config --config.cmd --config.entrypoint --config.env --config.label --config.exposedports --config.volume --config.user --config.workingdir --author --history --lowerdir --upperdir --format --platform --cache-dir --progress --progress-fd'
+		args='-o --output --base --block-size --uuid --compress --level --threads --descriptor --clamp-mtime --config --config.cmd --config.entrypoint --config.env --config.label --config.exposedports --config.volume --config.user --config.workingdir --author --history --lowerdir --upperdir --format --platform --cache-dir --progress --progress-fd'
 		operands='@layer'
 		;;
 	'hunion fsck')
@@ -162,6 +162,8 @@ _hunion_values()
 	'hunion diff --cache-dir') printf '%s\n' '@dir' ;;
 	'hunion diff --progress') printf '%s\n' 'auto|always|never' ;;
 	'hunion flatten --output'|'hunion flatten -o') printf '%s\n' '@file' ;;
+	'hunion flatten --block-size') printf '%s\n' '512|1024|2048|4096' ;;
+	'hunion flatten --uuid') printf '%s\n' 'zero|content' ;;
 	'hunion flatten --compress') printf '%s\n' 'auto|none|gzip|zstd|xz|bzip2' ;;
 	'hunion flatten --descriptor') printf '%s\n' '@file' ;;
 	'hunion flatten --config') printf '%s\n' '@file' ;;

@@ -17,7 +17,7 @@ complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck m
 complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout oci clean help' -s h -l help -d 'show this help'
 complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout oci clean help' -a merge -d 'write the merged view of a stack of layers'
 complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout oci clean help' -a diff -d 'what the top layer changes over those beneath'
-complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout oci clean help' -a flatten -d 'squash a stack of layers into one tarball'
+complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout oci clean help' -a flatten -d 'squash a stack of layers into one tarball or image'
 complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout oci clean help' -a fsck -d 'find and repair inconsistent markers and leftovers'
 complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout oci clean help' -a mount -d 'check a stack of layers, then mount it'
 complete -c hunion -n 'not __fish_seen_subcommand_from merge diff flatten fsck mount umount whiteout oci clean help' -a umount -d 'unmount a stack; say who keeps it busy'
@@ -86,8 +86,10 @@ complete -c hunion -n '__fish_seen_subcommand_from diff' -s h -l help -d 'show t
 complete -c hunion -n '__fish_seen_subcommand_from diff' -x -a '(__hunion_layers)'
 
 # hunion flatten
-complete -c hunion -n '__fish_seen_subcommand_from flatten' -s o -l output -r -F -d 'the tarball to write (- for standard output), or oci:DIR:TAG for an image'
+complete -c hunion -n '__fish_seen_subcommand_from flatten' -s o -l output -r -F -d 'the tarball to write (- for standard output), oci:DIR:TAG for an image, or erofs:FILE for an EROFS image'
 complete -c hunion -n '__fish_seen_subcommand_from flatten' -l base -x -a '' -d 'keep the bottom N layers as context: write the squashed layer of the ones above'
+complete -c hunion -n '__fish_seen_subcommand_from flatten' -l block-size -x -a '512 1024 2048 4096' -d 'with -o erofs:FILE: the image\'s block size (default 4096)'
+complete -c hunion -n '__fish_seen_subcommand_from flatten' -l uuid -x -a 'zero content' -d 'with -o erofs:FILE: the image\'s UUID, all zeros (default) or from its content'
 complete -c hunion -n '__fish_seen_subcommand_from flatten' -l compress -x -a 'auto none gzip zstd xz bzip2' -d 'compression (default: auto, from the file name)'
 complete -c hunion -n '__fish_seen_subcommand_from flatten' -l level -x -a '' -d 'compression level'
 complete -c hunion -n '__fish_seen_subcommand_from flatten' -l threads -x -a '' -d 'zstd worker threads (default and at most: the online cores)'

@@ -1349,6 +1349,33 @@ int hu_flatten_write_tar(const struct hu_stack *s, const struct hu_report *r,
 			 struct hu_tarout *t, struct hu_flatten_stats *st,
 			 struct hu_error *e);
 
+/* ---- flatten to an EROFS image (erofsout.c, erofs/) --------------------- */
+
+/* containerd's EROFS layer: the image is one layer of the whole view. */
+#define HU_EROFS_MEDIA_TYPE "application/vnd.erofs.layer.v1"
+
+struct hu_erofs_out_opts {
+	unsigned block_bits;	/* log2 of the block size; 0: 12 (4096) */
+	bool clamp_mtime;	/* mtimes newer than @mtime_max become it */
+	int64_t mtime_max;
+	int64_t build_time;	/* the superblock's (SOURCE_DATE_EPOCH) */
+	bool uuid_content;	/* a UUID from the image's content; else 0 */
+	bool sync;		/* fsync the image once complete */
+};
+
+/* Write the merged view of @s as one uncompressed EROFS image into @fd,
+ * an empty regular file open for reading and writing: the same walk and
+ * the same hard-link rule as hu_flatten_write_tar(); sockets are kept.
+ * Errors about what EROFS cannot hold (a name over 255 bytes, an xattr
+ * value over 65535 bytes) name the entry.  @d (may be NULL) gets the
+ * image's sha256 and size, read back, its media type
+ * application/vnd.erofs.layer.v1 and its diff_id the digest.  The caller
+ * renames the file in. */
+int hu_flatten_write_erofs(const struct hu_stack *s, const struct hu_report *r,
+			   int fd, const struct hu_erofs_out_opts *o,
+			   struct hu_flatten_stats *st, struct hu_digests *d,
+			   struct hu_error *e);
+
 /* ---- changes: what the top layers change over the ones beneath (changes.c) */
 
 enum hu_change_kind { HU_CHG_ADD = 'A', HU_CHG_MODIFY = 'M', HU_CHG_DELETE = 'D' };

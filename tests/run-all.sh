@@ -53,6 +53,12 @@
 #           forward where the tarballs are sorted) against the unpack
 #           (HUNION_INDEX=0): the same bytes (10 seeds; 3 when
 #           HUNION_SANITIZED=1; HUNION_FLATTENINDEX_SEEDS=N overrides)
+#   erofs   tests/kernel/erofs.sh, flatten -o erofs: of random stacks: the
+#           kernel's mount of the image against its overlay mount of the
+#           stack and against merge -o, fsck.erofs and dump.erofs, the
+#           same bytes with no thread and from layers listed in another
+#           order, the format's extremes (20 seeds; 5 when
+#           HUNION_SANITIZED=1; HUNION_EROFS_SEEDS=N overrides)
 # A sanitizer's report makes the process exit 86 (ASAN_OPTIONS and
 # UBSAN_OPTIONS exitcode=86), a status no test accepts.
 # Every suite runs even when an earlier one failed.  Prints one summary
@@ -202,6 +208,10 @@ seeds=10
 [ "${HUNION_SANITIZED:-0}" = 1 ] && seeds=3
 suite flattenindex "$HERE/kernel/flattenindex.sh" "$B/hunion" \
 	"${HUNION_FLATTENINDEX_SEEDS:-$seeds}"
+
+seeds=20
+[ "${HUNION_SANITIZED:-0}" = 1 ] && seeds=5
+suite erofs "$HERE/kernel/erofs.sh" "$B/hunion" "${HUNION_EROFS_SEEDS:-$seeds}"
 
 echo "== summary ($B, $((SECONDS - t_all)) s)"
 printf '%s\n' "${summary[@]}"
