@@ -494,8 +494,10 @@ static int leaf_bytes(struct hu_erofs *w, const struct leaf *l, uint64_t to,
 		return 0;
 	if (l->d && l->d->fd < 0)
 		return hu_erofs_feed(w, l->d, to, blocks, tail, e);
+	if (l->d && l->size < EROFS_SMALL)
+		return hu_erofs_read_small(w, l->d, to, blocks, tail, rest, e);
 	if (blocks && (l->mem ? hu_erofs_write(w, l->mem, blocks, to, e) :
-		       hu_erofs_copy_fd(w, l->d->fd, 0, to, blocks, e)) < 0)
+		       hu_erofs_copy_blocks(w, l->d, to, blocks, e)) < 0)
 		return -1;
 	if (!rest)
 		return 0;
@@ -627,6 +629,7 @@ int hu_erofs_open(struct hu_erofs **wp, int fd, const struct hu_erofs_opts *o,
 	w->blksz = 1u << bits;
 	w->next_ino = 1;
 	w->buf = malloc(IO_BUF);
+	w->dbuf = malloc(IO_BUF);
 	/* Block 0 (and 1 and 2 for small blocks): the superblock, then
 	 * the root inode. */
 	w->rcap = (EROFS_SB_OFFSET + EROFS_SB_SIZE + w->blksz - 1) &
@@ -642,9 +645,14 @@ int hu_erofs_open(struct hu_erofs **wp, int fd, const struct hu_erofs_opts *o,
 			w->hash = NULL;
 		}
 	}
-	if (!w->buf || !w->rbuf || (o->uuid_content && !w->hash)) {
+	if (!w->buf || !w->dbuf || !w->rbuf ||
+	    (o->uuid_content && !w->hash)) {
 		hu_erofs_abort(w);
 		return hu_error_set(e, ENOMEM, NULL, "out of memory");
+	}
+	if (hu_erofs_copies_start(w, e) < 0) {
+		hu_erofs_abort(w);
+		return -1;
 	}
 	*wp = w;
 	return 0;
@@ -830,13 +838,17 @@ static int finish(struct hu_erofs *w, struct hu_error *e)
 {
 	uint8_t sb[EROFS_SB_SIZE];
 
+	/* the copies a worker still makes land before the end is written */
+	if (hu_erofs_copies_done(w, e) < 0)
+		return -1;
 	if (w->failed)
 		return hu_error_set(e, EINVAL, NULL,
 				    "the EROFS image failed earlier");
 	if (!w->rooted || w->ndirs)
 		return hu_error_set(e, EINVAL, NULL,
 				    "the EROFS image has a directory not left");
-	if (patch_nlinks(w, e) < 0 || hu_erofs_flush(w, e) < 0)
+	if (patch_nlinks(w, e) < 0 || hu_erofs_data_flush(w, e) < 0 ||
+	    hu_erofs_flush(w, e) < 0)
 		return -1;
 	if (w->is_reg && ftruncate(w->fd, (off_t)w->end) < 0)
 		return hu_error_set(e, errno, NULL,
@@ -859,14 +871,20 @@ int hu_erofs_close(struct hu_erofs *w, struct hu_error *e)
 
 void hu_erofs_abort(struct hu_erofs *w)
 {
+	struct hu_error ignored = { 0 };
+
 	if (!w)
 		return;
+	/* no worker may write after the caller removed the image */
+	hu_erofs_copies_done(w, &ignored);
+	hu_error_clear(&ignored);
 	for (size_t i = 0; i < w->ndirs; i++)
 		odir_free(&w->dirs[i]);
 	free(w->dirs);
 	hu_erofs_xattr_free(w);
 	free(w->links);
 	free(w->buf);
+	free(w->dbuf);
 	free(w->rbuf);
 	if (w->hash)
 		XXH3_freeState(w->hash);

@@ -61,6 +61,14 @@ typedef int (*hu_erofs_put)(void *put_ctx, const void *p, size_t n,
 struct hu_erofs_data {
 	uint64_t size;
 	int fd;
+	/* The file as the user knows it, whole ("LAYER/PATH"): the copy of
+	 * a large file's bytes from @fd may finish after the call that gave
+	 * it (a worker thread copies while the walk goes on), and its
+	 * errors name this. */
+	const char *path;
+	/* The source says it has no hole (its blocks cover its size): no
+	 * SEEK_HOLE is asked. */
+	bool no_holes;
 	int (*feed)(void *ctx, hu_erofs_put put, void *put_ctx,
 		    struct hu_error *e);
 	void *ctx;

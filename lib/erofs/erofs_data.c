@@ -6,11 +6,13 @@
  * out of the image.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "internal.h"
+#include "common/pool.h"
 #include "erofs/erofs_fs.h"
 
 #define MAP_MAX		16384u	/* block map entries we aim at: 64 KiB */
@@ -96,6 +98,201 @@ int hu_erofs_copy_fd(struct hu_erofs *w, int fd, uint64_t from, uint64_t to,
 		to += n;
 		len -= n;
 	}
+	return 0;
+}
+
+/* ---- large files copied beside the walk --------------------------------- */
+
+/* A file's full blocks from EROFS_SMALL on are copied by a worker: the
+ * kernel's copy of them then overlaps the walk's reading of the next
+ * entries (as the tar writer's pipeline overlaps them).  Their place in
+ * the image is allocated before, so the bytes never depend on timing. */
+
+struct copy_job {
+	struct hu_pool_job job;
+	int src, dst;
+	uint64_t to, len;
+	char *path;		/* for errors */
+};
+
+static void copy_job_drop(struct hu_pool_job *j)
+{
+	struct copy_job *c = (struct copy_job *)j;
+
+	close(c->src);
+	free(c->path);
+	free(c);
+}
+
+static int pwrite_all(int fd, const uint8_t *p, size_t len, uint64_t off)
+{
+	while (len) {
+		ssize_t n = pwrite(fd, p, len, (off_t)off);
+
+		if (n < 0 && hu_eintr_retry())
+			continue;
+		if (n <= 0)
+			return n < 0 ? -1 : (errno = EIO, -1);
+		p += n;
+		len -= (size_t)n;
+		off += (uint64_t)n;
+	}
+	return 0;
+}
+
+/* One step of the worker's copy, by read and write through @buf: -1
+ * with @e, *@src_err when the source failed. */
+static int copy_by_hand(struct copy_job *c, uint8_t *buf, size_t n,
+			uint64_t from, uint64_t to, bool *src_err,
+			struct hu_error *e)
+{
+	*src_err = true;
+	if (hu_erofs_pread_all(c->src, buf, n, from, e) < 0)
+		return -1;
+	*src_err = false;
+	if (pwrite_all(c->dst, buf, n, to) < 0)
+		return hu_error_set(e, errno, NULL,
+				    "cannot write the EROFS image");
+	return 0;
+}
+
+/* The worker's copy: the kernel's, else read and write through a buffer
+ * of its own (nothing of the writer's is touched from here).  A failure
+ * of the source names the file; one of the image names nothing (the
+ * caller names its output). */
+static int copy_job_run(struct hu_pool_job *j, struct hu_error *e)
+{
+	struct copy_job *c = (struct copy_job *)j;
+	uint64_t from = 0, to = c->to, len = c->len;
+	bool src_err = false, by_hand = false;
+	uint8_t *buf = NULL;
+	int rc = 0;
+
+	while (len && rc == 0) {
+		loff_t in = (loff_t)from, out = (loff_t)to;
+		size_t n = len < CFR_MAX ? (size_t)len : CFR_MAX;
+		ssize_t got = by_hand ? 0 :
+			copy_file_range(c->src, &in, c->dst, &out, n, 0);
+
+		if (!by_hand && got < 0 && hu_eintr_retry())
+			continue;
+		if (!by_hand && got < 0 && !cfr_unsupported(errno)) {
+			src_err = errno != ENOSPC && errno != EDQUOT;
+			rc = hu_error_set(e, errno, NULL,
+					  "cannot copy the file's data");
+			break;
+		}
+		if (!by_hand && got == 0) {
+			src_err = true;
+			rc = shrank(e);
+			break;
+		}
+		if (!by_hand && got < 0) {
+			by_hand = true;
+			buf = malloc(IO_BUF);
+			if (!buf)
+				rc = hu_error_set(e, ENOMEM, NULL,
+						  "out of memory");
+			continue;
+		}
+		if (by_hand) {
+			n = n < IO_BUF ? n : IO_BUF;
+			rc = copy_by_hand(c, buf, n, from, to, &src_err, e);
+			got = (ssize_t)n;
+		}
+		from += (uint64_t)got;
+		to += (uint64_t)got;
+		len -= (uint64_t)got;
+	}
+	if (rc < 0 && src_err) {
+		free(e->path);
+		e->path = strdup(c->path);
+		e->whole = true;
+	}
+	free(buf);
+	copy_job_drop(j);
+	return rc;
+}
+
+int hu_erofs_copies_start(struct hu_erofs *w, struct hu_error *e)
+{
+	if (w->hash)
+		return 0;
+	return hu_pool_start(&w->pool, hu_pool_default_threads(), e);
+}
+
+int hu_erofs_copies_done(struct hu_erofs *w, struct hu_error *e)
+{
+	struct hu_pool *p = w->pool;
+
+	w->pool = NULL;
+	if (p && hu_pool_finish(p, e) < 0) {
+		w->failed = true;
+		return -1;
+	}
+	return 0;
+}
+
+int hu_erofs_copy_blocks(struct hu_erofs *w, const struct hu_erofs_data *d,
+			 uint64_t to, uint64_t len, struct hu_error *e)
+{
+	struct copy_job *c;
+
+	if (!w->pool || len < EROFS_SMALL || !d->path)
+		return hu_erofs_copy_fd(w, d->fd, 0, to, len, e);
+	c = calloc(1, sizeof(*c));
+	if (!c || !(c->path = strdup(d->path))) {
+		free(c);
+		return hu_error_set(e, ENOMEM, NULL, "out of memory");
+	}
+	c->src = fcntl(d->fd, F_DUPFD_CLOEXEC, 0);
+	if (c->src < 0) {
+		free(c->path);
+		free(c);
+		return hu_error_set(e, errno, NULL, "cannot keep the file open");
+	}
+	*c = (struct copy_job){ .job = { .run = copy_job_run,
+					 .drop = copy_job_drop },
+				.src = c->src, .dst = w->fd, .to = to,
+				.len = len, .path = c->path };
+	if (hu_pool_submit(w->pool, &c->job, e) < 0) {
+		w->failed = true;
+		return -1;
+	}
+	return 0;
+}
+
+int hu_erofs_data_flush(struct hu_erofs *w, struct hu_error *e)
+{
+	size_t n = w->dlen;
+
+	w->dlen = 0;
+	return n ? hu_erofs_write(w, w->dbuf, n, w->dpos, e) : 0;
+}
+
+int hu_erofs_read_small(struct hu_erofs *w, const struct hu_erofs_data *d,
+			uint64_t to, uint64_t blocks, uint8_t *tail,
+			size_t rest, struct hu_error *e)
+{
+	size_t span = (size_t)((blocks + w->blksz - 1) & ~(uint64_t)(w->blksz - 1));
+	uint8_t *p;
+
+	if (!blocks)
+		return hu_erofs_pread_all(d->fd, tail, rest, 0, e);
+	if (w->dlen && (w->dpos + w->dlen != to ||
+			w->dlen + span + rest > IO_BUF) &&
+	    hu_erofs_data_flush(w, e) < 0)
+		return -1;
+	if (!w->dlen)
+		w->dpos = to;
+	p = w->dbuf + w->dlen;
+	if (hu_erofs_pread_all(d->fd, p, (size_t)blocks + rest, 0, e) < 0)
+		return -1;
+	if (rest)
+		memcpy(tail, p + blocks, rest);
+	/* the last block's padding, where the tail was read */
+	memset(p + blocks, 0, span - (size_t)blocks);
+	w->dlen += span;
 	return 0;
 }
 
@@ -205,7 +402,7 @@ int hu_erofs_sparse_map(struct hu_erofs *w, const struct hu_erofs_data *d,
 	uint32_t *m;
 
 	*map = NULL;
-	if (d->fd < 0 || d->size <= w->blksz)
+	if (d->fd < 0 || d->no_holes || d->size <= w->blksz)
 		return 0;
 	first = lseek(d->fd, 0, SEEK_HOLE);
 	if (first < 0 || (uint64_t)first >= d->size)

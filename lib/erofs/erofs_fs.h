@@ -160,6 +160,12 @@ struct hu_erofs {
 	size_t rcap, rused, rmax;
 
 	uint8_t *buf;			/* IO_BUF bytes: data and dir blocks */
+	/* Small files' blocks, gathered while they are contiguous in the
+	 * image: image bytes [dpos, dpos + dlen), one write for many
+	 * files. */
+	uint8_t *dbuf;
+	uint64_t dpos;
+	size_t dlen;
 
 	struct erofs_odir *dirs;	/* the open directories, root first */
 	size_t ndirs, dcap;
@@ -175,6 +181,9 @@ struct hu_erofs {
 	size_t nlinks, lcap;
 
 	XXH3_state_t *hash;		/* of all bytes written: the UUID */
+	/* Workers copying large files' blocks beside the walk (none with
+	 * the hash, which must see the bytes in order). */
+	struct hu_pool *pool;
 };
 
 #define IO_BUF		(1u << 20)
@@ -203,6 +212,23 @@ void hu_erofs_xattr_free(struct hu_erofs *w);
 /* erofs_data.c */
 int hu_erofs_pread_all(int fd, void *buf, size_t len, uint64_t off,
 		    struct hu_error *e);
+/* @len bytes of @d's fd from offset 0 to image offset @to: now, or by a
+ * worker when they are many (hu_erofs_copies_done() waits for them). */
+int hu_erofs_copy_blocks(struct hu_erofs *w, const struct hu_erofs_data *d,
+			 uint64_t to, uint64_t len, struct hu_error *e);
+/* A small file's bytes from @d's fd in one read: the first @blocks to
+ * image offset @to (gathered with the blocks of the files before it),
+ * the @rest after them to @tail. */
+int hu_erofs_read_small(struct hu_erofs *w, const struct hu_erofs_data *d,
+			uint64_t to, uint64_t blocks, uint8_t *tail,
+			size_t rest, struct hu_error *e);
+/* Write what hu_erofs_read_small() gathered. */
+int hu_erofs_data_flush(struct hu_erofs *w, struct hu_error *e);
+/* Below this size a file is read whole, its blocks gathered; from it on
+ * they are copied, by a worker beside the walk when there is one. */
+#define EROFS_SMALL	(32u << 10)
+int hu_erofs_copies_start(struct hu_erofs *w, struct hu_error *e);
+int hu_erofs_copies_done(struct hu_erofs *w, struct hu_error *e);
 int hu_erofs_copy_fd(struct hu_erofs *w, int fd, uint64_t from, uint64_t to,
 		  uint64_t len, struct hu_error *e);
 /* Push @d's bytes: the first @blocks to image offset @to, the rest to

@@ -18,6 +18,10 @@
 
 #define REGION_MAX	(1u << 20)	/* a region grows up to this while
 					 * nothing is written after it */
+#define REGION_MIN	(64u << 10)	/* a new one is reserved this large,
+					 * so that the data of the files
+					 * whose inodes fill it comes after
+					 * it: one write for many inodes */
 
 static size_t align_up(size_t v, size_t a)
 {
@@ -73,6 +77,11 @@ int hu_erofs_flush(struct hu_erofs *w, struct hu_error *e)
 {
 	if (!w->rcap)
 		return 0;
+	/* The last region, the end of the image: no unused blocks kept. */
+	if (w->end == w->rpos + w->rcap && w->rpos + w->rused < w->end) {
+		w->rcap = align_up(w->rused, w->blksz);
+		w->end = w->rpos + w->rcap;
+	}
 	return hu_erofs_write(w, w->rbuf, w->rcap, w->rpos, e);
 }
 
@@ -124,7 +133,7 @@ static int region_room(struct hu_erofs *w, size_t *off, size_t need,
 	}
 	if (hu_erofs_flush(w, e) < 0)
 		return -1;
-	cap = align_up(need, w->blksz);
+	cap = align_up(need > REGION_MIN ? need : REGION_MIN, w->blksz);
 	w->rcap = 0;
 	if (region_size(w, cap, e) < 0 ||
 	    hu_erofs_alloc_blocks(w, cap, &blk, e) < 0)

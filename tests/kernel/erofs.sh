@@ -39,7 +39,7 @@ SUITE="erofs"
 . "$(dirname "$0")/lib.sh"
 kt_args "HUNION [SEEDS]" "$@"
 SEEDS=${2:-20}
-NFIXED=12
+NFIXED=13
 
 kt_setup $((SEEDS + NFIXED))
 for t in /usr/bin/python3 fsck.erofs dump.erofs setfattr; do
@@ -322,6 +322,43 @@ for i in range(50000):
 	rm -rf "$T"
 }
 
+# The same view from directories, from their tarballs (read from the
+# path index, each file's bytes pushed from the stream) and from an image
+# of it: the same bytes.
+check_sources() {
+	local S=$FS/src ok=1 l
+	mkdir -p "$S/L0/d/e" "$S/L1/d"
+	echo a >"$S/L0/d/a"
+	echo b >"$S/L0/d/e/b"
+	ln "$S/L0/d/a" "$S/L0/d/a2"
+	ln "$S/L0/d/a" "$S/L0/d/a3"
+	ln -s a "$S/L0/d/s"
+	mknod "$S/L0/d/c" c 1 3
+	mkfifo "$S/L0/d/p"
+	setfattr -n user.x -v 1 "$S/L0/d/a"
+	setfattr -n trusted.t -v 2 "$S/L0/d/e"
+	head -c 100000 /dev/urandom >"$S/L1/d/big"
+	: >"$S/L1/d/.wh.a2"
+	find "$S/L0" "$S/L1" -exec touch -h -d @1600000000.123456789 {} +
+	for l in L0 L1; do
+		tar -C "$S/$l" --sort=name --format=pax --xattrs \
+			--xattrs-include='*' --numeric-owner -cf "$S/$l.tar" . ||
+			ok=0
+	done
+	"$HUNION" flatten -q --format=oci -o "erofs:$S/dirs.erofs" \
+		"$S/L0" "$S/L1" || ok=0
+	"$HUNION" flatten -q -o "erofs:$S/tars.erofs" "$S/L0.tar" \
+		"$S/L1.tar" || ok=0
+	cmp "$S/dirs.erofs" "$S/tars.erofs" || ok=0
+	"$HUNION" flatten -q --format=oci -o "oci:$S/img:t" "$S/L0" "$S/L1" ||
+		ok=0
+	"$HUNION" flatten -q -o "erofs:$S/img.erofs" "oci:$S/img:t" || ok=0
+	cmp "$S/dirs.erofs" "$S/img.erofs" || ok=0
+	erofs_tools_ok "$S/dirs.erofs" || ok=0
+	result "directories, tarballs and an image: the same image" $ok
+	rm -rf "$S"
+}
+
 check_errors() {
 	local L=$FS/errlayer B=$FS/biglayer
 	mkdir -p "$L/d" "$B" "$WORK/ro" "$WORK/out1" "$WORK/out2" "$WORK/out3"
@@ -352,6 +389,7 @@ for seed in $seeds; do
 done
 if [ -z "${HUNION_EROFS_ONLY:-}" ]; then
 	check_clamp
+	check_sources
 	check_extremes
 	check_errors
 fi
