@@ -638,6 +638,7 @@ int hu_erofs_open(struct hu_erofs **wp, int fd, const struct hu_erofs_opts *o,
 	w->rmax = w->rcap;
 	w->rused = EROFS_SB_OFFSET + EROFS_SB_SIZE;
 	w->end = w->rcap;
+	hu_writebehind_init(&w->wb, fd);
 	if (o->uuid_content) {
 		w->hash = XXH3_createState();
 		if (w->hash && XXH3_128bits_reset(w->hash) != XXH_OK) {

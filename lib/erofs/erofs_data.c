@@ -214,11 +214,18 @@ static int copy_job_run(struct hu_pool_job *j, struct hu_error *e)
 	return rc;
 }
 
+/* The walk's thread is the critical path (it opens and reads every
+ * file); the lister takes a core's share too.  One copier per core
+ * beyond the first: on 2 cores three copiers took the walk's core and
+ * the image came 20% later than with one. */
 int hu_erofs_copies_start(struct hu_erofs *w, struct hu_error *e)
 {
+	long cores = sysconf(_SC_NPROCESSORS_ONLN);
+
 	if (w->hash)
 		return 0;
-	return hu_pool_start(&w->pool, hu_pool_default_threads(), e);
+	return hu_pool_start(&w->pool, cores > 2 ? (unsigned)cores - 1 : 1,
+			     e);
 }
 
 int hu_erofs_copies_done(struct hu_erofs *w, struct hu_error *e)

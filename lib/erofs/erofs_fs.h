@@ -184,6 +184,7 @@ struct hu_erofs {
 	/* Workers copying large files' blocks beside the walk (none with
 	 * the hash, which must see the bytes in order). */
 	struct hu_pool *pool;
+	struct hu_writebehind wb;	/* the image's writeback, behind */
 };
 
 #define IO_BUF		(1u << 20)

@@ -85,6 +85,30 @@ int hu_erofs_flush(struct hu_erofs *w, struct hu_error *e)
 	return hu_erofs_write(w, w->rbuf, w->rcap, w->rpos, e);
 }
 
+/* What lies this far behind the end of the image is written, or nearly
+ * (the gathered blocks, a worker's copy in flight): its writeback is
+ * started, and a window before it waited for and dropped from the page
+ * cache (hu_writebehind, outfile.c, as a tarball's).  A 2 GB image left
+ * dirty in the cache throttles the writers and pushes the layers' pages
+ * out.  A page dropped and patched later (a "..", a link count) is read
+ * back for it. */
+#define WB_LAG	((uint64_t)32 << 20)
+
+static int write_behind(struct hu_erofs *w, struct hu_error *e)
+{
+	uint64_t done = w->end > WB_LAG ? w->end - WB_LAG : 0;
+
+	if (done <= (uint64_t)w->wb.end)
+		return 0;
+	if (hu_writebehind_wrote(&w->wb, (size_t)(done - (uint64_t)w->wb.end))
+	    < 0) {
+		w->failed = true;
+		return hu_error_set(e, errno, NULL,
+				    "cannot write the EROFS image");
+	}
+	return 0;
+}
+
 int hu_erofs_alloc_blocks(struct hu_erofs *w, uint64_t bytes, uint32_t *blkaddr,
 		       struct hu_error *e)
 {
@@ -97,7 +121,7 @@ int hu_erofs_alloc_blocks(struct hu_erofs *w, uint64_t bytes, uint32_t *blkaddr,
 				    "EROFS cannot hold an image of 2^32 blocks or more");
 	*blkaddr = (uint32_t)blk;
 	w->end += n << w->blkbits;
-	return 0;
+	return write_behind(w, e);
 }
 
 /* Make the region's buffer hold @cap bytes, the new ones zero. */
