@@ -114,13 +114,12 @@ static int write_image(const char *path, struct hu_outfile *f, bool desc,
 		       const struct hu_report *r, struct hu_flatten_stats *st,
 		       struct hu_digests *d, bool dry_run, struct hu_error *e)
 {
+	struct hu_erofs_out_opts o = *eo;
 	char json[512];
 	size_t n;
 	int fd = dry_run ? open_scratch(path) :
 		 openat(f[0].dirfd, f[0].tmp, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
 	int rc;
-
-	struct hu_erofs_out_opts o = *eo;
 
 	if (fd < 0)
 		return hu_error_set(e, errno, NULL, "cannot reopen");
@@ -156,7 +155,8 @@ int erofs_write(const char *out, const char *descriptor,
 		rc = descriptor ? hu_outfile_open2(f, paths, s, e) :
 				  hu_outfile_open(&f[0], path, s, e);
 	if (rc == 0)
-		rc = write_image(path, f, descriptor, s, eo, r, st, d, dry_run, e);
+		rc = write_image(path, f, descriptor, s, eo, r, st, d,
+				 dry_run, e);
 	if (rc < 0 && !e->path)
 		hu_error_prefix(e, path);
 	if (rc < 0) {
