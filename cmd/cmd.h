@@ -310,6 +310,10 @@ int tar_write(const struct tar_args *ta, const char *path,
 	      const struct hu_stack *s, const struct hu_tarout_opts *to,
 	      tar_fill_fn fill, void *ctx, struct hu_digests *d,
 	      struct hu_error *e);
+/* Rename the output @f[0] in; with the digests @d (NULL: none), its
+ * descriptor @f[1] written and renamed in with it (hu_outfile_commit2). */
+int commit_with_descriptor(struct hu_outfile f[2], const struct hu_digests *d,
+			   struct hu_error *e);
 /* -n: the tarball @path that tar_write() would have written (@d, @to),
  * with @entries (PROGRESS_UNKNOWN: not said) and its descriptor, on
  * standard output (tarargs.c); and the image of @nlayers layers that

@@ -115,8 +115,6 @@ static int write_image(const char *path, struct hu_outfile *f, bool desc,
 		       struct hu_digests *d, bool dry_run, struct hu_error *e)
 {
 	struct hu_erofs_out_opts o = *eo;
-	char json[512];
-	size_t n;
 	int fd = dry_run ? open_scratch(path) :
 		 openat(f[0].dirfd, f[0].tmp, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
 	int rc;
@@ -129,12 +127,7 @@ static int write_image(const char *path, struct hu_outfile *f, bool desc,
 	close(fd);
 	if (rc < 0 || dry_run)
 		return rc;
-	if (!desc)
-		return hu_outfile_commit(&f[0], e);
-	n = hu_descriptor_json(d, json, sizeof(json));
-	if (hu_outfile_write(&f[1], json, n, e) < 0)
-		return -1;
-	return hu_outfile_commit2(f, e);
+	return commit_with_descriptor(f, desc ? d : NULL, e);
 }
 
 int erofs_write(const char *out, const char *descriptor,

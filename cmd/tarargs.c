@@ -171,8 +171,6 @@ static int write_both(const struct hu_tarout_opts *to, struct hu_outfile *f,
 	struct hu_tarout_opts o = *to;
 	struct hu_digests own;
 	struct hu_tarout *t;
-	char json[512];
-	size_t n;
 	int rc;
 
 	if (desc && !d)
@@ -188,7 +186,16 @@ static int write_both(const struct hu_tarout_opts *to, struct hu_outfile *f,
 	}
 	if (hu_tarout_close(t, d, e) < 0)
 		return -1;
-	if (!desc)
+	return commit_with_descriptor(f, desc ? d : NULL, e);
+}
+
+int commit_with_descriptor(struct hu_outfile f[2], const struct hu_digests *d,
+			   struct hu_error *e)
+{
+	char json[512];
+	size_t n;
+
+	if (!d)
 		return hu_outfile_commit(&f[0], e);
 	n = hu_descriptor_json(d, json, sizeof(json));
 	if (hu_outfile_write(&f[1], json, n, e) < 0)

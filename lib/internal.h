@@ -566,6 +566,11 @@ static inline void hu_clamp_mtime(bool clamp, int64_t max, int64_t *sec,
  * stays), as "sha256:<64 hex>", and how many bytes (digest.c). */
 int hu_sha256_fd(int fd, char digest[72], uint64_t *size, struct hu_error *e);
 
+/* Count @s's entry in the summary of a flatten, by its type (flatten.c):
+ * the tarball's and the EROFS image's alike. */
+struct hu_flatten_stats;
+void hu_flatten_count(struct hu_flatten_stats *st, const struct stat *s);
+
 /* One xattr of an entry, as an output writes it. */
 struct hu_xattr {
 	const char *name;	/* whole: "user.foo" */

@@ -88,24 +88,6 @@ static int read_target(struct erofsout *f, struct hu_layer *l, int dir,
 	return 0;
 }
 
-static void count(struct hu_flatten_stats *st, const struct stat *s)
-{
-	switch (s->st_mode & S_IFMT) {
-	case S_IFDIR:
-		st->dirs++;
-		break;
-	case S_IFREG:
-		st->files++;
-		st->bytes += (uint64_t)s->st_size;
-		break;
-	case S_IFLNK:
-		st->symlinks++;
-		break;
-	default:
-		st->specials++;
-	}
-}
-
 /* A regular file: its bytes from an fd, or from its tarball's stream. */
 static int write_file(struct erofsout *f, struct hu_vdir *d,
 		      const struct hu_ventry *ent, uint64_t *ref,
@@ -222,7 +204,7 @@ static int on_entry(void *ctx, struct hu_vdir *d, const struct hu_ventry *ent,
 		return efail(f, ent->layer, e);
 	if (hu_linkmap_shared(&ent->st))
 		hu_linkmap_set_ref(&f->links, &ent->st, ref);
-	count(f->stats, &ent->st);
+	hu_flatten_count(f->stats, &ent->st);
 	return S_ISDIR(ent->st.st_mode) ? 1 : 0;
 }
 

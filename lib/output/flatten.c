@@ -39,7 +39,7 @@ static void progress(struct flatten *f)
 	hu_report_progress(f->report, ++f->stats->entries);
 }
 
-static void count(struct hu_flatten_stats *st, const struct stat *s)
+void hu_flatten_count(struct hu_flatten_stats *st, const struct stat *s)
 {
 	switch (s->st_mode & S_IFMT) {
 	case S_IFDIR:
@@ -102,7 +102,7 @@ static int on_entry(void *ctx, struct hu_vdir *d, const struct hu_ventry *ent,
 		return 0;
 	if (hu_tarout_ventry(f->t, path, d, ent, e) < 0)
 		return ffail(f->s, ent->layer, e);
-	count(f->stats, &ent->st);
+	hu_flatten_count(f->stats, &ent->st);
 	return S_ISDIR(ent->st.st_mode) ? 1 : 0;
 }
 

@@ -190,15 +190,6 @@ run_seed() {
 	stack_result $ok "seed $seed" --seed "$seed"
 }
 
-result() {	# LABEL OK
-	if [ "$2" = 1 ]; then
-		passed=$((passed + 1))
-	else
-		failed=$((failed + 1))
-		echo "FAIL $1"
-	fi
-}
-
 # Flatten the tree $2 to an image and compare the mount with the tree
 # (manifest.py options $3...): check LABEL $1.
 tree_check() {

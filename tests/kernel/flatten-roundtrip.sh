@@ -233,15 +233,6 @@ run_seed() {
 	stack_result $ok "seed $seed" --seed "$seed"
 }
 
-result() {	# LABEL OK
-	if [ "$2" = 1 ]; then
-		passed=$((passed + 1))
-	else
-		failed=$((failed + 1))
-		echo "FAIL $1"
-	fi
-}
-
 # SOURCE_DATE_EPOCH: mtimes newer than T become T, the others stay.
 check_clamp() {
 	local dir=$FS/stack ok=1 T=1300000000 layers r

@@ -142,6 +142,16 @@ print("end")' "$FS/stack/info.json" 2>>"$FS/mkstack.err") ||
 	STACK_FORMS=${v[1]} STACK_AMBIGUOUS=${v[2]}
 }
 
+# Count the fixed check LABEL as passed when OK is 1, else as failed.
+result() {	# LABEL OK
+	if [ "$2" = 1 ]; then
+		passed=$((passed + 1))
+	else
+		failed=$((failed + 1))
+		echo "FAIL $1"
+	fi
+}
+
 # Count the check LABEL of $FS/stack (from mkstack.py ARGS...) as passed
 # when OK is 1; else as failed, with the command that writes the stack
 # again, and keep the stack (HUNION_KEEP).  Then remove it.
