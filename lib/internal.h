@@ -570,6 +570,9 @@ int hu_sha256_fd(int fd, char digest[72], uint64_t *size, struct hu_error *e);
  * the tarball's and the EROFS image's alike. */
 struct hu_flatten_stats;
 void hu_flatten_count(struct hu_flatten_stats *st, const struct stat *s);
+/* After a flatten's walk: each tarball layer whose bytes were read
+ * forward read to its end, its digests checked (flatten.c). */
+int hu_flatten_data_finish(const struct hu_stack *s, struct hu_error *e);
 
 /* One xattr of an entry, as an output writes it. */
 struct hu_xattr {

@@ -276,11 +276,8 @@ int hu_flatten_write_erofs(const struct hu_stack *s, const struct hu_report *r,
 		return -1;
 	hu_report_phase(r, HU_PHASE_WRITING, NULL);
 	rc = hu_view_walk(s, &ops, &f, e);
-	for (size_t i = 0; i < s->n && rc >= 0; i++)
-		if (hu_ldir_data_finish(&s->layers[i], e) < 0) {
-			hu_error_prefix(e, s->layers[i].path);
-			rc = -1;
-		}
+	if (rc >= 0)
+		rc = hu_flatten_data_finish(s, e);
 	if (rc >= 0)
 		rc = hu_erofs_close(f.w, e);
 	else

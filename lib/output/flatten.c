@@ -123,6 +123,18 @@ static int on_root(void *ctx, struct hu_vdir *root, struct hu_error *e)
 	return 0;
 }
 
+int hu_flatten_data_finish(const struct hu_stack *s, struct hu_error *e)
+{
+	/* Each tarball whose data was read forward is read to its end, its
+	 * digests checked, before the output may count as written. */
+	for (size_t i = 0; i < s->n; i++)
+		if (hu_ldir_data_finish(&s->layers[i], e) < 0) {
+			hu_error_prefix(e, s->layers[i].path);
+			return -1;
+		}
+	return 0;
+}
+
 int hu_flatten_write_tar(const struct hu_stack *s, const struct hu_report *r,
 			 struct hu_tarout *t, struct hu_flatten_stats *stats,
 			 struct hu_error *e)
@@ -137,13 +149,8 @@ int hu_flatten_write_tar(const struct hu_stack *s, const struct hu_report *r,
 	memset(stats, 0, sizeof(*stats));
 	hu_report_phase(r, HU_PHASE_WRITING, NULL);
 	rc = hu_view_walk(s, &ops, &f, e);
-	/* Each tarball whose data was read forward is read to its end, its
-	 * digests checked, before the output may count as written. */
-	for (size_t i = 0; i < s->n && rc >= 0; i++)
-		if (hu_ldir_data_finish(&s->layers[i], e) < 0) {
-			hu_error_prefix(e, s->layers[i].path);
-			rc = -1;
-		}
+	if (rc >= 0)
+		rc = hu_flatten_data_finish(s, e);
 	hu_linkmap_free(&f.links);
 	hu_pathbuf_free(&f.path);
 	return rc;

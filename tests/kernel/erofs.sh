@@ -210,23 +210,6 @@ tree_check() {
 	result "$label" $ok
 }
 
-# check_error LABEL WANT_RC DIR_TO_BE_EMPTY_OR_- MESSAGE_RE HUNION_ARGS...
-check_error() {
-	local label=$1 want=$2 dir=$3 re=$4 rc ok=1
-	shift 4
-	"$HUNION" flatten "$@" >"$WORK/err.log" 2>&1
-	rc=$?
-	[ $rc = "$want" ] || { ok=0; echo "  exit $rc, want $want"; }
-	grep -Eq "$re" "$WORK/err.log" ||
-		{ ok=0; echo "  no message matching $re"; }
-	if [ "$dir" != - ] && [ -n "$(ls -A "$dir")" ]; then
-		ok=0
-		echo "  left behind: $(find "$dir" -mindepth 1 | head -n 3)"
-	fi
-	[ $ok = 1 ] || sed 's/^/  /' "$WORK/err.log"
-	result "error: $label" $ok
-}
-
 check_clamp() {
 	local T=1300000000 L=$WORK/clamp ok=1
 	mkdir -p "$L/d"

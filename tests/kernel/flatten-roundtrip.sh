@@ -264,22 +264,6 @@ EOF
 	rm -rf "$dir"
 }
 
-# check_error LABEL WANT_RC DIR_TO_BE_EMPTY_OR_- HUNION_ARGS...
-check_error() {
-	local label=$1 want=$2 dir=$3 rc ok=1
-	shift 3
-	"$HUNION" flatten "$@" >"$WORK/err.log" 2>&1
-	rc=$?
-	[ $rc = "$want" ] || { ok=0; echo "  exit $rc, want $want"; }
-	grep -q . "$WORK/err.log" || { ok=0; echo "  no message"; }
-	if [ "$dir" != - ] && [ -n "$(ls -A "$dir")" ]; then
-		ok=0
-		echo "  left behind: $(find "$dir" -mindepth 1 | head -n 3)"
-	fi
-	[ $ok = 1 ] || sed 's/^/  /' "$WORK/err.log"
-	result "error: $label" $ok
-}
-
 check_errors() {
 	local L=$WORK/errlayer
 	mkdir -p "$L/d" "$WORK/ro" "$WORK/small" "$WORK/outdir/x.tar"
@@ -287,18 +271,18 @@ check_errors() {
 		head -c 400000 /dev/urandom >"$L/d/f$i"
 	done
 	mount -t tmpfs -o ro,size=1m tmpfs "$WORK/ro"
-	check_error "read-only output directory" 1 "$WORK/ro" \
+	check_error "read-only output directory" 1 "$WORK/ro" . \
 		-o "$WORK/ro/x.tar" "$L"
-	check_error "output is an existing directory" 1 - \
+	check_error "output is an existing directory" 1 - . \
 		-o "$WORK/outdir/x.tar" "$L"
 	if [ ! -d "$WORK/outdir/x.tar" ] ||
 	   [ -n "$(ls -A "$WORK/outdir/x.tar")" ]; then
 		result "error: the existing directory was changed" 0
 	fi
-	check_error "unknown --compress" 2 "$WORK/small" \
+	check_error "unknown --compress" 2 "$WORK/small" . \
 		--compress=lz4 -o "$WORK/small/x.tar" "$L"
 	mount -t tmpfs -o size=1m tmpfs "$WORK/small"
-	check_error "full filesystem" 1 "$WORK/small" \
+	check_error "full filesystem" 1 "$WORK/small" . \
 		-o "$WORK/small/x.tar" "$L"
 }
 

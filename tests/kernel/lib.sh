@@ -152,6 +152,25 @@ result() {	# LABEL OK
 	fi
 }
 
+# "hunion flatten HUNION_ARGS..." must fail with exit status WANT_RC and
+# a message matching RE (grep -E; "." for any), leaving DIR empty (- for
+# none to check): the fixed check "error: LABEL".
+check_error() {	# LABEL WANT_RC DIR RE HUNION_ARGS...
+	local label=$1 want=$2 dir=$3 re=$4 rc ok=1
+	shift 4
+	"$HUNION" flatten "$@" >"$WORK/err.log" 2>&1
+	rc=$?
+	[ $rc = "$want" ] || { ok=0; echo "  exit $rc, want $want"; }
+	grep -Eq "$re" "$WORK/err.log" ||
+		{ ok=0; echo "  no message matching $re"; }
+	if [ "$dir" != - ] && [ -n "$(ls -A "$dir")" ]; then
+		ok=0
+		echo "  left behind: $(find "$dir" -mindepth 1 | head -n 3)"
+	fi
+	[ $ok = 1 ] || sed 's/^/  /' "$WORK/err.log"
+	result "error: $label" $ok
+}
+
 # Count the check LABEL of $FS/stack (from mkstack.py ARGS...) as passed
 # when OK is 1; else as failed, with the command that writes the stack
 # again, and keep the stack (HUNION_KEEP).  Then remove it.
