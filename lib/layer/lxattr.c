@@ -90,7 +90,8 @@ static int pick_names(struct hu_xattrs *x, const char *names, size_t len)
 			return -1;
 		x->v[x->n++] = (struct hu_xattr){ .name = names + off };
 	}
-	qsort(x->v, x->n, sizeof(*x->v), name_cmp);
+	if (x->n > 1)		/* x->v is NULL until a first name */
+		qsort(x->v, x->n, sizeof(*x->v), name_cmp);
 	return 0;
 }
 
