@@ -61,11 +61,11 @@ typedef int (*hu_erofs_put)(void *put_ctx, const void *p, size_t n,
 struct hu_erofs_data {
 	uint64_t size;
 	int fd;
-	/* The file as the user knows it, whole ("LAYER/PATH"): the copy of
-	 * a large file's bytes from @fd may finish after the call that gave
-	 * it (a worker thread copies while the walk goes on), and its
-	 * errors name this. */
-	const char *path;
+	/* The file as the user knows it, @layer/@path: the copy of a large
+	 * file's bytes from @fd may finish after the call that gave it (a
+	 * worker thread copies while the walk goes on), and its errors name
+	 * this, joined only then. */
+	const char *layer, *path;
 	/* The source says it has no hole (its blocks cover its size): no
 	 * SEEK_HOLE is asked. */
 	bool no_holes;

@@ -124,22 +124,6 @@ static void copy_job_drop(struct hu_pool_job *j)
 	free(c);
 }
 
-static int pwrite_all(int fd, const uint8_t *p, size_t len, uint64_t off)
-{
-	while (len) {
-		ssize_t n = pwrite(fd, p, len, (off_t)off);
-
-		if (n < 0 && hu_eintr_retry())
-			continue;
-		if (n <= 0)
-			return n < 0 ? -1 : (errno = EIO, -1);
-		p += n;
-		len -= (size_t)n;
-		off += (uint64_t)n;
-	}
-	return 0;
-}
-
 /* One step of the worker's copy, by read and write through @buf: -1
  * with @e, *@src_err when the source failed. */
 static int copy_by_hand(struct copy_job *c, uint8_t *buf, size_t n,
@@ -150,7 +134,7 @@ static int copy_by_hand(struct copy_job *c, uint8_t *buf, size_t n,
 	if (hu_erofs_pread_all(c->src, buf, n, from, e) < 0)
 		return -1;
 	*src_err = false;
-	if (pwrite_all(c->dst, buf, n, to) < 0)
+	if (hu_erofs_pwrite_all(c->dst, buf, n, to) < 0)
 		return hu_error_set(e, errno, NULL,
 				    "cannot write the EROFS image");
 	return 0;
@@ -248,7 +232,7 @@ int hu_erofs_copy_blocks(struct hu_erofs *w, const struct hu_erofs_data *d,
 	if (!w->pool || len < EROFS_SMALL || !d->path)
 		return hu_erofs_copy_fd(w, d->fd, 0, to, len, e);
 	c = calloc(1, sizeof(*c));
-	if (!c || !(c->path = strdup(d->path))) {
+	if (!c || !(c->path = hu_path_join(d->layer, d->path))) {
 		free(c);
 		return hu_error_set(e, ENOMEM, NULL, "out of memory");
 	}

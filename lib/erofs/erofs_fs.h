@@ -196,6 +196,9 @@ struct hu_erofs {
 /* erofs_meta.c */
 int hu_erofs_write(struct hu_erofs *w, const void *buf, size_t len,
 		uint64_t off, struct hu_error *e);
+/* All of @buf at @off through the write wrapper (hu_wr_pwrite); -1 with
+ * errno.  Safe from a worker. */
+int hu_erofs_pwrite_all(int fd, const void *buf, size_t len, uint64_t off);
 int hu_erofs_patch(struct hu_erofs *w, uint64_t off, const void *buf,
 		size_t len, struct hu_error *e);
 int hu_erofs_reserve(struct hu_erofs *w, size_t size, size_t align,

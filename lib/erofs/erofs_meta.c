@@ -41,16 +41,25 @@ int hu_erofs_write(struct hu_erofs *w, const void *buf, size_t len,
 		    XXH3_128bits_update(w->hash, buf, len) != XXH_OK)
 			return hu_error_set(e, 0, NULL, "hashing failed");
 	}
+	if (hu_erofs_pwrite_all(w->fd, p, len, off) < 0) {
+		w->failed = true;
+		return hu_error_set(e, errno, NULL,
+				    "cannot write the EROFS image");
+	}
+	return 0;
+}
+
+int hu_erofs_pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
+{
+	const char *p = buf;
+
 	while (len) {
-		ssize_t n = pwrite(w->fd, p, len, (off_t)off);
+		ssize_t n = hu_wr_pwrite(fd, p, len, (off_t)off);
 
 		if (n < 0 && hu_eintr_retry())
 			continue;
-		if (n <= 0) {
-			w->failed = true;
-			return hu_error_set(e, n < 0 ? errno : EIO, NULL,
-					    "cannot write the EROFS image");
-		}
+		if (n <= 0)
+			return n < 0 ? -1 : (errno = EIO, -1);
 		p += n;
 		len -= (size_t)n;
 		off += (uint64_t)n;

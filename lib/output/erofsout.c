@@ -28,7 +28,6 @@ struct erofsout {
 	struct hu_linkmap links;
 	struct hu_xattrs xattrs;
 	struct hu_pathbuf path;	/* the current entry's, for errors */
-	struct hu_pathbuf src;	/* the same in its layer: "LAYER/PATH" */
 	char *target;		/* a symlink's */
 	size_t target_cap;
 };
@@ -99,16 +98,12 @@ static int write_file(struct erofsout *f, struct hu_vdir *d,
 	struct hu_erofs_data data = { .size = src.size, .fd = -1 };
 	struct hu_erofs_meta m;
 	bool own = false;
-	size_t saved;
 	int rc;
 
 	/* A large file's bytes may be copied after this call returns:
 	 * their errors name the file in its layer. */
-	hu_pathbuf_pop(&f->src, 0);
-	if (hu_pathbuf_push(&f->src, l->path, &saved) < 0 ||
-	    hu_pathbuf_push(&f->src, f->path.s, &saved) < 0)
-		return hu_error_set(e, ENOMEM, NULL, "out of memory");
-	data.path = f->src.s;
+	data.layer = l->path;
+	data.path = f->path.s;
 	data.no_holes = (uint64_t)ent->st.st_blocks * 512 >=
 			(uint64_t)ent->st.st_size;
 	if (hu_ldir_indexed(l)) {
@@ -289,7 +284,6 @@ int hu_flatten_write_erofs(const struct hu_stack *s, const struct hu_report *r,
 	hu_linkmap_free(&f.links);
 	hu_xattrs_free(&f.xattrs);
 	hu_pathbuf_free(&f.path);
-	hu_pathbuf_free(&f.src);
 	free(f.target);
 	return rc;
 }
