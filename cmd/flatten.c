@@ -125,6 +125,38 @@ static int write_image(struct flatten_args *a, struct flatten_fill *f,
 	return oci_write(&a->oci, f->s, &ow, e);
 }
 
+/* Open the stack of the @nops operands @ops as every flatten reads it;
+ * -1 after printing why. */
+static int open_stack(struct flatten_args *a, struct flatten_fill *f,
+		      char **ops, int nops, struct hu_stack *s)
+{
+	struct hu_error e = { 0 };
+
+	a->lo.stack.report = &f->report;
+	/* The layers kept as context are read only where the layers above
+	 * touch them: detect their format on demand.  Without --base the
+	 * bottom layer, usually the largest, is read whole, but what its
+	 * format changes is only which of its own entries are markers: it
+	 * is detected only if the walk meets one (a base image seldom has
+	 * any), which saves a walk of it before the flatten's own. */
+	a->lo.stack.defer_below = a->base ? strtoul(a->base, NULL, 10) : 1;
+	/* Tarball and image layers read from their path index, each
+	 * file's bytes forward from its tarball: no layer unpacked, unless
+	 * its tarball's order is not the view's.  --base writes the layers
+	 * it keeps through their own walks: those are unpacked. */
+	a->lo.stack.index_tars = a->lo.stack.index_data =
+		!a->base && operands_have_tarballs(ops, nops);
+	if ((a->lo.stack.index_tars && layer_cache_open(&a->lo, &e) < 0) ||
+	    hu_stack_open(s, ops, (size_t)nops, &a->lo.stack, &e) < 0) {
+		print_error(&e);
+		hu_error_clear(&e);
+		layer_cache_close(&a->lo);
+		return -1;
+	}
+	note_indexes(s);
+	return 0;
+}
+
 /* -o erofs:FILE: the merged view as one EROFS image. */
 static int flatten_erofs(struct flatten_args *a, struct flatten_fill *f,
 			 int nops, char **ops)
@@ -141,18 +173,8 @@ static int flatten_erofs(struct flatten_args *a, struct flatten_fill *f,
 				       "whole merged tree"), EXIT_USAGE;
 	if (erofs_args_resolve(a->c, &a->erofs, &a->tar, a->out, &eo) < 0)
 		return EXIT_USAGE;
-	a->lo.stack.report = &f->report;
-	a->lo.stack.defer_below = 1;	/* as for a tarball: cmd_flatten */
-	a->lo.stack.index_tars = a->lo.stack.index_data =
-		operands_have_tarballs(ops, nops);
-	if ((a->lo.stack.index_tars && layer_cache_open(&a->lo, &e) < 0) ||
-	    hu_stack_open(&s, ops, (size_t)nops, &a->lo.stack, &e) < 0) {
-		print_error(&e);
-		hu_error_clear(&e);
-		layer_cache_close(&a->lo);
+	if (open_stack(a, f, ops, nops, &s) < 0)
 		return EXIT_TROUBLE;
-	}
-	note_indexes(&s);
 	warn_live_layers(&s, &f->report);
 	rc = erofs_write(a->out, a->tar.descriptor, &s, &eo, &f->report,
 			 &f->st, a->lo.dry_run || front.verbosity > 0 ? &d :
@@ -216,30 +238,10 @@ int cmd_flatten(const struct cmd *c, int argc, char **argv)
 		oci_args_free(&a.oci);
 		return EXIT_USAGE;
 	}
-	a.lo.stack.report = &f.report;
-	/* The layers kept as context are read only where the layers above
-	 * touch them: detect their format on demand.  Without --base the
-	 * bottom layer, usually the largest, is read whole, but what its
-	 * format changes is only which of its own entries are markers: it
-	 * is detected only if the walk meets one (a base image seldom has
-	 * any), which saves a walk of it before the flatten's own. */
-	a.lo.stack.defer_below = a.base ? strtoul(a.base, NULL, 10) : 1;
-	/* Tarball and image layers read from their path index, each
-	 * file's bytes forward from its tarball: no layer unpacked, unless
-	 * its tarball's order is not the view's.  --base writes the layers
-	 * it keeps through their own walks: those are unpacked. */
-	a.lo.stack.index_tars = a.lo.stack.index_data =
-		!a.base && operands_have_tarballs(argv + first, argc - first);
-	if ((a.lo.stack.index_tars && layer_cache_open(&a.lo, &e) < 0) ||
-	    hu_stack_open(&s, argv + first, argc - first, &a.lo.stack,
-			  &e) < 0) {
-		print_error(&e);
-		hu_error_clear(&e);
-		layer_cache_close(&a.lo);
+	if (open_stack(&a, &f, argv + first, argc - first, &s) < 0) {
 		oci_args_free(&a.oci);
 		return EXIT_TROUBLE;
 	}
-	note_indexes(&s);
 	if (image_operand && check_args(&a, (int)s.n) < 0) {
 		hu_stack_close(&s);
 		oci_args_free(&a.oci);
