@@ -294,6 +294,10 @@ struct hu_layer {
 	 * name met (malloc'd, relative to the root), for a warning. */
 	bool oci_by_names;
 	char *wh_path;
+	/* Detection walked the whole layer and met no entry of any type
+	 * named ".wh.*" or like a conversion's temporary files: with format
+	 * NONE, a conversion has nothing to refuse and nothing to change. */
+	bool names_plain;
 	/* From hu_stack_opts.workdir_given; and whether detection found
 	 * as many union as overlay markers and nothing else to go by (its
 	 * format a guess, whose foreign markers no repair may rewrite). */

@@ -54,6 +54,7 @@ struct detect {
 	bool files_skipped;	/* regular files passed by (files_decided()) */
 	bool files_all;		/* the walk again of a layer found mixed
 				 * after files were passed by: read them all */
+	bool odd_names;		/* a name hu_layer.names_plain is about */
 	struct hu_error *e;
 };
 
@@ -308,6 +309,9 @@ static int detect_entry(struct detect *d, int dirfd, const char *name,
 	size_t saved;
 	int sub, rc;
 
+	if (hu_oci_is_marker(name) ||
+	    !strncmp(name, HU_CONV_TEMP_PREFIX, strlen(HU_CONV_TEMP_PREFIX)))
+		d->odd_names = true;
 	if (type == DT_UNKNOWN) {
 		if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 			return hu_error_setat(d->e, errno, d->path.s, name,
@@ -574,6 +578,7 @@ static int detect_finish(struct detect *d, int rc)
 		l->wh_path = d->wh_path;
 		d->wh_path = NULL;
 	}
+	l->names_plain = rc == 0 && !d->odd_names && !d->files_skipped;
 	if (rc == 0 && l->refs == HU_REFS_ASK) {
 		l->refs = d->refs ? HU_REFS_SOME : HU_REFS_NONE;
 		l->files_private = d->file_private;

@@ -405,6 +405,10 @@ int hu_wh_convert(const struct hu_layer *l, const char *out,
 	 * stopped run made are known where they matter (convert_inplace.c) */
 	src.conv_to = HU_FMT_AUTO;
 	c.to = wh_layer_as(&src, o->to, o->to_userxattr);
+	/* Its detection walked it whole: the walks of the plan and of a
+	 * conversion in place would meet nothing (one walk, not three). */
+	c.plain = l->format == HU_FMT_NONE && !l->deferred &&
+		  l->names_plain && !c.half;
 	if (out)
 		return cv_copy(&c, e);
 	if (l->unpacked)
@@ -413,12 +417,12 @@ int hu_wh_convert(const struct hu_layer *l, const char *out,
 	/* Before the plan: what it reads, another run may be changing. */
 	if (!o->dry_run && hu_layer_lock_change(l, e) < 0)
 		return -1;
-	if (wh_walk(&src, &cv_plan_ops, &c, e) < 0)
+	if (!c.plain && wh_walk(&src, &cv_plan_ops, &c, e) < 0)
 		return -1;
 	if (o->dry_run)
 		return 0;
 	c.pass = CV_INPLACE;
-	if (wh_walk(&src, &cv_inplace_ops, &c, e) < 0)
+	if (!c.plain && wh_walk(&src, &cv_inplace_ops, &c, e) < 0)
 		return -1;
 	/* A record of the format fsck left names the target, also where
 	 * nothing else changed (a layer whose markers are gone); before the

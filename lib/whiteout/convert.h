@@ -20,6 +20,9 @@ struct conv {
 	struct hu_convert_stats *st;
 	const char *out;		/* -o as the user named it, or NULL */
 	enum cv_pass pass;
+	/* No marker and no name a format reads as one (hu_layer.names_plain):
+	 * no plan, nothing to change in place. */
+	bool plain;
 	unsigned int seed;		/* temporary names (in place) */
 	struct hu_treeout t;		/* -o: the new layer */
 };

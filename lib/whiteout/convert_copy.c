@@ -254,7 +254,7 @@ int cv_copy(struct conv *c, struct hu_error *e)
 	c->t.cs.bytes = c->o->report ? c->o->report->bytes : NULL;
 	/* the plan refuses what cannot be converted before anything is
 	 * written, and is all a dry run does */
-	if (rc == 0)
+	if (rc == 0 && !c->plain)
 		rc = wh_walk(c->l, &cv_plan_ops, c, e);
 	if (rc == 0 && !c->o->dry_run) {
 		if (!c->t.as_root)
