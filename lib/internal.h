@@ -71,6 +71,13 @@ char *hu_oci_opaque_path(const char *dir);
  * renames it into place: in a half-converted layer these names are never
  * entries (view_list.c), and a re-run removes them (convert_inplace.c). */
 #define HU_CONV_TEMP_PREFIX ".hunion-wh."
+static inline bool hu_conv_temp_prefixed(const char *name)
+{
+	return strncmp(name, HU_CONV_TEMP_PREFIX,
+		       sizeof(HU_CONV_TEMP_PREFIX) - 1) == 0;
+}
+/* ... and one such name in a half-converted layer, where it is none of
+ * the layer's entries. */
 bool hu_conv_temp_name(const struct hu_layer *l, const char *name);
 
 /*

@@ -101,8 +101,7 @@ int fm_check_leftover(struct fsck_run *r, const struct fsck_dir *d,
 		lockfd = hu_aside_locked(d->wd->fd, name);
 		if (lockfd < 0)
 			return 1;
-	} else if (strncmp(name, HU_CONV_TEMP_PREFIX,
-		    strlen(HU_CONV_TEMP_PREFIX)) != 0) {
+	} else if (!hu_conv_temp_prefixed(name)) {
 		base = leftover_base(name, &lock);
 		if (!base)
 			return 0;

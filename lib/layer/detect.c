@@ -309,8 +309,7 @@ static int detect_entry(struct detect *d, int dirfd, const char *name,
 	size_t saved;
 	int sub, rc;
 
-	if (hu_oci_is_marker(name) ||
-	    !strncmp(name, HU_CONV_TEMP_PREFIX, strlen(HU_CONV_TEMP_PREFIX)))
+	if (hu_oci_is_marker(name) || hu_conv_temp_prefixed(name))
 		d->odd_names = true;
 	if (type == DT_UNKNOWN) {
 		if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)

@@ -260,8 +260,7 @@ static int plan_lookalike(struct conv *c, const struct wh_dir *d,
 	enum hu_format s = c->l->format, t = c->to.format;
 	struct stat st;
 
-	if (!c->out && !strncmp(ent->name, HU_CONV_TEMP_PREFIX,
-				strlen(HU_CONV_TEMP_PREFIX)))
+	if (!c->out && hu_conv_temp_prefixed(ent->name))
 		return wh_fail(e, 0, c->l->path, d->path, ent->name,
 			       "an entry named like the temporary files of a "
 			       "conversion in place: nothing was changed");
@@ -405,10 +404,10 @@ int hu_wh_convert(const struct hu_layer *l, const char *out,
 	 * stopped run made are known where they matter (convert_inplace.c) */
 	src.conv_to = HU_FMT_AUTO;
 	c.to = wh_layer_as(&src, o->to, o->to_userxattr);
-	/* Its detection walked it whole: the walks of the plan and of a
-	 * conversion in place would meet nothing (one walk, not three). */
-	c.plain = l->format == HU_FMT_NONE && !l->deferred &&
-		  l->names_plain && !c.half;
+	/* Its detection walked it whole (names_plain is never set before):
+	 * the walks of the plan and of a conversion in place would meet
+	 * nothing (one walk, not three). */
+	c.plain = l->format == HU_FMT_NONE && l->names_plain && !c.half;
 	if (out)
 		return cv_copy(&c, e);
 	if (l->unpacked)

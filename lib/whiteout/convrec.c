@@ -160,8 +160,7 @@ int hu_layer_dir_stat(const struct hu_layer *l, int fd, struct stat *st,
 
 bool hu_conv_temp_name(const struct hu_layer *l, const char *name)
 {
-	return hu_layer_half(l) && !strncmp(name, HU_CONV_TEMP_PREFIX,
-					    strlen(HU_CONV_TEMP_PREFIX));
+	return hu_layer_half(l) && hu_conv_temp_prefixed(name);
 }
 
 int hu_conv_record_read(struct hu_layer *l, struct hu_error *e)
